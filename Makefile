@@ -1,0 +1,21 @@
+# The two commands of the README are `make demo` and `make test`.
+.PHONY: demo test cluster-up cluster-down cluster-status clean
+
+demo:  ## start the platform with demo data (SQLite unless DATABASE_URL is set)
+	@scripts/demo.sh
+
+test:  ## run the whole test suite on real PostgreSQL and Redis
+	@scripts/test.sh
+
+cluster-up:  ## build (first time) and start the local GPU cluster
+	@deploy/local-cluster/cluster.sh up
+
+cluster-down:
+	@deploy/local-cluster/cluster.sh down
+
+cluster-status:
+	@deploy/local-cluster/cluster.sh status
+
+clean:  ## stop the test servers and remove local state (keeps build caches)
+	@scripts/services.sh down
+	rm -rf var/

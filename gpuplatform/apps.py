@@ -1,0 +1,11 @@
+"""App config for the project package: registers system checks and management commands."""
+
+from django.apps import AppConfig
+
+
+class GpuPlatformConfig(AppConfig):
+    name = "gpuplatform"
+    verbose_name = "GPU Platform"
+
+    def ready(self) -> None:
+        from . import checks  # noqa: F401  (registers the checks)

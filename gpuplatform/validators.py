@@ -1,0 +1,121 @@
+"""Django validators for Kubernetes-shaped fields, shared by every app's models."""
+
+import re
+
+import jsonschema
+from django.core.exceptions import ValidationError
+from django.utils.deconstruct import deconstructible
+
+from cluster.names import is_dns1123_label, is_label_value, is_qualified_name
+
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def validate_dns1123_label(value: str) -> None:
+    if not is_dns1123_label(value):
+        raise ValidationError(
+            "Use at most 63 lowercase letters, digits and '-', starting and ending with a "
+            "letter or digit (for example 'vision-team').",
+            code="dns1123",
+        )
+
+
+def validate_resource_name(value: str) -> None:
+    if "/" not in value or not is_qualified_name(value):
+        raise ValidationError(
+            "Use an extended resource name with a domain, such as 'nvidia.com/gpu' or "
+            "'nvidia.com/mig-1g.10gb'.",
+            code="resource_name",
+        )
+
+
+def validate_image(value: str) -> None:
+    if not value or any(ch.isspace() for ch in value):
+        raise ValidationError("An image reference cannot contain spaces.", code="image")
+
+
+def validate_env(value) -> None:
+    if not isinstance(value, dict):
+        raise ValidationError("Environment must be a mapping of NAME to value.", code="env")
+    for name, val in value.items():
+        if not ENV_NAME.match(name):
+            raise ValidationError(
+                f"'{name}' is not a valid variable name: use letters, digits and '_', not "
+                "starting with a digit.",
+                code="env_name",
+            )
+        if not isinstance(val, str):
+            raise ValidationError(f"The value of {name} must be text.", code="env_value")
+
+
+def validate_string_list(value) -> None:
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise ValidationError("Must be a list of text items.", code="string_list")
+
+
+def validate_node_labels(value) -> None:
+    if not isinstance(value, dict):
+        raise ValidationError("Node labels must be a mapping of key to value.", code="labels")
+    for key, val in value.items():
+        if not is_qualified_name(key):
+            raise ValidationError(f"'{key}' is not a valid label key.", code="label_key")
+        if not isinstance(val, str) or not is_label_value(val):
+            raise ValidationError(
+                f"The value of label '{key}' must be at most 63 letters, digits, '-', '_' or "
+                "'.', starting and ending with a letter or digit.",
+                code="label_value",
+            )
+
+
+_EFFECT = {"enum": ["NoSchedule", "PreferNoSchedule", "NoExecute"]}
+TOLERATIONS_SCHEMA = {
+    "type": "array",
+    "items": {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "key": {"type": "string"},
+            "operator": {"enum": ["Equal", "Exists"]},
+            "value": {"type": "string"},
+            "effect": _EFFECT,
+            "tolerationSeconds": {"type": "integer", "minimum": 0},
+        },
+    },
+}
+TAINTS_SCHEMA = {
+    "type": "array",
+    "items": {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["key", "effect"],
+        "properties": {
+            "key": {"type": "string", "minLength": 1},
+            "value": {"type": "string"},
+            "effect": _EFFECT,
+        },
+    },
+}
+
+
+@deconstructible
+class JsonSchemaValidator:
+    """Validates a JSON field against a schema, reporting the first problem in plain words."""
+
+    def __init__(self, schema: dict, what: str):
+        self.schema = schema
+        self.what = what
+
+    def __call__(self, value) -> None:
+        try:
+            jsonschema.validate(value, self.schema)
+        except jsonschema.ValidationError as exc:
+            where = "/".join(str(p) for p in exc.absolute_path)
+            at = f" at {where}" if where else ""
+            raise ValidationError(f"Invalid {self.what}{at}: {exc.message}.", code="schema") from None
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, JsonSchemaValidator) and (self.schema, self.what) == (other.schema, other.what)
+
+
+validate_tolerations = JsonSchemaValidator(TOLERATIONS_SCHEMA, "tolerations")
+validate_taints = JsonSchemaValidator(TAINTS_SCHEMA, "node taints")

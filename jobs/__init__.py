@@ -1,0 +1,1 @@
+"""Training and inference workloads: their lifecycle, events and cluster objects."""

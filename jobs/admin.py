@@ -1,0 +1,46 @@
+"""Console for jobs: searchable, filterable, with their lifecycle events read-only."""
+
+from django.contrib import admin
+
+from .models import Job, JobEvent
+
+
+class JobEventInline(admin.TabularInline):
+    model = JobEvent
+    extra = 0
+    can_delete = False
+    fields = readonly_fields = ["created_at", "from_state", "to_state", "reason", "message"]
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(Job)
+class JobAdmin(admin.ModelAdmin):
+    list_display = ["name", "team", "kind", "flavor", "state", "reason", "workers",
+                    "gpus_per_worker", "submitter", "created_at"]
+    list_filter = ["state", "kind", "flavor", "team"]
+    search_fields = ["name", "team__slug", "submitter__username", "image"]
+    list_select_related = ["team", "flavor", "submitter"]
+    readonly_fields = ["state", "reason", "message", "created_at", "updated_at", "submitted_at",
+                       "admitted_at", "started_at", "finished_at"]
+    inlines = [JobEventInline]
+    date_hierarchy = "created_at"
+
+
+@admin.register(JobEvent)
+class JobEventAdmin(admin.ModelAdmin):
+    list_display = ["job", "created_at", "from_state", "to_state", "reason"]
+    list_filter = ["to_state"]
+    search_fields = ["job__name", "job__team__slug", "reason", "message"]
+    list_select_related = ["job__team"]
+    readonly_fields = ["job", "created_at", "from_state", "to_state", "reason", "message"]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False

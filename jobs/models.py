@@ -1,0 +1,217 @@
+"""Jobs (training or inference workloads) and the events of their lifecycle."""
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models, transaction
+from django.db.models import F, Q
+from django.utils import timezone
+
+from gpuplatform.validators import (
+    validate_dns1123_label,
+    validate_env,
+    validate_image,
+    validate_string_list,
+)
+from quotas.models import GpuFlavor, PriorityClass
+from tenants.models import Membership, Team
+from tenants.roles import is_quota_manager
+
+from .lifecycle import FINAL_STATES, TIMESTAMP_ON_ENTRY, TRANSITIONS, InvalidTransition, State
+
+JOB_NAME_MAX_LENGTH = 40
+_FINAL = [str(s) for s in FINAL_STATES]
+
+
+class JobQuerySet(models.QuerySet):
+    def visible_to(self, user):
+        """Jobs a user may see: their teams' jobs; every job for quota managers."""
+        return self.filter(team__in=Team.objects.visible_to(user))
+
+    def live(self):
+        return self.exclude(state__in=_FINAL)
+
+
+class Job(models.Model):
+    class Kind(models.TextChoices):
+        TRAINING = "training", "Training"
+        INFERENCE = "inference", "Inference"
+
+    State = State
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="jobs")
+    submitter = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True,
+        related_name="jobs",
+    )
+    name = models.CharField(max_length=JOB_NAME_MAX_LENGTH, validators=[validate_dns1123_label])
+    kind = models.CharField(max_length=10, choices=Kind, default=Kind.TRAINING)
+    flavor = models.ForeignKey(GpuFlavor, on_delete=models.PROTECT, related_name="jobs")
+    priority = models.ForeignKey(
+        PriorityClass, on_delete=models.PROTECT, null=True, blank=True, related_name="jobs"
+    )
+
+    image = models.CharField(max_length=512, validators=[validate_image])
+    command = models.JSONField(default=list, blank=True, validators=[validate_string_list])
+    args = models.JSONField(default=list, blank=True, validators=[validate_string_list])
+    env = models.JSONField(default=dict, blank=True, validators=[validate_env])
+
+    workers = models.PositiveSmallIntegerField(
+        default=1, validators=[MinValueValidator(1), MaxValueValidator(512)]
+    )
+    gpus_per_worker = models.PositiveSmallIntegerField(default=1, validators=[MinValueValidator(1)])
+    cpu_per_worker = models.DecimalField(
+        max_digits=6, decimal_places=2, default=4, validators=[MinValueValidator(0.1)],
+        help_text="CPU cores per worker.",
+    )
+    memory_per_worker_gib = models.PositiveIntegerField(default=16, validators=[MinValueValidator(1)])
+    max_runtime_seconds = models.PositiveIntegerField(
+        null=True, blank=True, validators=[MinValueValidator(60)],
+        help_text="Stop the job after this long; empty means no limit.",
+    )
+
+    # Inference only.
+    port = models.PositiveIntegerField(
+        null=True, blank=True, validators=[MinValueValidator(1), MaxValueValidator(65535)]
+    )
+    min_replicas = models.PositiveSmallIntegerField(null=True, blank=True, validators=[MinValueValidator(1)])
+    max_replicas = models.PositiveSmallIntegerField(null=True, blank=True, validators=[MinValueValidator(1)])
+    readiness_path = models.CharField(max_length=200, blank=True, default="")
+    readiness_initial_delay_seconds = models.PositiveIntegerField(default=30)
+    autoscaling_target_cpu_percent = models.PositiveSmallIntegerField(
+        null=True, blank=True, validators=[MinValueValidator(1), MaxValueValidator(100)]
+    )
+
+    state = models.CharField(max_length=12, choices=State, default=State.DRAFT, db_index=True)
+    reason = models.CharField(max_length=64, blank=True)
+    message = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    submitted_at = models.DateTimeField(null=True, blank=True)
+    admitted_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    objects = JobQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["team", "state"], name="job_team_state")]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["team", "name"],
+                condition=~Q(state__in=_FINAL),
+                name="job_name_unique_among_live_jobs",
+                violation_error_message="The team already has a live job with this name.",
+            ),
+            models.CheckConstraint(
+                condition=Q(workers__gte=1),
+                name="job_workers_positive",
+                violation_error_message="A job needs at least one worker.",
+            ),
+            models.CheckConstraint(
+                condition=Q(gpus_per_worker__gte=1),
+                name="job_gpus_positive",
+                violation_error_message="Each worker needs at least one GPU.",
+            ),
+            models.CheckConstraint(
+                condition=Q(kind="training")
+                | Q(workers=1, port__isnull=False, min_replicas__gte=1, max_replicas__gte=F("min_replicas")),
+                name="job_inference_shape",
+                violation_error_message="An inference job needs a port and 1 <= min replicas <= max replicas.",
+            ),
+            models.CheckConstraint(
+                condition=Q(state__in=[s.value for s in State]),
+                name="job_state_valid",
+                violation_error_message="Unknown job state.",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.team.slug}/{self.name}"
+
+    # --- rules -----------------------------------------------------------------------
+    @property
+    def is_final(self) -> bool:
+        return self.state in FINAL_STATES
+
+    @property
+    def total_gpus(self) -> int:
+        replicas = self.max_replicas if self.kind == self.Kind.INFERENCE else self.workers
+        return (replicas or 1) * self.gpus_per_worker
+
+    def can_cancel(self, user) -> bool:
+        if self.is_final or self.state == State.CANCELLING:
+            return False
+        role = self.team.role_of(user)
+        return role in (Membership.Role.OWNER, Membership.Role.MEMBER) or is_quota_manager(user)
+
+    def clean(self) -> None:
+        errors: dict[str, str] = {}
+        flavor = self.flavor if self.flavor_id else None
+        if flavor and self.gpus_per_worker and self.gpus_per_worker > flavor.gpus_per_node:
+            errors["gpus_per_worker"] = (
+                f"{self.gpus_per_worker} GPUs per worker, but nodes of flavor {flavor.name} "
+                f"have {flavor.gpus_per_node}."
+            )
+        if self.kind == self.Kind.INFERENCE:
+            if self.port is None:
+                errors["port"] = "An inference server needs the port it listens on."
+            if self.min_replicas is None:
+                errors["min_replicas"] = "Give the smallest number of replicas (at least 1)."
+            if self.max_replicas is None:
+                errors["max_replicas"] = "Give the largest number of replicas."
+            elif self.min_replicas and self.max_replicas < self.min_replicas:
+                errors["max_replicas"] = "Must be at least the minimum number of replicas."
+            if self.workers != 1:
+                errors["workers"] = "Inference scales with replicas; leave workers at 1."
+            if self.readiness_path and not self.readiness_path.startswith("/"):
+                errors["readiness_path"] = "A path starts with '/', for example /healthz."
+        if errors:
+            raise ValidationError(errors)
+
+    # --- lifecycle ---------------------------------------------------------------------
+    def transition(self, target: str, *, reason: str = "", message: str = "", at=None) -> bool:
+        """Move to ``target`` if the row is still in the state this instance saw.
+
+        A compare-and-swap: when two workers race from the same state, exactly one update
+        matches and records its event; the loser gets ``False`` and changes nothing.
+        Raises ``InvalidTransition`` for moves the lifecycle forbids.
+        """
+        current = self.state
+        if target not in TRANSITIONS[current]:
+            raise InvalidTransition(current, target)
+        at = at or timezone.now()
+        changes = {"state": target, "reason": reason, "message": message, "updated_at": at}
+        stamp = TIMESTAMP_ON_ENTRY.get(target)
+        if stamp and getattr(self, stamp) is None:
+            changes[stamp] = at
+        with transaction.atomic():
+            won = Job.objects.filter(pk=self.pk, state=current).update(**changes)
+            if not won:
+                return False
+            JobEvent.objects.create(
+                job=self, created_at=at, from_state=current, to_state=target,
+                reason=reason, message=message,
+            )
+        for field, value in changes.items():
+            setattr(self, field, value)
+        return True
+
+    def submit(self) -> bool:
+        return self.transition(State.SUBMITTED, reason="Submitted", message="Waiting for the cluster.")
+
+
+class JobEvent(models.Model):
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="events")
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    from_state = models.CharField(max_length=12, choices=State, blank=True)
+    to_state = models.CharField(max_length=12, choices=State)
+    reason = models.CharField(max_length=64, blank=True)
+    message = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.from_state or '-'} -> {self.to_state}: {self.reason}"

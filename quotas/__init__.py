@@ -1,0 +1,1 @@
+"""GPU flavors, cohorts, per-team quotas and priority classes, and their Kueue/Volcano objects."""

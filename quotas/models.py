@@ -1,0 +1,186 @@
+"""GPU flavors (hardware pools), cohorts, team quotas and priority classes."""
+
+from django.core.exceptions import ValidationError
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models
+from django.db.models import F, Q
+
+from gpuplatform.validators import (
+    validate_dns1123_label,
+    validate_node_labels,
+    validate_resource_name,
+    validate_taints,
+    validate_tolerations,
+)
+from tenants.models import Team
+
+
+class Scheduler(models.TextChoices):
+    KUEUE = "kueue", "Kueue"
+    VOLCANO = "volcano", "Volcano"
+
+
+class GpuFlavor(models.Model):
+    """A pool of identical GPU nodes, governed by exactly one scheduler."""
+
+    name = models.CharField(max_length=63, unique=True, validators=[validate_dns1123_label])
+    display_name = models.CharField(max_length=100, blank=True)
+    description = models.TextField(blank=True)
+    resource_name = models.CharField(
+        max_length=253,
+        validators=[validate_resource_name],
+        help_text="Extended resource the nodes expose, e.g. nvidia.com/gpu or nvidia.com/mig-1g.10gb.",
+    )
+    gpu_memory_gib = models.PositiveIntegerField(help_text="Memory of one GPU (or slice), in GiB.")
+    gpus_per_node = models.PositiveSmallIntegerField(validators=[MinValueValidator(1)])
+    scheduler = models.CharField(max_length=10, choices=Scheduler, default=Scheduler.KUEUE)
+    node_labels = models.JSONField(default=dict, blank=True, validators=[validate_node_labels])
+    node_taints = models.JSONField(default=list, blank=True, validators=[validate_taints])
+    tolerations = models.JSONField(default=list, blank=True, validators=[validate_tolerations])
+    cost_per_gpu_hour = models.DecimalField(
+        max_digits=8, decimal_places=2, null=True, blank=True,
+        validators=[MinValueValidator(0)],
+        help_text="Optional price of one GPU-hour, for accounting.",
+    )
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(gpus_per_node__gte=1),
+                name="flavor_gpus_per_node_positive",
+                violation_error_message="A node has at least one GPU.",
+            ),
+            models.CheckConstraint(
+                condition=Q(scheduler__in=["kueue", "volcano"]),
+                name="flavor_scheduler_valid",
+                violation_error_message="The scheduler must be kueue or volcano.",
+            ),
+            models.CheckConstraint(
+                condition=Q(cost_per_gpu_hour__isnull=True) | Q(cost_per_gpu_hour__gte=0),
+                name="flavor_cost_not_negative",
+                violation_error_message="A price cannot be negative.",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.display_name or self.name
+
+
+class Cohort(models.Model):
+    """Teams whose quotas sit in one cohort may borrow each other's unused GPUs."""
+
+    name = models.CharField(max_length=63, unique=True, validators=[validate_dns1123_label])
+    description = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class QuotaQuerySet(models.QuerySet):
+    def visible_to(self, user):
+        return self.filter(team__in=Team.objects.visible_to(user))
+
+
+class Quota(models.Model):
+    """A team's GPUs on one flavor, plus the CPU and memory that go with them."""
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="quotas")
+    flavor = models.ForeignKey(GpuFlavor, on_delete=models.PROTECT, related_name="quotas")
+    cohort = models.ForeignKey(
+        Cohort, on_delete=models.PROTECT, null=True, blank=True, related_name="quotas",
+        help_text="Quotas in one cohort lend and borrow unused GPUs.",
+    )
+    nominal_gpus = models.PositiveIntegerField(help_text="GPUs guaranteed to the team.")
+    borrowing_limit_gpus = models.PositiveIntegerField(
+        null=True, blank=True,
+        help_text="Most GPUs the team may borrow from its cohort; empty means no limit.",
+    )
+    lending_limit_gpus = models.PositiveIntegerField(
+        null=True, blank=True,
+        help_text="Most of its nominal GPUs the team lends to its cohort; empty means all.",
+    )
+    cpu_cores = models.PositiveIntegerField(help_text="CPU cores for workloads on this flavor.")
+    memory_gib = models.PositiveIntegerField(help_text="Memory for workloads on this flavor, GiB.")
+    weight = models.PositiveSmallIntegerField(
+        default=1, validators=[MinValueValidator(1), MaxValueValidator(1000)],
+        help_text="Fair-sharing weight when the cohort's spare GPUs are shared out.",
+    )
+
+    objects = QuotaQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["team__slug", "flavor__name"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["team", "flavor"],
+                name="quota_one_per_team_and_flavor",
+                violation_error_message="This team already has a quota for this flavor.",
+            ),
+            models.CheckConstraint(
+                condition=Q(lending_limit_gpus__isnull=True) | Q(lending_limit_gpus__lte=F("nominal_gpus")),
+                name="quota_lending_within_nominal",
+                violation_error_message="A team cannot lend more GPUs than its nominal quota.",
+            ),
+            models.CheckConstraint(
+                condition=Q(cohort__isnull=False)
+                | Q(borrowing_limit_gpus__isnull=True, lending_limit_gpus__isnull=True),
+                name="quota_limits_need_cohort",
+                violation_error_message="Borrowing and lending limits need a cohort to borrow from.",
+            ),
+            models.CheckConstraint(
+                condition=Q(weight__gte=1),
+                name="quota_weight_positive",
+                violation_error_message="The fair-sharing weight is at least 1.",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.team.slug} / {self.flavor.name}: {self.nominal_gpus} GPUs"
+
+    @property
+    def max_gpus(self) -> int | None:
+        """Nominal plus what may be borrowed; ``None`` when borrowing is unbounded."""
+        if self.cohort_id is None:
+            return self.nominal_gpus
+        if self.borrowing_limit_gpus is None:
+            return None
+        return self.nominal_gpus + self.borrowing_limit_gpus
+
+    def clean(self) -> None:
+        errors = {}
+        if self.lending_limit_gpus is not None and self.lending_limit_gpus > (self.nominal_gpus or 0):
+            errors["lending_limit_gpus"] = "Cannot lend more than the nominal quota."
+        if self.cohort_id is None:
+            for field in ("borrowing_limit_gpus", "lending_limit_gpus"):
+                if getattr(self, field) is not None:
+                    errors[field] = "Only quotas in a cohort can borrow or lend; pick a cohort."
+        if errors:
+            raise ValidationError(errors)
+
+
+class PriorityClass(models.Model):
+    """A named priority for workloads; higher values may preempt lower ones."""
+
+    name = models.CharField(max_length=63, unique=True, validators=[validate_dns1123_label])
+    value = models.IntegerField(
+        validators=[MinValueValidator(-1_000_000_000), MaxValueValidator(1_000_000_000)],
+    )
+    description = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-value"]
+        verbose_name_plural = "priority classes"
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(value__gte=-1_000_000_000, value__lte=1_000_000_000),
+                name="priority_value_in_range",
+                violation_error_message="Priority values lie between -1e9 and 1e9.",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.value})"

@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# The whole test suite on real PostgreSQL and Redis (started here if not given).
+# Extra arguments go to pytest, e.g. scripts/test.sh -k quota -x
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/venv.sh dev
+env_lines=$(scripts/services.sh up)
+while IFS= read -r line; do [ -n "$line" ] && export "$line"; done <<<"$env_lines"
+echo "==> tests on ${DATABASE_URL%%@*}@… and ${REDIS_URL}"
+exec .venv/bin/pytest "$@"

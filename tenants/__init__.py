@@ -1,0 +1,1 @@
+"""Teams, their members, and the Kubernetes namespace each team gets."""

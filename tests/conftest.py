@@ -1,0 +1,54 @@
+"""Shared fixtures: the people of every permission test and a ready-made team."""
+
+import pytest
+
+from tenants.models import Membership
+
+from .builders import make_flavor, make_team, make_user
+
+
+@pytest.fixture(autouse=True)
+def fast_password_hashing(settings):
+    """Real hashers cost ~0.3 s a user; tests only need passwords to round-trip."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture
+def owner(db):
+    return make_user("olivia")
+
+
+@pytest.fixture
+def member(db):
+    return make_user("max")
+
+
+@pytest.fixture
+def viewer(db):
+    return make_user("vera")
+
+
+@pytest.fixture
+def outsider(db):
+    """Belongs to another team only."""
+    user = make_user("oscar")
+    make_team("other-team", members={user: Membership.Role.OWNER})
+    return user
+
+
+@pytest.fixture
+def quota_manager(db):
+    return make_user("quinn", quota_manager=True)
+
+
+@pytest.fixture
+def team(owner, member, viewer):
+    return make_team(
+        "vision",
+        members={owner: Membership.Role.OWNER, member: Membership.Role.MEMBER, viewer: Membership.Role.VIEWER},
+    )
+
+
+@pytest.fixture
+def flavor(db):
+    return make_flavor("h100")
