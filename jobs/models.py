@@ -20,6 +20,10 @@ from tenants.roles import is_quota_manager
 from .lifecycle import FINAL_STATES, TIMESTAMP_ON_ENTRY, TRANSITIONS, InvalidTransition, State
 
 JOB_NAME_MAX_LENGTH = 40
+# Set by the platform for distributed training; a user value would break the rendezvous.
+RESERVED_ENV_NAMES = frozenset(
+    {"MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "NODE_RANK", "NNODES", "NPROC_PER_NODE"}
+)
 _FINAL = [str(s) for s in FINAL_STATES]
 
 
@@ -154,6 +158,9 @@ class Job(models.Model):
                 f"{self.gpus_per_worker} GPUs per worker, but nodes of flavor {flavor.name} "
                 f"have {flavor.gpus_per_node}."
             )
+        reserved = sorted(RESERVED_ENV_NAMES.intersection(self.env or {}) if isinstance(self.env, dict) else [])
+        if reserved:
+            errors["env"] = f"{', '.join(reserved)} is set by the platform for distributed training; remove it."
         if self.kind == self.Kind.INFERENCE:
             if self.port is None:
                 errors["port"] = "An inference server needs the port it listens on."

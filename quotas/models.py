@@ -3,7 +3,8 @@
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
-from django.db.models import F, Q
+from django.db.models import F, OuterRef, Q, Subquery, Sum
+from django.db.models.functions import Coalesce
 
 from gpuplatform.validators import (
     validate_dns1123_label,
@@ -84,6 +85,18 @@ class QuotaQuerySet(models.QuerySet):
     def visible_to(self, user):
         return self.filter(team__in=Team.objects.visible_to(user))
 
+    def with_cohort_lendable(self):
+        """Annotate how many GPUs the other quotas of the same cohort and flavor lend."""
+        peers = (
+            Quota.objects.filter(cohort=OuterRef("cohort"), flavor=OuterRef("flavor"))
+            .exclude(pk=OuterRef("pk"))
+            .order_by()
+            .values("cohort")
+            .annotate(total=Sum(Coalesce("lending_limit_gpus", "nominal_gpus")))
+            .values("total")
+        )
+        return self.annotate(cohort_lendable_gpus=Coalesce(Subquery(peers), 0))
+
 
 class Quota(models.Model):
     """A team's GPUs on one flavor, plus the CPU and memory that go with them."""
@@ -149,6 +162,26 @@ class Quota(models.Model):
         if self.borrowing_limit_gpus is None:
             return None
         return self.nominal_gpus + self.borrowing_limit_gpus
+
+    @property
+    def ceiling_gpus(self) -> int:
+        """The most GPUs this quota can ever put to work: nominal plus what it can borrow.
+
+        Borrowing is bounded by the limit and by what the cohort's other quotas lend; the
+        latter comes from ``Quota.objects.with_cohort_lendable()``.
+        """
+        if self.cohort_id is None:
+            return self.nominal_gpus
+        lendable = getattr(self, "cohort_lendable_gpus", None)
+        if lendable is None:
+            lendable = (
+                Quota.objects.filter(pk=self.pk).with_cohort_lendable().values_list(
+                    "cohort_lendable_gpus", flat=True
+                ).first()
+                or 0
+            )
+        borrowable = lendable if self.borrowing_limit_gpus is None else min(lendable, self.borrowing_limit_gpus)
+        return self.nominal_gpus + borrowable
 
     def clean(self) -> None:
         errors = {}

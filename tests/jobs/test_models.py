@@ -39,6 +39,7 @@ def test_a_plain_training_job_is_valid(team, flavor):
         (dict(env={"1BAD": "x"}), "env", "'1BAD' is not a valid variable name"),
         (dict(env={"MY-VAR": "x"}), "env", "'MY-VAR' is not a valid variable name"),
         (dict(env={"OK": 3}), "env", "must be text"),
+        (dict(env={"MASTER_ADDR": "evil"}), "env", "MASTER_ADDR is set by the platform"),
         (dict(env=["A=1"]), "env", "mapping"),
         (dict(command="python train.py"), "command", "list of text"),
         (dict(args=[1, 2]), "args", "list of text"),

@@ -1,0 +1,124 @@
+"""Render a team's namespace and everything in it. Pure: models in, dicts out.
+
+Namespace (Pod Security Admission), ResourceQuota, LimitRange, the workload
+ServiceAccount, Roles and RoleBindings for members, NetworkPolicies, and the team's
+queues (rendered by ``quotas.manifests``).
+"""
+
+from django.conf import settings
+
+from gpuplatform.ownership import owned
+from quotas.manifests import namespace_ceilings, render_team_queues
+from quotas.models import Quota
+
+from .models import Membership, Team
+
+WORKLOAD_SERVICE_ACCOUNT = "workload"
+EDITOR_ROLE = "gpuplatform-workload-editor"
+VIEWER_ROLE = "gpuplatform-workload-viewer"
+
+# What members may touch in their own namespace: the workloads, never RBAC or quotas.
+_WORKLOAD_RESOURCES = [
+    ("", ["pods", "pods/log", "services", "configmaps", "events", "persistentvolumeclaims"]),
+    ("apps", ["deployments", "replicasets"]),
+    ("batch", ["jobs"]),
+    ("autoscaling", ["horizontalpodautoscalers"]),
+    ("batch.volcano.sh", ["jobs"]),
+    ("scheduling.volcano.sh", ["podgroups"]),
+    ("kueue.x-k8s.io", ["workloads", "localqueues"]),
+]
+_READ = ["get", "list", "watch"]
+_WRITE = ["create", "update", "patch", "delete"]
+# Status-like objects nobody but the controllers writes.
+_READ_ONLY = {"events", "workloads", "localqueues", "podgroups", "replicasets"}
+
+
+def _rules(write: bool) -> list[dict]:
+    rules = []
+    for group, resources in _WORKLOAD_RESOURCES:
+        rules.append({"apiGroups": [group], "resources": list(resources), "verbs": list(_READ)})
+        writable = [r for r in resources if r not in _READ_ONLY and r != "pods/log"]
+        if write and writable:
+            rules.append({"apiGroups": [group], "resources": writable, "verbs": list(_WRITE)})
+    return rules
+
+
+def render_namespace(team: Team) -> dict:
+    level = settings.POD_SECURITY_LEVEL
+    labels = {f"pod-security.kubernetes.io/{mode}": level for mode in ("enforce", "audit", "warn")}
+    labels["pod-security.kubernetes.io/enforce-version"] = "latest"
+    return owned({"apiVersion": "v1", "kind": "Namespace",
+                  "metadata": {"name": team.namespace_name, "labels": labels}}, team=team.slug)
+
+
+def render_resource_quota(team: Team, quotas: list[Quota]) -> dict:
+    return owned({"apiVersion": "v1", "kind": "ResourceQuota",
+                  "metadata": {"name": "team-quota", "namespace": team.namespace_name},
+                  "spec": {"hard": namespace_ceilings(quotas)}}, team=team.slug)
+
+
+def render_limit_range(team: Team) -> dict:
+    # Pods that state no requests still get admitted by the ResourceQuota.
+    return owned({"apiVersion": "v1", "kind": "LimitRange",
+                  "metadata": {"name": "defaults", "namespace": team.namespace_name},
+                  "spec": {"limits": [{"type": "Container",
+                                       "defaultRequest": {"cpu": "100m", "memory": "256Mi"},
+                                       "default": {"cpu": "1", "memory": "1Gi"}}]}}, team=team.slug)
+
+
+def render_service_account(team: Team) -> dict:
+    return owned({"apiVersion": "v1", "kind": "ServiceAccount",
+                  "metadata": {"name": WORKLOAD_SERVICE_ACCOUNT, "namespace": team.namespace_name},
+                  "automountServiceAccountToken": False}, team=team.slug)
+
+
+def render_rbac(team: Team, memberships: list[Membership]) -> list[dict]:
+    namespace = team.namespace_name
+    objects = []
+    for role, write, roles in (
+        (EDITOR_ROLE, True, (Membership.Role.OWNER, Membership.Role.MEMBER)),
+        (VIEWER_ROLE, False, (Membership.Role.VIEWER,)),
+    ):
+        objects.append(owned({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+                              "metadata": {"name": role, "namespace": namespace},
+                              "rules": _rules(write)}, team=team.slug))
+        users = sorted(m.user.get_username() for m in memberships if m.role in roles)
+        objects.append(owned({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": {"name": role, "namespace": namespace},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": u} for u in users],
+        }, team=team.slug))
+    return objects
+
+
+def render_network_policies(team: Team) -> list[dict]:
+    namespace = team.namespace_name
+
+    def policy(name: str, ingress: list) -> dict:
+        return owned({"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+                      "metadata": {"name": name, "namespace": namespace},
+                      "spec": {"podSelector": {}, "policyTypes": ["Ingress"], "ingress": ingress}},
+                     team=team.slug)
+
+    by_name = "kubernetes.io/metadata.name"
+    return [
+        policy("default-deny-ingress", []),
+        policy("allow-same-namespace", [{"from": [{"podSelector": {}}]}]),
+        policy("allow-from-platform", [{"from": [
+            {"namespaceSelector": {"matchLabels": {by_name: settings.PLATFORM_NAMESPACE}}}
+        ]}]),
+    ]
+
+
+def render_team(team: Team, *, memberships: list[Membership], quotas: list[Quota]) -> list[dict]:
+    """Every object of one team, namespace first."""
+    return [
+        render_namespace(team),
+        render_resource_quota(team, quotas),
+        render_limit_range(team),
+        render_service_account(team),
+        *render_rbac(team, memberships),
+        *render_network_policies(team),
+        *render_team_queues(quotas, team.namespace_name, team.slug),
+    ]
