@@ -3,8 +3,8 @@
 Prune and watch select by these labels, so every rendered object goes through ``owned``.
 """
 
-MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
-MANAGED_BY_VALUE = "gpuplatform"
+from cluster import MANAGED_BY_LABEL, MANAGED_BY_VALUE
+
 TEAM_LABEL = "gpuplatform.io/team"
 JOB_LABEL = "gpuplatform.io/job"
 COMPONENT_LABEL = "app.kubernetes.io/component"
@@ -29,3 +29,17 @@ def owned(obj: dict, *, team: str | None = None, job: int | None = None) -> dict
 def selector(*, team: str | None = None, job: int | None = None) -> str:
     """A label selector matching what ``owned`` marks with the same arguments."""
     return ",".join(f"{k}={v}" for k, v in ownership_labels(team=team, job=job).items())
+
+
+def cluster_wide_selector() -> str:
+    """Our objects that belong to no team: flavors, cohorts, priorities."""
+    return f"{selector()},!{TEAM_LABEL}"
+
+
+def team_selector(team: str) -> str:
+    """A team's own objects, not those of its jobs."""
+    return f"{selector(team=team)},!{JOB_LABEL}"
+
+
+def job_selector(job: int) -> str:
+    return f"{MANAGED_BY_LABEL}={MANAGED_BY_VALUE},{JOB_LABEL}={job}"

@@ -122,6 +122,11 @@ CELERY_RESULT_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_RESULT_EXPIRES = 3600
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# The drift-correcting sweep (Celery beat); see gpuplatform/tasks.py.
+SWEEP_INTERVAL_SECONDS = env_int("SWEEP_INTERVAL_SECONDS", 300, minimum=10)
+CELERY_BEAT_SCHEDULE = {
+    "sweep": {"task": "gpuplatform.tasks.sweep", "schedule": SWEEP_INTERVAL_SECONDS},
+}
 if CELERY_BROKER_URL.startswith("filesystem://"):
     # The embedded fallback for machines without Redis: a spool folder under var/.
     _spool = VAR_DIR / "celery-spool"

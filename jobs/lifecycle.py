@@ -52,3 +52,24 @@ class InvalidTransition(Exception):
     def __init__(self, current: str, target: str):
         super().__init__(f"A {current} job cannot become {target}.")
         self.current, self.target = current, target
+
+
+# States a job may pass through on its way to what the cluster shows, when the watcher
+# missed the steps in between (a restart, a disconnect).
+_NEVER_IN_PASSING = frozenset({State.CANCELLING, State.SUCCEEDED, State.FAILED, State.CANCELLED})
+
+
+def path(current: str, target: str) -> list[str] | None:
+    """The shortest list of moves from ``current`` to ``target``; None if there is none."""
+    if current == target:
+        return []
+    frontier, seen = [[current]], {current}
+    while frontier:
+        route = frontier.pop(0)
+        for step in sorted(TRANSITIONS[route[-1]]):
+            if step == target:
+                return route[1:] + [step]
+            if step not in seen and step not in _NEVER_IN_PASSING:
+                seen.add(step)
+                frontier.append(route + [step])
+    return None

@@ -11,6 +11,7 @@ user input only ever reaches image, command, args and env values.
 """
 
 from cluster.names import bounded_name
+from cluster.quantity import canonical, gib
 from gpuplatform.ownership import JOB_LABEL, ownership_labels, owned
 from quotas.manifests import cluster_queue_name, local_queue_name
 from quotas.models import Scheduler
@@ -24,6 +25,10 @@ KUEUE_MAX_EXEC_LABEL = "kueue.x-k8s.io/max-exec-time-seconds"
 VOLCANO_QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"
 COMPLETION_INDEX = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
 RENDEZVOUS_PORT = 29500
+JOB_KINDS = [
+    ("batch/v1", "Job"), ("batch.volcano.sh/v1alpha1", "Job"), ("apps/v1", "Deployment"),
+    ("v1", "Service"), ("autoscaling/v2", "HorizontalPodAutoscaler"),
+]
 # Keeps "<name>-<index>" pod hostnames and "<name>-<task>-<index>" Volcano pod names
 # within the 63-character label limit.
 OBJECT_NAME_LIMIT = 45
@@ -48,9 +53,9 @@ def _owned(job: Job, obj: dict) -> dict:
 
 
 def _quantities(job: Job) -> dict:
-    gpus = {job.flavor.resource_name: str(job.gpus_per_worker)}
-    memory = f"{job.memory_per_worker_gib}Gi"
-    cpu = format(job.cpu_per_worker.normalize(), "f")
+    gpus = {job.flavor.resource_name: canonical(job.gpus_per_worker)}
+    memory = gib(job.memory_per_worker_gib)
+    cpu = canonical(job.cpu_per_worker)
     return {"requests": {"cpu": cpu, "memory": memory, **gpus}, "limits": {"memory": memory, **gpus}}
 
 
@@ -101,7 +106,7 @@ def pod_spec(job: Job, container: dict, **extra) -> dict:
         "containers": [container],
         # PyTorch data loaders share tensors through /dev/shm; the default 64 MiB is too small.
         "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory",
-                                                  "sizeLimit": f"{max(1, job.memory_per_worker_gib // 2)}Gi"}}],
+                                                  "sizeLimit": gib(max(1, job.memory_per_worker_gib // 2))}}],
         **extra,
     }
     if flavor.node_labels:

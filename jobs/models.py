@@ -1,5 +1,8 @@
 """Jobs (training or inference workloads) and the events of their lifecycle."""
 
+import enum
+from datetime import timedelta
+
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
@@ -17,9 +20,11 @@ from quotas.models import GpuFlavor, PriorityClass
 from tenants.models import Membership, Team
 from tenants.roles import is_quota_manager
 
-from .lifecycle import FINAL_STATES, TIMESTAMP_ON_ENTRY, TRANSITIONS, InvalidTransition, State
+from .lifecycle import FINAL_STATES, TIMESTAMP_ON_ENTRY, TRANSITIONS, InvalidTransition, State, path
 
 JOB_NAME_MAX_LENGTH = 40
+# How long a finished training job's objects stay on the cluster, so its logs can be read.
+RETAIN_FINISHED = timedelta(days=1)
 # Set by the platform for distributed training; a user value would break the rendezvous.
 RESERVED_ENV_NAMES = frozenset(
     {"MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "NODE_RANK", "NNODES", "NPROC_PER_NODE"}
@@ -42,6 +47,13 @@ class Job(models.Model):
         INFERENCE = "inference", "Inference"
 
     State = State
+
+    class Plan(enum.Enum):
+        """What the reconciler should do with the job's cluster objects."""
+
+        APPLY = "apply"
+        REMOVE = "remove"
+        LEAVE = "leave"
 
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="jobs")
     submitter = models.ForeignKey(
@@ -150,6 +162,21 @@ class Job(models.Model):
         role = self.team.role_of(user)
         return role in (Membership.Role.OWNER, Membership.Role.MEMBER) or is_quota_manager(user)
 
+    def cluster_plan(self, now=None) -> "Job.Plan":
+        if self.state == State.DRAFT:
+            return self.Plan.LEAVE
+        if self.state == State.CANCELLING:
+            return self.Plan.REMOVE
+        if not self.is_final:
+            return self.Plan.APPLY
+        # Never re-apply a finished job: a deleted batch Job would run again.
+        if self.kind == self.Kind.INFERENCE:
+            return self.Plan.REMOVE
+        now = now or timezone.now()
+        if self.finished_at and now - self.finished_at > RETAIN_FINISHED:
+            return self.Plan.REMOVE
+        return self.Plan.LEAVE
+
     def clean(self) -> None:
         errors: dict[str, str] = {}
         flavor = self.flavor if self.flavor_id else None
@@ -204,6 +231,32 @@ class Job(models.Model):
         for field, value in changes.items():
             setattr(self, field, value)
         return True
+
+    def observe(self, target: str, *, reason: str, message: str) -> bool:
+        """Bring the row to what the cluster shows; write only when something changed.
+
+        Steps the watcher did not see (queued -> admitted -> running) are recorded on the
+        way, so the timeline and the timestamps stay whole. A job being cancelled ignores
+        everything but an end.
+        """
+        if self.state == target:
+            if (self.reason, self.message) == (reason, message):
+                return False
+            changed = Job.objects.filter(pk=self.pk, state=target).update(
+                reason=reason, message=message, updated_at=timezone.now()
+            )
+            if changed:
+                self.reason, self.message = reason, message
+            return bool(changed)
+        if self.state == State.CANCELLING and target not in FINAL_STATES:
+            return False
+        route = path(self.state, target)
+        if not route:
+            return False
+        for step in route[:-1]:
+            if not self.transition(step, reason=State(step).label):
+                return False
+        return self.transition(target, reason=reason, message=message)
 
     def submit(self) -> bool:
         return self.transition(State.SUBMITTED, reason="Submitted", message="Waiting for the cluster.")

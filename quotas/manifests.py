@@ -9,6 +9,7 @@ import math
 from collections import defaultdict
 
 from cluster.names import bounded_name
+from cluster.quantity import canonical, gib
 from gpuplatform.ownership import owned
 
 from .models import Cohort, GpuFlavor, PriorityClass, Quota, Scheduler
@@ -16,6 +17,9 @@ from .models import Cohort, GpuFlavor, PriorityClass, Quota, Scheduler
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
 VOLCANO_QUEUE_API = "scheduling.volcano.sh/v1beta1"
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
+# What the renderers below can emit, so prune knows which kinds to look through.
+CLUSTER_KINDS = [(KUEUE_API, "ResourceFlavor"), (KUEUE_API, "Cohort"), (KUEUE_API, "WorkloadPriorityClass")]
+QUEUE_KINDS = [(KUEUE_API, "ClusterQueue"), (KUEUE_API, "LocalQueue"), (VOLCANO_QUEUE_API, "Queue")]
 
 
 # --- names -------------------------------------------------------------------------------
@@ -30,10 +34,6 @@ def local_queue_name(flavor: GpuFlavor) -> str:
 
 
 # --- quantities ----------------------------------------------------------------------------
-def _gib(value: int) -> str:
-    return f"{value}Gi"
-
-
 def _scaled(amount: int, quota: Quota) -> int:
     """CPU or memory that goes with the GPUs a quota can reach when it borrows."""
     if not quota.nominal_gpus:
@@ -53,13 +53,13 @@ def namespace_ceilings(quotas: list[Quota]) -> dict[str, str]:
         gpus[quota.flavor.resource_name] += quota.ceiling_gpus
         cpu += _scaled(quota.cpu_cores, quota)
         memory += _scaled(quota.memory_gib, quota)
-    hard = {f"requests.{resource}": str(total) for resource, total in sorted(gpus.items())}
+    hard = {f"requests.{resource}": canonical(total) for resource, total in sorted(gpus.items())}
     hard.update({
-        "requests.cpu": str(cpu),
-        "requests.memory": _gib(memory),
-        "limits.memory": _gib(memory),
+        "requests.cpu": canonical(cpu),
+        "requests.memory": gib(memory),
+        "limits.memory": gib(memory),
         # Room for every GPU to be its own pod, plus services without GPUs.
-        "pods": str(max(20, 2 * sum(gpus.values()) + 10)),
+        "pods": canonical(max(20, 2 * sum(gpus.values()) + 10)),
     })
     return hard
 
@@ -99,12 +99,12 @@ def render_cluster(flavors: list[GpuFlavor], cohorts: list[Cohort], priorities: 
 # --- per team ------------------------------------------------------------------------------
 def render_cluster_queue(quota: Quota, namespace: str, team: str) -> dict:
     flavor = quota.flavor
-    gpu = {"name": flavor.resource_name, "nominalQuota": quota.nominal_gpus}
+    gpu = {"name": flavor.resource_name, "nominalQuota": canonical(quota.nominal_gpus)}
     if quota.cohort_id is not None:
         if quota.borrowing_limit_gpus is not None:
-            gpu["borrowingLimit"] = quota.borrowing_limit_gpus
+            gpu["borrowingLimit"] = canonical(quota.borrowing_limit_gpus)
         if quota.lending_limit_gpus is not None:
-            gpu["lendingLimit"] = quota.lending_limit_gpus
+            gpu["lendingLimit"] = canonical(quota.lending_limit_gpus)
     spec: dict = {
         # Without a selector a ClusterQueue admits no namespace: match exactly the team's.
         "namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: namespace}},
@@ -113,12 +113,17 @@ def render_cluster_queue(quota: Quota, namespace: str, team: str) -> dict:
             "coveredResources": [flavor.resource_name, "cpu", "memory"],
             "flavors": [{"name": flavor.name, "resources": [
                 gpu,
-                {"name": "cpu", "nominalQuota": quota.cpu_cores},
-                {"name": "memory", "nominalQuota": _gib(quota.memory_gib)},
+                {"name": "cpu", "nominalQuota": canonical(quota.cpu_cores)},
+                {"name": "memory", "nominalQuota": gib(quota.memory_gib)},
             ]}],
         }],
-        "preemption": {"withinClusterQueue": "LowerPriority"},
-        "fairSharing": {"weight": quota.weight},
+        # Kueue's webhook fills in what we leave out and the filled fields count as ours;
+        # stating them keeps a re-apply a no-op.
+        "preemption": {"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "Never",
+                       "borrowWithinCohort": {"policy": "Never"}},
+        "flavorFungibility": {"whenCanBorrow": "MayStopSearch", "whenCanPreempt": "TryNextFlavor"},
+        "stopPolicy": "None",
+        "fairSharing": {"weight": canonical(quota.weight)},
     }
     if quota.cohort_id is not None:
         spec["cohortName"] = quota.cohort.name
@@ -150,12 +155,13 @@ def render_volcano_queue(quota: Quota, namespace: str, team: str) -> dict:
         "spec": {
             "weight": quota.weight,
             "reclaimable": lends,
-            "capability": {resource: str(quota.ceiling_gpus), "cpu": str(_scaled(quota.cpu_cores, quota)),
-                           "memory": _gib(_scaled(quota.memory_gib, quota))},
-            "deserved": {resource: str(quota.nominal_gpus), "cpu": str(quota.cpu_cores),
-                         "memory": _gib(quota.memory_gib)},
-            "guarantee": {"resource": {resource: str(guaranteed), "cpu": str(math.floor(quota.cpu_cores * share)),
-                                       "memory": _gib(math.floor(quota.memory_gib * share))}},
+            "capability": {resource: canonical(quota.ceiling_gpus), "cpu": canonical(_scaled(quota.cpu_cores, quota)),
+                           "memory": gib(_scaled(quota.memory_gib, quota))},
+            "deserved": {resource: canonical(quota.nominal_gpus), "cpu": canonical(quota.cpu_cores),
+                         "memory": gib(quota.memory_gib)},
+            "guarantee": {"resource": {resource: canonical(guaranteed),
+                                       "cpu": canonical(math.floor(quota.cpu_cores * share)),
+                                       "memory": gib(math.floor(quota.memory_gib * share))}},
         },
     }, team=team)
 

@@ -8,12 +8,19 @@ queues (rendered by ``quotas.manifests``).
 from django.conf import settings
 
 from gpuplatform.ownership import owned
-from quotas.manifests import namespace_ceilings, render_team_queues
+from quotas.manifests import QUEUE_KINDS, namespace_ceilings, render_team_queues
 from quotas.models import Quota
 
 from .models import Membership, Team
 
 WORKLOAD_SERVICE_ACCOUNT = "workload"
+# Kinds inside a team's namespace and its queues (the Namespace itself is never pruned
+# by a team reconcile, only by offboarding).
+TEAM_KINDS = [
+    ("v1", "ResourceQuota"), ("v1", "LimitRange"), ("v1", "ServiceAccount"),
+    ("rbac.authorization.k8s.io/v1", "Role"), ("rbac.authorization.k8s.io/v1", "RoleBinding"),
+    ("networking.k8s.io/v1", "NetworkPolicy"), *QUEUE_KINDS,
+]
 EDITOR_ROLE = "gpuplatform-workload-editor"
 VIEWER_ROLE = "gpuplatform-workload-viewer"
 

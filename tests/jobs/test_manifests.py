@@ -189,7 +189,7 @@ def time_sliced_gpus_use_the_shared_pool(objects, job):
 
 def cpu_and_memory_per_worker(objects, job):
     resources = container(by_kind(objects)["Job"])["resources"]
-    assert resources["requests"]["cpu"] == "2.5" and resources["requests"]["memory"] == "64Gi"
+    assert resources["requests"]["cpu"] == "2500m" and resources["requests"]["memory"] == "64Gi"
     assert resources["limits"]["memory"] == "64Gi"
 
 

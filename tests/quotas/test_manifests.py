@@ -28,9 +28,9 @@ def test_kueue_quota_renders_a_cluster_queue_selecting_exactly_the_team_namespac
     [group] = cq["spec"]["resourceGroups"]
     assert group["coveredResources"] == ["nvidia.com/gpu", "cpu", "memory"]
     assert group["flavors"] == [{"name": "h100", "resources": [
-        {"name": "nvidia.com/gpu", "nominalQuota": 16},
-        {"name": "cpu", "nominalQuota": 192},
-        {"name": "memory", "nominalQuota": "2048Gi"},
+        {"name": "nvidia.com/gpu", "nominalQuota": "16"},
+        {"name": "cpu", "nominalQuota": "192"},
+        {"name": "memory", "nominalQuota": "2Ti"},  # canonical, as the API server stores it
     ]}]
     assert "cohortName" not in cq["spec"]
 
@@ -41,10 +41,10 @@ def test_cluster_queue_in_a_cohort_carries_borrowing_and_lending_limits(team):
     spec = queues(team)["ClusterQueue"]["spec"]
     assert spec["cohortName"] == "research"
     gpu = spec["resourceGroups"][0]["flavors"][0]["resources"][0]
-    assert (gpu["borrowingLimit"], gpu["lendingLimit"]) == (8, 4)
+    assert (gpu["borrowingLimit"], gpu["lendingLimit"]) == ("8", "4")
     assert spec["preemption"] == {"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "Any",
                                   "borrowWithinCohort": {"policy": "LowerPriority"}}
-    assert spec["fairSharing"] == {"weight": 3}
+    assert spec["fairSharing"] == {"weight": "3"}
 
 
 def test_local_queue_points_at_the_teams_cluster_queue(team):

@@ -1,0 +1,356 @@
+"""`Cluster`: the real door, over the official client's `DynamicClient`.
+
+Why dynamic: the platform writes built-in kinds and Kueue / Volcano custom resources as
+plain dicts from the renderers, so one code path serves both, found by discovery (done
+once per process and kept in memory, never in a shared file that a second process could
+read half-written).
+
+Every call translates client exceptions into `cluster.errors`; nothing here retries
+(the Celery tasks do, with backoff) except a watch, which resumes by design.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import tempfile
+import threading
+import uuid
+from collections import Counter
+from pathlib import Path
+
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
+from kubernetes.dynamic import DynamicClient
+from kubernetes.dynamic.discovery import LazyDiscoverer
+from kubernetes.dynamic.exceptions import ResourceNotFoundError
+
+from .errors import (
+    ClusterError,
+    NotFound,
+    PermanentError,
+    TransientError,
+    UnknownKind,
+    classify,
+)
+from .objects import (
+    Action,
+    ApplyResult,
+    ObjectRef,
+    apply_order,
+    is_unchanged,
+    prune_victims,
+)
+from .transport import WatchResponse, request_verb
+from .watch import Gone, WatchStream
+
+APPLY_CONTENT_TYPE = "application/apply-patch+yaml"
+LIST_PAGE_SIZE = 500
+CONNECT_TIMEOUT = 10
+READ_TIMEOUT = 60
+VERBS = ("GET", "LIST", "WATCH", "POST", "PUT", "PATCH", "DELETE")
+
+
+class _MemoryDiscoverer(LazyDiscoverer):
+    """Discovery cached for this process only (see the module docstring)."""
+
+    def _write_cache(self):
+        pass
+
+
+@contextlib.contextmanager
+def _translated():
+    try:
+        yield
+    except ClusterError:
+        raise
+    except Exception as exc:
+        error = classify(exc)
+        if error is None:
+            raise
+        raise error from exc
+
+
+def _raw(_client, data):
+    return data
+
+
+class Cluster:
+    """One API server, one field manager. Safe to share between threads."""
+
+    def __init__(
+        self,
+        *,
+        kubeconfig: str | Path | None = None,
+        in_cluster: bool = False,
+        context: str | None = None,
+        field_manager: str = "gpuplatform",
+        configuration: k8s.Configuration | None = None,
+        field_validation: str = "Strict",
+    ):
+        if configuration is None:
+            configuration = k8s.Configuration()
+            if in_cluster:
+                k8s_config.load_incluster_config(client_configuration=configuration)
+            else:
+                k8s_config.load_kube_config(
+                    config_file=str(kubeconfig) if kubeconfig else None,
+                    context=context,
+                    client_configuration=configuration,
+                )
+        else:
+            configuration = copy.deepcopy(configuration)  # the caller's stays as it was
+        # One attempt per call: retrying is the caller's decision, with its own backoff.
+        configuration.retries = False
+        self.field_manager = field_manager
+        self.field_validation = field_validation
+        self.requests: Counter[str] = Counter()
+        self._count_lock = threading.Lock()
+        self._api = k8s.ApiClient(configuration)
+        self._count_requests(self._api)
+        self._dyn: DynamicClient | None = None
+        self._resources: dict[tuple[str, str], object] = {}
+        self._discovery_lock = threading.Lock()
+
+    # --- plumbing ---------------------------------------------------------------------
+    def _count_requests(self, api: k8s.ApiClient) -> None:
+        call_api = api.call_api
+
+        def counted(method, url, *args, **kwargs):
+            verb = request_verb(method, url)
+            with self._count_lock:
+                self.requests[verb] += 1
+            return call_api(method, url, *args, **kwargs)
+
+        api.call_api = counted
+
+    def reset_counts(self) -> None:
+        with self._count_lock:
+            self.requests.clear()
+
+    @property
+    def writes(self) -> int:
+        return sum(self.requests[v] for v in ("POST", "PUT", "PATCH", "DELETE"))
+
+    def _dynamic(self) -> DynamicClient:
+        # Built on first use, so a platform process starts even while the API server is down.
+        with self._discovery_lock:
+            if self._dyn is None:
+                cache = Path(tempfile.gettempdir()) / (
+                    f"gpuplatform-discovery-{uuid.uuid4().hex}.json"  # never written
+                )
+                with _translated():
+                    self._dyn = DynamicClient(self._api, cache_file=str(cache),
+                                              discoverer=_MemoryDiscoverer)
+            return self._dyn
+
+    def _resource(self, api_version: str, kind: str):
+        key = (api_version, kind)
+        resource = self._resources.get(key)
+        if resource is not None:
+            return resource
+        dyn = self._dynamic()
+        group, _, version = api_version.rpartition("/")
+        with self._discovery_lock, _translated():
+            try:
+                if group:
+                    resource = dyn.resources.get(
+                        prefix="apis", group=group, api_version=version, kind=kind
+                    )
+                else:
+                    resource = dyn.resources.get(prefix="api", api_version=version, kind=kind)
+            except ResourceNotFoundError as exc:
+                raise UnknownKind(
+                    f"the cluster does not serve {kind} in {api_version} (is its CRD installed?)",
+                    status=404,
+                    reason="NotFound",
+                ) from exc
+            self._resources[key] = resource
+        return resource
+
+    def _request(self, method: str, path: str, **params):
+        dyn = self._dynamic()
+        params.setdefault("serializer", _raw)
+        params.setdefault("_request_timeout", (CONNECT_TIMEOUT, READ_TIMEOUT))
+        try:
+            with _translated():
+                return dyn.request(method, path, **params)
+        except PermanentError as exc:
+            if exc.status == 404 and not isinstance(exc, NotFound):
+                # The path itself is gone (a CRD removed or upgraded under us): discover
+                # afresh next time instead of failing on a stale cache forever.
+                self._forget_discovery()
+            raise
+
+    def _forget_discovery(self) -> None:
+        with self._discovery_lock:
+            self._resources.clear()
+            self._dyn = None
+
+    def _path(self, api_version, kind, name=None, namespace=None) -> str:
+        resource = self._resource(api_version, kind)
+        if resource.namespaced and name and not namespace:
+            raise ValueError(f"{kind} {name!r} is namespaced; give its namespace")
+        return resource.path(name=name, namespace=namespace if resource.namespaced else None)
+
+    # --- reading ----------------------------------------------------------------------
+    def get(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> dict:
+        """The live object; raises `NotFound` when it does not exist."""
+        return self._request("get", self._path(api_version, kind, name, namespace))
+
+    def list(
+        self,
+        api_version: str,
+        kind: str,
+        *,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+    ) -> list[dict]:
+        """Objects of a kind, in one namespace or (namespace=None) all of them."""
+        return self._list(api_version, kind, namespace, label_selector)[0]
+
+    def _list(self, api_version, kind, namespace, label_selector) -> tuple[list[dict], str]:
+        path = self._path(api_version, kind, namespace=namespace)
+        items, token = [], None
+        while True:
+            page = self._request(
+                "get", path, label_selector=label_selector, limit=LIST_PAGE_SIZE, _continue=token
+            )
+            for item in page.get("items") or ():
+                # The API server leaves these out of list items of built-in kinds.
+                item.setdefault("apiVersion", api_version)
+                item.setdefault("kind", kind)
+                items.append(item)
+            token = (page.get("metadata") or {}).get("continue")
+            if not token:
+                return items, (page.get("metadata") or {}).get("resourceVersion", "")
+
+    def pod_logs(
+        self, namespace: str, name: str, container: str | None = None, tail_lines: int = 200
+    ) -> str:
+        query = [("tailLines", tail_lines)]
+        if container:
+            query.append(("container", container))
+        response = self._request(
+            "get",
+            self._path("v1", "Pod", name, namespace) + "/log",
+            query_params=query,
+            header_params={"Accept": "text/plain, */*"},
+            serialize=False,
+        )
+        return response.data.decode("utf-8", errors="replace")
+
+    # --- writing ----------------------------------------------------------------------
+    def apply(self, objects: list[dict]) -> list[ApplyResult]:
+        """Server-side apply each object, dependencies first; skip those already as desired.
+
+        Skipping needs one GET per object, never a write: a second reconcile of an unchanged
+        database costs reads only. This is not check-then-create: whatever the GET saw,
+        the PATCH is an idempotent apply.
+        """
+        return [self._apply_one(obj) for obj in apply_order(objects)]
+
+    def _apply_one(self, desired: dict) -> ApplyResult:
+        ref = ObjectRef.of(desired)
+        path = self._path(ref.api_version, ref.kind, ref.name, ref.namespace)
+        try:
+            live = self._request("get", path)
+        except NotFound:
+            live = None
+        if live is not None and is_unchanged(desired, live, self.field_manager):
+            return ApplyResult(ref, Action.UNCHANGED, live)
+        applied = self._request(
+            "patch",
+            path,
+            body=desired,
+            content_type=APPLY_CONTENT_TYPE,
+            field_manager=self.field_manager,
+            force_conflicts=True,
+            query_params=[("fieldValidation", self.field_validation)],
+        )
+        return ApplyResult(ref, Action.CREATED if live is None else Action.CHANGED, applied)
+
+    def delete(
+        self,
+        api_version: str,
+        kind: str,
+        name: str,
+        namespace: str | None = None,
+        *,
+        propagation_policy: str = "Background",
+    ) -> bool:
+        """Delete one object; False when it was already gone."""
+        try:
+            self._request(
+                "delete",
+                self._path(api_version, kind, name, namespace),
+                propagation_policy=propagation_policy,
+            )
+        except NotFound:
+            return False
+        return True
+
+    def prune(
+        self, selector: str, desired: list[dict], kinds: list[tuple[str, str]]
+    ) -> list[ObjectRef]:
+        """Delete objects of `kinds` matching `selector` that we manage and no longer
+        desire (see `objects.prune_victims`); returns what was deleted."""
+        candidates = []
+        for api_version, kind in kinds:
+            try:
+                candidates += self.list(api_version, kind, label_selector=selector)
+            except UnknownKind:
+                continue  # a kind the cluster does not serve has nothing to prune
+        deleted = []
+        for obj in prune_victims(candidates, desired):
+            ref = ObjectRef.of(obj)
+            if self.delete(ref.api_version, ref.kind, ref.name, ref.namespace):
+                deleted.append(ref)
+        return deleted
+
+    # --- watching ---------------------------------------------------------------------
+    def watch(
+        self,
+        api_version: str,
+        kind: str,
+        *,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        resource_version: str | None = None,
+        timeout: float | None = None,
+    ) -> WatchStream:
+        """Events for a kind as ``(type, object)``; see `cluster.watch.WatchStream`.
+
+        Without `resource_version` it starts with a LIST (ADDED for each object) and
+        watches from there. `timeout` (seconds) ends the iteration; so does `stop()`.
+        """
+        path = self._path(api_version, kind, namespace=namespace)
+
+        def lister():
+            return self._list(api_version, kind, namespace, label_selector)
+
+        def opener(version, seconds):
+            try:
+                response = self._request(
+                    "get",
+                    path,
+                    watch=True,
+                    resource_version=version,
+                    label_selector=label_selector,
+                    timeout_seconds=seconds,
+                    allow_watch_bookmarks=True,
+                    serialize=False,
+                    _request_timeout=(CONNECT_TIMEOUT, seconds + 30),
+                )
+            except TransientError as exc:
+                if exc.status == 410:
+                    raise Gone(exc.message) from exc
+                raise
+            return WatchResponse(response)
+
+        return WatchStream(
+            lister=lister, opener=opener, resource_version=resource_version, timeout=timeout
+        )
+
+    def close(self) -> None:
+        self._api.close()

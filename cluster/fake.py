@@ -1,0 +1,320 @@
+"""`FakeCluster`: an in-memory cluster with the public interface of `Cluster`.
+
+Unit tests of tasks and watchers run against it without an API server. It shares the
+rules that matter with the real client (`cluster.objects`: apply order, no-op detection,
+prune victims; `cluster.watch`: resume and relist), so a caller that behaves on the fake
+behaves on the cluster. It counts requests by the same verbs, one per call the real client
+would send, discovery aside.
+
+What it does not model: admission, defaulting, controllers, quantity canonicalisation
+and most validation. Tests act as "somebody else" on the cluster with `put`, `remove`
+and `compact`, which are not counted.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import re
+import threading
+from collections import Counter, defaultdict, deque
+
+from .errors import Cause, ClusterError, NotFound, PermanentError, UnknownKind
+from .objects import (
+    Action,
+    ApplyResult,
+    ObjectRef,
+    apply_order,
+    dropped_fields,
+    fields_of,
+    is_unchanged,
+    matches_selector,
+    comparable,
+    owned_fields,
+    prune_victims,
+)
+from .watch import Gone, WatchStream
+
+_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+_DNS1123_SUBDOMAIN = re.compile(rf"^{_LABEL}(\.{_LABEL})*$")
+
+
+class FakeCluster:
+    def __init__(self, *, field_manager: str = "gpuplatform", missing_kinds=()):
+        self.field_manager = field_manager
+        self.requests: Counter[str] = Counter()
+        self._missing = {tuple(k) for k in missing_kinds}  # (apiVersion, kind) not served
+        self._objects: dict[tuple, dict] = {}
+        self._history: list[tuple[int, str, dict]] = []  # (resourceVersion, type, object)
+        self._compacted = 0
+        self._version = itertools.count(1)
+        self._rv = 0
+        self._uids = itertools.count(1)
+        self._failures: dict[str, deque[ClusterError]] = defaultdict(deque)
+        self._logs: dict[tuple, str] = {}
+        self._lock = threading.RLock()
+
+    # --- test controls (not counted) --------------------------------------------------
+    def fail_next(self, verb: str, error: ClusterError, times: int = 1) -> None:
+        """Make the next `times` requests of `verb` (GET, LIST, PATCH, ...) raise `error`."""
+        self._failures[verb.upper()].extend([error] * times)
+
+    def put(self, obj: dict) -> dict:
+        """Create or replace an object as another actor would (kubectl, a controller)."""
+        with self._lock:
+            ref = ObjectRef.of(obj)
+            live = self._objects.get(ref.identity)
+            stored = copy.deepcopy(obj)
+            meta = stored.setdefault("metadata", {})
+            if live is not None:
+                for field in ("uid", "creationTimestamp", "managedFields"):
+                    if field in live["metadata"]:
+                        meta.setdefault(field, live["metadata"][field])
+            return self._store(stored, "MODIFIED" if live else "ADDED")
+
+    def remove(self, api_version: str, kind: str, name: str, namespace: str | None = None):
+        """Delete an object as another actor would."""
+        with self._lock:
+            self._drop(ObjectRef(api_version, kind, namespace, name).identity)
+
+    def compact(self) -> None:
+        """Forget the event history: watches resuming from an older version get 410 Gone."""
+        with self._lock:
+            self._compacted = self._rv
+
+    def set_pod_logs(self, namespace, name, text, container=None) -> None:
+        self._logs[(namespace, name, container)] = text
+
+    def stored(self, api_version: str | None = None, kind: str | None = None) -> list[dict]:
+        """Every object (optionally of one kind), for assertions."""
+        group = None if api_version is None else api_version.rpartition("/")[0]
+        return [
+            copy.deepcopy(obj)
+            for (g, k, _ns, _name), obj in sorted(self._objects.items())
+            if (group is None or g == group) and (kind is None or k == kind)
+        ]
+
+    def reset_counts(self) -> None:
+        self.requests.clear()
+
+    @property
+    def writes(self) -> int:
+        return sum(self.requests[v] for v in ("POST", "PUT", "PATCH", "DELETE"))
+
+    # --- the Cluster interface ---------------------------------------------------------
+    def get(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> dict:
+        self._served(api_version, kind)
+        self._request("GET")
+        with self._lock:
+            live = self._objects.get(ObjectRef(api_version, kind, namespace, name).identity)
+            if live is None:
+                raise NotFound(f'{kind.lower()} "{name}" not found', status=404, reason="NotFound")
+            return self._as(api_version, live)
+
+    def list(self, api_version, kind, *, namespace=None, label_selector=None) -> list[dict]:
+        return self._list(api_version, kind, namespace, label_selector)[0]
+
+    def _list(self, api_version, kind, namespace, label_selector):
+        self._served(api_version, kind)
+        self._request("LIST")
+        with self._lock:
+            return self._matching(api_version, kind, namespace, label_selector), str(self._rv)
+
+    def pod_logs(self, namespace, name, container=None, tail_lines=200) -> str:
+        self._request("GET")
+        text = self._logs.get((namespace, name, container))
+        if text is None:
+            raise NotFound(f'pods "{name}" not found', status=404, reason="NotFound")
+        return "".join(text.splitlines(keepends=True)[-tail_lines:])
+
+    def apply(self, objects: list[dict]) -> list[ApplyResult]:
+        return [self._apply_one(obj) for obj in apply_order(objects)]
+
+    def _apply_one(self, desired: dict) -> ApplyResult:
+        ref = ObjectRef.of(desired)
+        self._served(ref.api_version, ref.kind)
+        self._request("GET")
+        with self._lock:
+            live = self._objects.get(ref.identity)
+            if live is not None and is_unchanged(desired, live, self.field_manager):
+                return ApplyResult(ref, Action.UNCHANGED, self._as(ref.api_version, live))
+        self._request("PATCH")
+        self._validate(ref)
+        with self._lock:
+            live = self._objects.get(ref.identity)
+            wanted = comparable(desired)
+            if live is None:
+                merged = copy.deepcopy(wanted)
+            else:
+                merged = copy.deepcopy(live)
+                owned = (owned_fields(live, self.field_manager) or ("", {}))[1]
+                for path in dropped_fields(owned, wanted):
+                    _remove_path(merged, path.split("."))
+                _merge(merged, copy.deepcopy(wanted))
+            entries = [
+                e for e in merged["metadata"].get("managedFields") or ()
+                if e.get("manager") != self.field_manager
+            ]
+            entries.append(
+                {
+                    "manager": self.field_manager,
+                    "operation": "Apply",
+                    "apiVersion": ref.api_version,
+                    "fieldsType": "FieldsV1",
+                    "fieldsV1": fields_of(wanted),
+                }
+            )
+            merged["metadata"]["managedFields"] = entries
+            stored = self._store(merged, "MODIFIED" if live else "ADDED")
+        return ApplyResult(ref, Action.CHANGED if live else Action.CREATED, stored)
+
+    def delete(self, api_version, kind, name, namespace=None, *, propagation_policy="Background"):
+        self._served(api_version, kind)
+        self._request("DELETE")
+        with self._lock:
+            return self._drop(ObjectRef(api_version, kind, namespace, name).identity)
+
+    def prune(self, selector: str, desired: list[dict], kinds) -> list[ObjectRef]:
+        candidates = []
+        for api_version, kind in kinds:
+            try:
+                candidates += self.list(api_version, kind, label_selector=selector)
+            except UnknownKind:
+                continue
+        deleted = []
+        for obj in prune_victims(candidates, desired):
+            ref = ObjectRef.of(obj)
+            if self.delete(ref.api_version, ref.kind, ref.name, ref.namespace):
+                deleted.append(ref)
+        return deleted
+
+    def watch(
+        self, api_version, kind, *, namespace=None, label_selector=None, resource_version=None,
+        timeout=None,
+    ) -> WatchStream:
+        """Yields what has happened (after `resource_version`, or the current state first),
+        then ends instead of blocking: a unit test reads a finite stream."""
+        self._served(api_version, kind)
+        group = api_version.rpartition("/")[0]
+        stream = None
+
+        def lister():
+            return self._list(api_version, kind, namespace, label_selector)
+
+        def opener(version, _seconds):
+            self._request("WATCH")
+            with self._lock:
+                if int(version) < self._compacted:
+                    raise Gone(f"too old resource version: {version}")
+                events = [
+                    {"type": kind_, "object": self._as(api_version, obj)}
+                    for rv, kind_, obj in self._history
+                    if rv > int(version)
+                    and (obj["kind"], ObjectRef.of(obj).group) == (kind, group)
+                    and (namespace is None or obj["metadata"].get("namespace") == namespace)
+                    and matches_selector(obj["metadata"].get("labels") or {}, label_selector)
+                ]
+            if not events:
+                stream.stop()
+            return _Replay(events)
+
+        stream = WatchStream(
+            lister=lister, opener=opener, resource_version=resource_version, timeout=timeout
+        )
+        return stream
+
+    def close(self) -> None:
+        pass
+
+    # --- internals --------------------------------------------------------------------
+    def _request(self, verb: str) -> None:
+        self.requests[verb] += 1
+        queued = self._failures.get(verb)
+        if queued:
+            raise queued.popleft()
+
+    def _served(self, api_version, kind) -> None:
+        if (api_version, kind) in self._missing:
+            raise UnknownKind(
+                f"the cluster does not serve {kind} in {api_version} (is its CRD installed?)",
+                status=404, reason="NotFound",
+            )
+
+    def _validate(self, ref: ObjectRef) -> None:
+        if len(ref.name) > 253 or not _DNS1123_SUBDOMAIN.match(ref.name):
+            message = f'{ref.kind} "{ref.name}" is invalid: metadata.name: Invalid value'
+            raise PermanentError(
+                message, status=422, reason="Invalid",
+                causes=(Cause("metadata.name", "Invalid value", "FieldValueInvalid"),),
+            )
+        if ref.namespace and ("", "Namespace", "", ref.namespace) not in self._objects:
+            raise NotFound(f'namespaces "{ref.namespace}" not found', status=404,
+                           reason="NotFound")
+
+    def _matching(self, api_version, kind, namespace, selector) -> list[dict]:
+        group = api_version.rpartition("/")[0]
+        return [
+            self._as(api_version, obj)
+            for (g, k, ns, _name), obj in sorted(self._objects.items())
+            if g == group and k == kind and (namespace is None or ns == namespace)
+            and matches_selector(obj["metadata"].get("labels") or {}, selector)
+        ]
+
+    def _store(self, obj: dict, event: str) -> dict:
+        self._rv = next(self._version)
+        meta = obj["metadata"]
+        meta.setdefault("uid", f"fake-uid-{next(self._uids)}")
+        meta.setdefault("creationTimestamp", "2026-01-01T00:00:00Z")
+        meta["resourceVersion"] = str(self._rv)
+        self._objects[ObjectRef.of(obj).identity] = obj
+        self._history.append((self._rv, event, copy.deepcopy(obj)))
+        return copy.deepcopy(obj)
+
+    def _drop(self, identity) -> bool:
+        obj = self._objects.pop(identity, None)
+        if obj is None:
+            return False
+        if identity[:2] == ("", "Namespace"):
+            # A namespace takes its contents with it (the real one does so eventually).
+            for key in [k for k in self._objects if k[2] == identity[3]]:
+                self._drop(key)
+        self._rv = next(self._version)
+        obj = copy.deepcopy(obj)
+        obj["metadata"]["resourceVersion"] = str(self._rv)
+        self._history.append((self._rv, "DELETED", obj))
+        return True
+
+    @staticmethod
+    def _as(api_version: str, obj: dict) -> dict:
+        out = copy.deepcopy(obj)
+        out["apiVersion"] = api_version  # the real server converts between versions
+        return out
+
+
+class _Replay:
+    def __init__(self, events):
+        self._events = events
+
+    def __iter__(self):
+        return iter(self._events)
+
+    def close(self):
+        pass
+
+
+def _merge(base: dict, patch: dict) -> None:
+    for key, value in patch.items():
+        if isinstance(value, dict) and isinstance(base.get(key), dict):
+            _merge(base[key], value)
+        else:
+            base[key] = value
+
+
+def _remove_path(obj: dict, path: list[str]) -> None:
+    head, *rest = path
+    if not isinstance(obj, dict) or head not in obj:
+        return
+    if rest:
+        _remove_path(obj[head], rest)
+    else:
+        del obj[head]

@@ -1,0 +1,250 @@
+"""Plain-dict helpers shared by the real client and the fake: identity, apply order, and
+the "is this apply a no-op?" test.
+
+Both implementations must agree on these rules, otherwise a unit test on the fake would
+prove nothing about the cluster; so they live here, free of any network code.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from enum import StrEnum
+
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+MANAGED_BY_VALUE = "gpuplatform"
+
+# Fields the API server writes; a desired object never decides them.
+SERVER_METADATA = frozenset(
+    {
+        "uid",
+        "resourceVersion",
+        "generation",
+        "creationTimestamp",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+        "managedFields",
+        "selfLink",
+    }
+)
+
+
+class Action(StrEnum):
+    CREATED = "created"
+    CHANGED = "changed"
+    UNCHANGED = "unchanged"
+
+
+@dataclass(frozen=True, order=True)
+class ObjectRef:
+    """Where an object lives. Namespace is None for cluster-scoped objects."""
+
+    api_version: str
+    kind: str
+    namespace: str | None
+    name: str
+
+    @classmethod
+    def of(cls, obj: dict) -> ObjectRef:
+        meta = obj.get("metadata") or {}
+        return cls(obj["apiVersion"], obj["kind"], meta.get("namespace") or None, meta["name"])
+
+    @property
+    def group(self) -> str:
+        return self.api_version.rpartition("/")[0]
+
+    @property
+    def identity(self) -> tuple[str, str, str, str]:
+        """The version-free key: v1beta1 and v1beta2 of one object are the same object."""
+        return (self.group, self.kind, self.namespace or "", self.name)
+
+    def __str__(self) -> str:
+        kind = f"{self.kind}.{self.group}" if self.group else self.kind
+        where = f"{self.namespace}/{self.name}" if self.namespace else self.name
+        return f"{kind} {where}"
+
+
+@dataclass(frozen=True)
+class ApplyResult:
+    ref: ObjectRef
+    action: Action
+    object: dict  # the live object after this call
+
+    @property
+    def wrote(self) -> bool:
+        return self.action is not Action.UNCHANGED
+
+
+# Objects others depend on go first: a namespace before anything in it, Kueue flavors and
+# cohorts before the ClusterQueues naming them, which come before the LocalQueues that
+# point at them (the namespaced tier).
+_RANK = {
+    ("", "Namespace"): 0,
+    ("apiextensions.k8s.io", "CustomResourceDefinition"): 0,
+    ("kueue.x-k8s.io", "ResourceFlavor"): 1,
+    ("kueue.x-k8s.io", "Cohort"): 2,
+    ("kueue.x-k8s.io", "WorkloadPriorityClass"): 3,
+    ("scheduling.k8s.io", "PriorityClass"): 3,
+    ("scheduling.volcano.sh", "Queue"): 4,
+    ("kueue.x-k8s.io", "ClusterQueue"): 5,
+}
+_OTHER_CLUSTER_SCOPED = 6
+_NAMESPACED = 7
+
+
+def apply_rank(obj: dict) -> int:
+    ref = ObjectRef.of(obj)
+    if (ref.group, ref.kind) in _RANK:
+        return _RANK[(ref.group, ref.kind)]
+    return _NAMESPACED if ref.namespace else _OTHER_CLUSTER_SCOPED
+
+
+def apply_order(objects: list[dict]) -> list[dict]:
+    """Dependencies first; a stable sort, so the caller's order holds within a tier."""
+    return sorted(objects, key=apply_rank)
+
+
+def is_managed(obj: dict) -> bool:
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    return labels.get(MANAGED_BY_LABEL) == MANAGED_BY_VALUE
+
+
+def comparable(desired: dict) -> dict:
+    """The part of a desired object that an apply can change on the main resource."""
+    out = {key: value for key, value in desired.items() if key != "status"}
+    meta = desired.get("metadata") or {}
+    out["metadata"] = {k: v for k, v in meta.items() if k not in SERVER_METADATA}
+    return out
+
+
+def is_subset(desired, live) -> bool:
+    """Every value we set is present and equal in `live`; extra live fields are fine.
+
+    Extra fields are what the server and its webhooks default (a Service's clusterIP, a
+    container's terminationMessagePath). Scalars compare exactly: 8 is not "8", and a
+    quantity the server rewrites ("1024Mi" -> "1Gi") never compares equal, so renderers
+    must emit canonical quantity strings. Lists compare element by element, same length.
+    """
+    if isinstance(desired, dict):
+        if not isinstance(live, dict):
+            return False
+        for key, value in desired.items():
+            if key not in live:
+                # The server drops nulls and (for most types) empty maps and lists.
+                if value is None or value == {} or value == []:
+                    continue
+                return False
+            if not is_subset(value, live[key]):
+                return False
+        return True
+    if isinstance(desired, list):
+        return (
+            isinstance(live, list)
+            and len(desired) == len(live)
+            and all(is_subset(d, l) for d, l in zip(desired, live, strict=True))
+        )
+    if desired is None:
+        return live is None or live == {} or live == []
+    return type(desired) is type(live) and desired == live
+
+
+def owned_fields(live: dict, manager: str) -> tuple[str, dict] | None:
+    """(apiVersion, fieldsV1) of what `manager` owns through apply, or None if nothing."""
+    for entry in (live.get("metadata") or {}).get("managedFields") or ():
+        if entry.get("manager") == manager and entry.get("operation") == "Apply":
+            return entry.get("apiVersion", ""), entry.get("fieldsV1") or {}
+    return None
+
+
+def dropped_fields(owned: dict, desired, path: str = "") -> list[str]:
+    """Paths we applied before but no longer desire; applying would remove them.
+
+    Only map keys ("f:") are followed; list items ("k:", "v:", "i:") are covered by the
+    element-wise list comparison in `is_subset`.
+    """
+    dropped = []
+    for key, sub in owned.items():
+        if not key.startswith("f:"):
+            continue
+        name = key[2:]
+        where = f"{path}.{name}" if path else name
+        if not isinstance(desired, dict) or name not in desired:
+            dropped.append(where)
+        elif isinstance(desired[name], dict) and sub:
+            dropped.extend(dropped_fields(sub, desired[name], where))
+    return dropped
+
+
+def fields_of(desired: dict) -> dict:
+    """The fieldsV1 an apply of `desired` would own (lists as leaves); used by the fake."""
+    out = {}
+    for key, value in desired.items():
+        if isinstance(value, dict) and value:
+            out[f"f:{key}"] = fields_of(value)
+        else:
+            out[f"f:{key}"] = {}
+    return out
+
+
+def is_unchanged(desired: dict, live: dict, manager: str) -> bool:
+    """True when applying `desired` as `manager` would not change `live`.
+
+    Values must match, and we must already own the object through apply at this version:
+    an object somebody else created is applied once so that we own our fields, and a field
+    we used to set but no longer render is applied away.
+    """
+    owned = owned_fields(live, manager)
+    if owned is None or owned[0] != desired.get("apiVersion"):
+        return False
+    wanted = comparable(desired)
+    return is_subset(wanted, live) and not dropped_fields(owned[1], wanted)
+
+
+def prune_victims(items: list[dict], desired: list[dict]) -> list[dict]:
+    """Which listed objects a prune deletes, dependents first.
+
+    An object without our managed-by label is never a victim, whatever selected it.
+    Objects already being deleted are skipped, so a terminating namespace costs no write
+    per sweep.
+    """
+    keep = {ObjectRef.of(obj).identity for obj in desired}
+    victims = [
+        obj
+        for obj in items
+        if is_managed(obj)
+        and ObjectRef.of(obj).identity not in keep
+        and not (obj.get("metadata") or {}).get("deletionTimestamp")
+    ]
+    return list(reversed(apply_order(victims)))
+
+
+_SET_TERM = re.compile(r"^\s*(!?)\s*([^\s!=(),]+)\s*(?:(in|notin)\s*\(([^)]*)\))?\s*$")
+
+
+def matches_selector(labels: dict, selector: str | None) -> bool:
+    """Label selector semantics of the API server: =, ==, !=, in, notin, key, !key."""
+    if not selector:
+        return True
+    for term in re.split(r",(?![^(]*\))", selector):
+        term = term.strip()
+        if "!=" in term:
+            key, value = (s.strip() for s in term.split("!=", 1))
+            if labels.get(key) == value:
+                return False
+        elif "=" in term:
+            key, value = (s.strip() for s in term.replace("==", "=").split("=", 1))
+            if labels.get(key) != value:
+                return False
+        else:
+            match = _SET_TERM.match(term)
+            if not match:
+                raise ValueError(f"cannot parse label selector term {term!r}")
+            negate, key, op, values = match.groups()
+            if op:
+                allowed = {v.strip() for v in values.split(",")}
+                inside = key in labels and labels[key] in allowed
+                if inside != (op == "in"):
+                    return False
+            elif (key in labels) == bool(negate):
+                return False
+    return True

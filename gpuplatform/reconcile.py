@@ -1,0 +1,74 @@
+"""What every reconcile task shares: the cluster it talks to, apply-then-prune, and the
+retry policy for transient errors.
+
+Tasks follow DESIGN.md section 3: take a primary key, re-read the row, render, apply with
+server-side apply, prune what carries our labels but is no longer desired, record.
+"""
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from django.conf import settings
+from django.db import transaction
+
+from cluster import ObjectRef, TransientError, get_cluster
+from cluster.objects import ApplyResult
+
+# Celery options for every reconcile task: retry only transient errors, with capped
+# exponential backoff and jitter; a permanent error is recorded on the row instead.
+RETRY_POLICY = dict(
+    bind=True,
+    acks_late=True,
+    autoretry_for=(TransientError,),
+    retry_backoff=2,
+    retry_backoff_max=300,
+    retry_jitter=True,
+    max_retries=10,
+)
+
+
+class NoCluster(Exception):
+    """No kubeconfig and not in a cluster: the platform runs without one (demo mode)."""
+
+
+def cluster_configured() -> bool:
+    if settings.KUBE_IN_CLUSTER:
+        return True
+    path = settings.KUBECONFIG or Path("~/.kube/config").expanduser()
+    return Path(path).exists()
+
+
+def current_cluster():
+    """The cluster tasks use; tests swap it for a ``FakeCluster``."""
+    if not cluster_configured():
+        raise NoCluster("No cluster is configured (set KUBECONFIG or run make cluster-up).")
+    return get_cluster()
+
+
+@dataclass
+class Outcome:
+    applied: list[ApplyResult] = field(default_factory=list)
+    pruned: list[ObjectRef] = field(default_factory=list)
+
+    @property
+    def writes(self) -> int:
+        return sum(result.wrote for result in self.applied) + len(self.pruned)
+
+    def lines(self) -> list[str]:
+        """One line per object that changed, for commands and logs."""
+        return [f"{r.action:<9} {r.ref}" for r in self.applied if r.wrote] + [f"pruned    {ref}" for ref in self.pruned]
+
+    def __add__(self, other: "Outcome") -> "Outcome":
+        return Outcome(self.applied + other.applied, self.pruned + other.pruned)
+
+
+def sync(cluster, desired: list[dict], *, selector: str, kinds: list[tuple[str, str]]) -> Outcome:
+    """Apply ``desired``, then delete what ``selector`` finds of ``kinds`` beyond it."""
+    applied = cluster.apply(desired) if desired else []
+    pruned = cluster.prune(selector, desired, kinds)
+    return Outcome(applied, pruned)
+
+
+def enqueue(task, pk) -> None:
+    """Send ``task(pk)`` once the surrounding transaction commits (never from inside it)."""
+    transaction.on_commit(lambda: task.delay(pk))

@@ -1,0 +1,57 @@
+"""The periodic sweep: re-reconcile everything so lost messages and hand edits heal."""
+
+from celery import shared_task
+from django.utils import timezone
+
+from gpuplatform.ownership import JOB_LABEL, MANAGED_BY_LABEL, MANAGED_BY_VALUE, job_selector
+from gpuplatform.reconcile import RETRY_POLICY, NoCluster, current_cluster
+from jobs.manifests import JOB_KINDS
+from jobs.models import RETAIN_FINISHED, Job
+from jobs.tasks import reconcile_job
+from quotas.tasks import reconcile_cluster_objects
+from tenants.models import Team
+from tenants.tasks import reconcile_team
+
+ORPHAN_JOB_OBJECTS = f"{MANAGED_BY_LABEL}={MANAGED_BY_VALUE},{JOB_LABEL}"
+
+
+@shared_task(**RETRY_POLICY)
+def sweep(self) -> dict:
+    """1. cluster-wide objects, 2. every team, 3. every live job (each as its own task),
+    4. delete job objects whose job is gone or finished long ago."""
+    try:
+        cluster = current_cluster()
+    except NoCluster:
+        return {"skipped": "no cluster"}
+    reconcile_cluster_objects.delay()
+    teams = list(Team.objects.values_list("pk", flat=True))
+    for team_id in teams:
+        reconcile_team.delay(team_id)
+    live = list(Job.objects.live().exclude(state=Job.State.DRAFT).values_list("pk", flat=True))
+    for job_id in live:
+        reconcile_job.delay(job_id)
+    pruned = prune_orphan_jobs(cluster)
+    return {"teams": len(teams), "jobs": len(live), "pruned": pruned}
+
+
+def prune_orphan_jobs(cluster) -> int:
+    """Remove the objects of jobs that are gone, cancelled, or finished long ago.
+
+    Only jobs older than the snapshot taken first are candidates, so a job submitted while
+    the sweep runs is never mistaken for an orphan.
+    """
+    newest = Job.objects.order_by("-pk").values_list("pk", flat=True).first() or 0
+    keep = set(
+        Job.objects.filter(pk__lte=newest).live().exclude(state=Job.State.CANCELLING).values_list("pk", flat=True)
+    ) | set(
+        Job.objects.filter(kind=Job.Kind.TRAINING, finished_at__gte=timezone.now() - RETAIN_FINISHED)
+        .values_list("pk", flat=True)
+    )
+    on_cluster = {
+        int(obj["metadata"]["labels"][JOB_LABEL])
+        for api_version, kind in JOB_KINDS
+        for obj in cluster.list(api_version, kind, label_selector=ORPHAN_JOB_OBJECTS)
+        if obj["metadata"]["labels"][JOB_LABEL].isdigit()
+    }
+    victims = sorted(job_id for job_id in on_cluster - keep if job_id <= newest)
+    return sum(len(cluster.prune(job_selector(job_id), [], JOB_KINDS)) for job_id in victims)

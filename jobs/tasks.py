@@ -1,0 +1,55 @@
+"""Reconcile a job's workload objects onto the cluster; cancel jobs."""
+
+import logging
+
+from celery import shared_task
+
+from cluster import PermanentError
+from gpuplatform.ownership import job_selector
+from gpuplatform.reconcile import RETRY_POLICY, NoCluster, Outcome, current_cluster, enqueue, sync
+from tenants.models import Team
+from tenants.tasks import sync_team
+
+from .lifecycle import State
+from .manifests import JOB_KINDS, render_job
+from .models import Job
+
+log = logging.getLogger(__name__)
+
+
+def sync_job(cluster, job: Job) -> Outcome:
+    """1. make sure the team's namespace and queues exist, 2. apply or remove the job's
+    objects as its state says, 3. record the move the apply implies."""
+    plan = job.cluster_plan()
+    if plan is Job.Plan.LEAVE:
+        return Outcome()
+    outcome = Outcome()
+    desired = render_job(job) if plan is Job.Plan.APPLY else []
+    try:
+        if plan is Job.Plan.APPLY and job.team.status != Team.Status.READY:
+            outcome += sync_team(cluster, job.team)
+        outcome += sync(cluster, desired, selector=job_selector(job.pk), kinds=JOB_KINDS)
+    except PermanentError as err:
+        job.transition(State.FAILED, reason="Rejected", message=f"The cluster refused the job: {err}")
+        return outcome
+    if job.state == State.SUBMITTED:
+        job.transition(State.QUEUED, reason="Queued", message="Waiting for the scheduler.")
+    elif job.state == State.CANCELLING:
+        job.transition(State.CANCELLED, reason="Cancelled", message="Stopped and removed from the cluster.")
+    return outcome
+
+
+@shared_task(**RETRY_POLICY)
+def reconcile_job(self, job_id: int) -> int:
+    job = Job.objects.select_related("team", "flavor", "priority").filter(pk=job_id).first()
+    if job is None:
+        return 0
+    try:
+        cluster = current_cluster()
+    except NoCluster:
+        return 0
+    return sync_job(cluster, job).writes
+
+
+def reconcile_job_soon(job: Job) -> None:
+    enqueue(reconcile_job, job.pk)

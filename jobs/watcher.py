@@ -1,0 +1,153 @@
+"""The status watcher: watch the objects we own and move each Job through its lifecycle.
+
+One thread per watched kind keeps an in-memory copy of what the cluster shows (the
+informer pattern); every event marks the job it belongs to as dirty; the main loop
+re-reads dirty jobs from the database, maps the cached objects to an observation
+(``jobs.status``) and writes it only when something changed. Watches resume from their
+last resourceVersion and relist after 410 Gone (``cluster.watch``), and a periodic
+resync re-checks every live job, so API server restarts and disconnects lose nothing.
+"""
+
+import logging
+import threading
+import time
+from collections import defaultdict
+
+from django.db import connections
+
+from cluster import ClusterError
+from gpuplatform.ownership import JOB_LABEL, MANAGED_BY_LABEL, MANAGED_BY_VALUE
+from quotas.models import Scheduler
+
+from .lifecycle import State
+from .manifests import object_name
+from .models import Job
+from .status import observe_inference, observe_kueue_training, observe_volcano_training
+
+log = logging.getLogger(__name__)
+
+OURS = f"{MANAGED_BY_LABEL}={MANAGED_BY_VALUE}"
+WORKLOAD = ("kueue.x-k8s.io/v1beta2", "Workload")
+BATCH_JOB = ("batch/v1", "Job")
+VOLCANO_JOB = ("batch.volcano.sh/v1alpha1", "Job")
+PODGROUP = ("scheduling.volcano.sh/v1beta1", "PodGroup")
+DEPLOYMENT = ("apps/v1", "Deployment")
+POD = ("v1", "Pod")
+# Kueue Workloads and Volcano PodGroups do not carry our labels; they are found through
+# their owner (our batch Job or Volcano Job).
+WATCHED = [(BATCH_JOB, OURS), (VOLCANO_JOB, OURS), (DEPLOYMENT, OURS), (POD, OURS), (WORKLOAD, None), (PODGROUP, None)]
+
+
+class StatusWatcher:
+    def __init__(self, cluster, *, resync_seconds: float = 60, retry_seconds: float = 2):
+        self.cluster = cluster
+        self.resync_seconds = resync_seconds
+        self.retry_seconds = retry_seconds
+        self.stop_event = threading.Event()
+        self._lock = threading.Lock()
+        self._dirty: set[int] = set()
+        self._wake = threading.Event()
+        # (apiVersion, kind) -> (namespace, name) -> object
+        self._cache: dict[tuple, dict[tuple[str, str], dict]] = defaultdict(dict)
+        self._streams: dict[tuple, object] = {}
+        self.transitions = 0
+
+    # --- watching ---------------------------------------------------------------------------
+    def _watch(self, kind: tuple[str, str], selector: str | None) -> None:
+        stream = None
+        while not self.stop_event.is_set():
+            if stream is None or stream.stopped:
+                # A stream keeps what it has seen, so a later relist can report deletions
+                # that happened while disconnected; only a stopped one is replaced.
+                version = stream.resource_version if stream else None
+                stream = self.cluster.watch(*kind, label_selector=selector, resource_version=version)
+                self._streams[kind] = stream
+            try:
+                for event, obj in stream:
+                    self._record(kind, event, obj)
+            except ClusterError as err:
+                log.warning("watch %s %s interrupted: %s", *kind, err)
+            self.stop_event.wait(self.retry_seconds)  # then resume where it left off
+
+    def _record(self, kind, event: str, obj: dict) -> None:
+        meta = obj.get("metadata") or {}
+        key = (meta.get("namespace", ""), meta.get("name", ""))
+        with self._lock:
+            if event == "DELETED":
+                self._cache[kind].pop(key, None)
+            else:
+                self._cache[kind][key] = obj
+            job_id = (meta.get("labels") or {}).get(JOB_LABEL)
+            if job_id is None:
+                job_id = self._owner_job(key[0], meta.get("ownerReferences") or [])
+            if job_id is not None and str(job_id).isdigit():
+                self._dirty.add(int(job_id))
+                self._wake.set()
+
+    def _owner_job(self, namespace: str, owners: list[dict]) -> str | None:
+        for owner in owners:
+            kind = BATCH_JOB if owner.get("apiVersion") == "batch/v1" else VOLCANO_JOB
+            parent = self._cache[kind].get((namespace, owner.get("name", "")))
+            if parent is not None:
+                return (parent["metadata"].get("labels") or {}).get(JOB_LABEL)
+        return None
+
+    # --- evaluating -------------------------------------------------------------------------
+    def _owned_by(self, kind, namespace: str, owner_name: str) -> dict | None:
+        for (ns, _), obj in self._cache[kind].items():
+            if ns == namespace and any(o.get("name") == owner_name for o in obj["metadata"].get("ownerReferences") or []):
+                return obj
+        return None
+
+    def observe(self, job: Job):
+        name, namespace = object_name(job), job.team.namespace_name
+        with self._lock:
+            if job.kind == Job.Kind.INFERENCE:
+                pods = [p for (ns, _), p in self._cache[POD].items()
+                        if ns == namespace and (p["metadata"].get("labels") or {}).get(JOB_LABEL) == str(job.pk)]
+                return observe_inference(job, self._cache[DEPLOYMENT].get((namespace, name)), pods)
+            if job.flavor.scheduler == Scheduler.VOLCANO:
+                return observe_volcano_training(job, self._cache[VOLCANO_JOB].get((namespace, name)),
+                                                self._owned_by(PODGROUP, namespace, name))
+            return observe_kueue_training(job, self._owned_by(WORKLOAD, namespace, name),
+                                          self._cache[BATCH_JOB].get((namespace, name)))
+
+    def evaluate(self, job_ids) -> int:
+        """Bring the given jobs up to date with the cache; returns how many changed."""
+        changed = 0
+        jobs = (Job.objects.select_related("team", "flavor").filter(pk__in=list(job_ids))
+                .exclude(state__in=[State.DRAFT, State.SUCCEEDED, State.FAILED, State.CANCELLED]))
+        for job in jobs:
+            seen = self.observe(job)
+            if seen is not None and job.observe(seen.state, reason=seen.reason, message=seen.message):
+                changed += 1
+                log.info("job %s: %s (%s)", job.pk, job.state, job.reason)
+        self.transitions += changed
+        return changed
+
+    def run(self) -> None:
+        threads = [threading.Thread(target=self._watch, args=(kind, selector), daemon=True,
+                                    name=f"watch-{kind[1].lower()}") for kind, selector in WATCHED]
+        for thread in threads:
+            thread.start()
+        next_resync = 0.0
+        while not self.stop_event.is_set():
+            self._wake.wait(timeout=1.0)
+            self._wake.clear()
+            with self._lock:
+                dirty, self._dirty = self._dirty, set()
+            if time.monotonic() >= next_resync:
+                dirty |= set(Job.objects.live().exclude(state=State.DRAFT).values_list("pk", flat=True))
+                next_resync = time.monotonic() + self.resync_seconds
+            if dirty:
+                try:
+                    self.evaluate(dirty)
+                except Exception:  # a bad row must not stop the watcher
+                    log.exception("evaluating jobs %s failed", sorted(dirty))
+        for stream in list(self._streams.values()):
+            stream.stop()
+        connections.close_all()  # this thread's database connection
+
+    def stop(self) -> None:
+        self.stop_event.set()
+        self._wake.set()

@@ -1,0 +1,60 @@
+"""Reconcile a team's namespace and queues onto the cluster, and offboard teams."""
+
+import logging
+
+from celery import shared_task
+
+from cluster import PermanentError
+from gpuplatform.ownership import selector, team_selector
+from gpuplatform.reconcile import RETRY_POLICY, NoCluster, Outcome, current_cluster, enqueue, sync
+
+from .manifests import TEAM_KINDS, render_team
+from .models import Team
+
+log = logging.getLogger(__name__)
+
+
+def sync_team(cluster, team: Team) -> Outcome:
+    """1. render, 2. apply, 3. prune the team's objects that are no longer desired,
+    4. record the outcome on the team (only when it changed)."""
+    desired = render_team(team, **team.render_inputs())
+    try:
+        outcome = sync(cluster, desired, selector=team_selector(team.slug), kinds=TEAM_KINDS)
+    except PermanentError as err:
+        team.set_status(Team.Status.ERROR, f"The cluster refused the team's objects: {err}")
+        raise
+    team.set_status(Team.Status.READY, "")
+    return outcome
+
+
+def offboard(cluster, team: Team) -> Outcome:
+    """Delete everything the team owns on the cluster (namespace last), then the row."""
+    from jobs.manifests import JOB_KINDS
+
+    kinds = [*JOB_KINDS, *TEAM_KINDS, ("v1", "Namespace")]
+    outcome = sync(cluster, [], selector=selector(team=team.slug), kinds=kinds)
+    team.delete()
+    return outcome
+
+
+@shared_task(**RETRY_POLICY)
+def reconcile_team(self, team_id: int) -> int:
+    team = Team.objects.filter(pk=team_id).first()
+    if team is None:
+        return 0
+    try:
+        cluster = current_cluster()
+    except NoCluster as err:
+        team.set_status(Team.Status.PENDING, str(err))
+        return 0
+    if team.status == Team.Status.DELETING:
+        return offboard(cluster, team).writes
+    try:
+        return sync_team(cluster, team).writes
+    except PermanentError:
+        log.warning("team %s: %s", team.slug, team.status_message)
+        return 0
+
+
+def reconcile_team_soon(team: Team) -> None:
+    enqueue(reconcile_team, team.pk)

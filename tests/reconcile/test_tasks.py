@@ -1,0 +1,168 @@
+"""Reconcile tasks against the in-memory cluster: render, apply, prune, record."""
+
+import pytest
+from django.core.management import call_command
+
+from cluster import PermanentError, TransientError
+from jobs.lifecycle import State
+from jobs.models import Job
+from jobs.tasks import reconcile_job
+from quotas.models import Scheduler
+from quotas.tasks import reconcile_cluster_objects
+from tenants.models import Team
+from tenants.tasks import reconcile_team
+
+from ..builders import make_flavor, make_job, make_quota
+
+pytestmark = pytest.mark.django_db
+
+
+def names(fake, kind):
+    return sorted(o["metadata"]["name"] for o in fake.stored(kind=kind))
+
+
+def submitted(team, flavor, **fields) -> Job:
+    job = make_job(team, flavor, **fields)
+    job.submit()
+    return job
+
+
+def test_reconciling_a_team_creates_its_objects_and_marks_it_ready(fake, team, flavor):
+    make_quota(team, flavor)
+    assert reconcile_team(team.pk) > 0
+    assert names(fake, "Namespace") == ["team-vision"]
+    assert names(fake, "ClusterQueue") == ["team-vision-h100"]
+    team.refresh_from_db()
+    assert team.status == Team.Status.READY
+
+
+def test_a_second_team_reconcile_writes_nothing(fake, team, flavor):
+    make_quota(team, flavor)
+    reconcile_team(team.pk)
+    fake.reset_counts()
+    assert reconcile_team(team.pk) == 0
+    assert fake.writes == 0
+
+
+def test_removing_a_quota_prunes_its_queues_only(fake, team, flavor):
+    quota = make_quota(team, flavor)
+    make_quota(team, make_flavor("a100", scheduler=Scheduler.VOLCANO))
+    reconcile_team(team.pk)
+    quota.delete()
+    reconcile_team(team.pk)
+    assert names(fake, "ClusterQueue") == [] and names(fake, "LocalQueue") == []
+    assert names(fake, "Queue") == ["team-vision-a100"]
+    assert names(fake, "Namespace") == ["team-vision"]
+
+
+def test_a_refused_team_is_marked_error_with_the_servers_message(fake, team):
+    fake.fail_next("PATCH", PermanentError("namespaces is forbidden: no", status=403))
+    reconcile_team(team.pk)
+    team.refresh_from_db()
+    assert team.status == Team.Status.ERROR
+    assert "namespaces is forbidden" in team.status_message
+
+
+def test_transient_errors_are_retried_until_they_pass(fake, team):
+    fake.fail_next("GET", TransientError("connection refused"), times=2)
+    result = reconcile_team.apply(args=[team.pk])
+    assert result.get() > 0
+    team.refresh_from_db()
+    assert team.status == Team.Status.READY
+
+
+def test_permanent_errors_are_not_retried(fake, team):
+    fake.fail_next("PATCH", PermanentError("forbidden", status=403))
+    reconcile_team.apply(args=[team.pk])
+    assert fake.requests["PATCH"] == 1
+
+
+def test_a_submitted_job_is_applied_and_queued(fake, team, flavor):
+    make_quota(team, flavor)
+    job = submitted(team, flavor, workers=2)
+    reconcile_job(job.pk)
+    job.refresh_from_db()
+    assert job.state == State.QUEUED
+    [batch] = fake.stored("batch/v1", "Job")
+    assert batch["spec"]["suspend"] is True
+    assert names(fake, "Namespace") == ["team-vision"]  # the team came first
+
+
+def test_a_second_job_reconcile_writes_nothing(fake, team, flavor):
+    job = submitted(team, flavor)
+    reconcile_job(job.pk)
+    fake.reset_counts()
+    reconcile_job(job.pk)
+    assert fake.writes == 0
+
+
+def test_a_draft_is_not_sent_to_the_cluster(fake, team, flavor):
+    job = make_job(team, flavor)
+    reconcile_job(job.pk)
+    assert fake.stored() == [] and fake.writes == 0
+
+
+def test_cancelling_removes_the_objects_and_ends_cancelled(fake, team, flavor):
+    job = submitted(team, flavor, workers=2)
+    reconcile_job(job.pk)
+    job.refresh_from_db()
+    job.transition(State.CANCELLING, reason="CancelRequested")
+    reconcile_job(job.pk)
+    job.refresh_from_db()
+    assert job.state == State.CANCELLED
+    assert fake.stored("batch/v1", "Job") == [] and fake.stored("v1", "Service") == []
+
+
+def test_a_job_the_cluster_refuses_fails_with_the_message(fake, team, flavor):
+    job = submitted(team, flavor)
+    reconcile_team(team.pk)
+    fake.fail_next("PATCH", PermanentError('Job.batch "x" is invalid: spec.template: Invalid value', status=422))
+    reconcile_job(job.pk)
+    job.refresh_from_db()
+    assert job.state == State.FAILED
+    assert "is invalid" in job.message and job.reason == "Rejected"
+
+
+def test_a_finished_training_job_is_never_reapplied(fake, team, flavor):
+    job = submitted(team, flavor)
+    reconcile_job(job.pk)
+    job.refresh_from_db()
+    for state in (State.ADMITTED, State.RUNNING, State.SUCCEEDED):
+        assert job.transition(state)
+    fake.remove("batch/v1", "Job", fake.stored("batch/v1", "Job")[0]["metadata"]["name"], "team-vision")
+    fake.reset_counts()
+    reconcile_job(job.pk)
+    assert fake.stored("batch/v1", "Job") == [] and fake.writes == 0
+
+
+def test_a_deleted_row_is_a_quiet_no_op(fake):
+    assert reconcile_job(424242) == 0
+    assert reconcile_team(424242) == 0
+
+
+def test_cluster_objects_cover_flavors_and_are_pruned_when_removed(fake, flavor):
+    reconcile_cluster_objects()
+    assert names(fake, "ResourceFlavor") == ["h100"]
+    flavor.delete()
+    reconcile_cluster_objects()
+    assert names(fake, "ResourceFlavor") == []
+
+
+def test_offboarding_removes_everything_and_the_row(fake, team, flavor):
+    make_quota(team, flavor)
+    reconcile_job(submitted(team, flavor).pk)
+    Team.objects.filter(pk=team.pk).update(status=Team.Status.DELETING)
+    reconcile_team(team.pk)
+    assert fake.stored() == []
+    assert not Team.objects.filter(pk=team.pk).exists()
+
+
+def test_reconcile_command_prints_changes_and_request_counts(fake, team, flavor, capsys):
+    make_quota(team, flavor)
+    submitted(team, flavor)
+    call_command("reconcile", "--all")
+    first = capsys.readouterr().out
+    assert "created   Namespace team-vision" in first and "API requests:" in first
+    call_command("reconcile", "--all")
+    second = capsys.readouterr().out
+    assert "0 writes" in second and "PATCH" not in second

@@ -1,0 +1,86 @@
+"""The status watcher on the in-memory cluster: events move jobs, resumes lose nothing."""
+
+import threading
+import time
+
+import pytest
+
+from jobs.lifecycle import State
+from jobs.manifests import object_name
+from jobs.models import Job
+from jobs.tasks import reconcile_job
+from jobs.watcher import StatusWatcher
+
+from ..builders import make_job, make_quota
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def wait_for(predicate, timeout=15.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return predicate()
+
+
+@pytest.fixture
+def running_watcher(fake):
+    watcher = StatusWatcher(fake, resync_seconds=0.5, retry_seconds=0.05)
+    thread = threading.Thread(target=watcher.run, daemon=True)
+    thread.start()
+    yield watcher
+    watcher.stop()
+    thread.join(timeout=10)
+
+
+def workload_for(job, *conditions):
+    name = object_name(job)
+    return {
+        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+        "metadata": {"name": f"job-{name}-abcde", "namespace": job.team.namespace_name,
+                     "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": name, "uid": "u"}]},
+        "spec": {}, "status": {"conditions": [
+            {"type": t, "status": "True", "reason": r, "message": m} for t, r, m in conditions]},
+    }
+
+
+def state_of(job):
+    return Job.objects.get(pk=job.pk).state
+
+
+def test_workload_admission_and_completion_move_the_job(fake, running_watcher, team, flavor):
+    make_quota(team, flavor)
+    job = make_job(team, flavor, workers=2)
+    job.submit()
+    reconcile_job(job.pk)
+    assert state_of(job) == State.QUEUED
+    fake.put(workload_for(job, ("QuotaReserved", "QuotaReserved", ""), ("Admitted", "Admitted", "")))
+    assert wait_for(lambda: state_of(job) == State.ADMITTED)
+    [batch] = fake.stored("batch/v1", "Job")
+    batch["status"] = {"ready": 2}
+    fake.put(batch)
+    assert wait_for(lambda: state_of(job) == State.RUNNING)
+    batch["status"] = {"conditions": [{"type": "Complete", "status": "True"}]}
+    fake.put(batch)
+    assert wait_for(lambda: state_of(job) == State.SUCCEEDED)
+    assert [e.to_state for e in Job.objects.get(pk=job.pk).events.all()] == [
+        "submitted", "queued", "admitted", "running", "succeeded"]
+
+
+def test_a_watch_that_lost_its_history_relists_and_catches_up(fake, running_watcher, team, flavor):
+    job = make_job(team, flavor)
+    job.submit()
+    reconcile_job(job.pk)
+    fake.compact()  # the next resume gets 410 Gone and must relist
+    fake.put(workload_for(job, ("Admitted", "Admitted", "")))
+    assert wait_for(lambda: state_of(job) == State.ADMITTED)
+
+
+def test_events_for_objects_of_unknown_jobs_are_ignored(fake, running_watcher, team, flavor):
+    fake.put({"apiVersion": "batch/v1", "kind": "Job", "metadata": {
+        "name": "stray", "namespace": "team-vision", "labels": {"app.kubernetes.io/managed-by": "gpuplatform",
+                                                                  "gpuplatform.io/job": "999999"}},
+        "status": {"conditions": [{"type": "Complete", "status": "True"}]}})
+    assert wait_for(lambda: running_watcher.transitions == 0 and not running_watcher.stop_event.is_set(), 1)
