@@ -4,7 +4,7 @@ import enum
 from datetime import timedelta
 
 from django.conf import settings
-from django.core.exceptions import ValidationError
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models, transaction
 from django.db.models import F, Q
@@ -39,6 +39,21 @@ class JobQuerySet(models.QuerySet):
 
     def live(self):
         return self.exclude(state__in=_FINAL)
+
+    def submit(self, *, team: Team, submitter, **fields) -> "Job":
+        """The one way a job enters the platform, for the web UI and the API alike:
+        check the submitter may, validate, save as submitted, reconcile after commit."""
+        if not team.can_submit(submitter):
+            raise PermissionDenied(f"Only owners and members of {team.slug} can submit jobs.")
+        job = Job(team=team, submitter=submitter, **fields)
+        job.full_clean()
+        with transaction.atomic():
+            job.save()
+            job.submit()
+            from .tasks import reconcile_job_soon  # tasks import this module
+
+            reconcile_job_soon(job)
+        return job
 
 
 class Job(models.Model):
@@ -161,6 +176,22 @@ class Job(models.Model):
             return False
         role = self.team.role_of(user)
         return role in (Membership.Role.OWNER, Membership.Role.MEMBER) or is_quota_manager(user)
+
+    def request_cancel(self, user) -> bool:
+        """Stop the job for ``user``: a draft ends at once, anything live starts cancelling
+        and the reconciler removes its objects. Returns whether this call changed it."""
+        if not self.can_cancel(user):
+            raise PermissionDenied("You cannot cancel this job.")
+        who = user.get_username()
+        if self.state == State.DRAFT:
+            return self.transition(State.CANCELLED, reason="Cancelled", message=f"Cancelled by {who}.")
+        with transaction.atomic():
+            if not self.transition(State.CANCELLING, reason="CancelRequested", message=f"Cancelled by {who}."):
+                return False
+            from .tasks import reconcile_job_soon
+
+            reconcile_job_soon(self)
+        return True
 
     def cluster_plan(self, now=None) -> "Job.Plan":
         if self.state == State.DRAFT:

@@ -1,0 +1,32 @@
+"""The one FilterSet for jobs, shared by the htmx list and the API list."""
+
+import django_filters
+from django.contrib.auth import get_user_model
+
+from quotas.models import GpuFlavor
+from tenants.models import Team
+
+from .lifecycle import State
+from .models import Job
+
+
+class JobFilter(django_filters.FilterSet):
+    team = django_filters.ModelChoiceFilter(field_name="team", to_field_name="slug", queryset=Team.objects.none())
+    state = django_filters.MultipleChoiceFilter(choices=State.choices)
+    kind = django_filters.ChoiceFilter(choices=Job.Kind.choices)
+    flavor = django_filters.ModelChoiceFilter(to_field_name="name", queryset=GpuFlavor.objects.all())
+    submitter = django_filters.ModelChoiceFilter(
+        field_name="submitter", to_field_name="username", queryset=get_user_model().objects.all()
+    )
+    q = django_filters.CharFilter(field_name="name", lookup_expr="icontains", label="Name contains")
+
+    class Meta:
+        model = Job
+        fields = ["team", "state", "kind", "flavor", "submitter", "q"]
+
+    def __init__(self, *args, request=None, **kwargs):
+        super().__init__(*args, request=request, **kwargs)
+        # Only the teams the person may see are offered (and accepted) as a filter.
+        user = getattr(request, "user", None)
+        if user is not None:
+            self.filters["team"].queryset = Team.objects.visible_to(user)
