@@ -1,5 +1,5 @@
 # The two commands of the README are `make demo` and `make test`.
-.PHONY: demo test cluster-up cluster-down cluster-status clean
+.PHONY: demo test cluster-up cluster-down cluster-status clean bench-reconcile
 
 demo:  ## start the platform with demo data (SQLite unless DATABASE_URL is set)
 	@scripts/demo.sh
@@ -19,3 +19,8 @@ cluster-status:
 clean:  ## stop the test servers and remove local state (keeps build caches)
 	@scripts/services.sh down
 	rm -rf var/
+
+bench-reconcile:  ## our reconciler vs kubectl apply --server-side (needs make cluster-up)
+	@scripts/venv.sh dev
+	@deploy/local-cluster/cluster.sh up >/dev/null
+	@.venv/bin/python bench/reconcile.py

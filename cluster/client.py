@@ -102,6 +102,8 @@ class Cluster:
             configuration = copy.deepcopy(configuration)  # the caller's stays as it was
         # One attempt per call: retrying is the caller's decision, with its own backoff.
         configuration.retries = False
+        # Reconciles run in parallel threads over one client: keep a connection per thread.
+        configuration.connection_pool_maxsize = max(configuration.connection_pool_maxsize or 0, 32)
         self.field_manager = field_manager
         self.field_validation = field_validation
         self.requests: Counter[str] = Counter()

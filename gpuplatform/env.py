@@ -97,6 +97,11 @@ def database_config(name: str, default: str, *, environ=None) -> dict:
         config = dj_database_url.parse(url, conn_max_age=0)
     except ValueError as exc:
         raise ImproperlyConfigured(f"{name}={url!r} cannot be parsed: {exc}") from None
-    if config["ENGINE"] == "django.db.backends.sqlite3" and config["NAME"] not in ("", ":memory:"):
-        Path(config["NAME"]).parent.mkdir(parents=True, exist_ok=True)
+    if config["ENGINE"] == "django.db.backends.sqlite3":
+        if config["NAME"] not in ("", ":memory:"):
+            Path(config["NAME"]).parent.mkdir(parents=True, exist_ok=True)
+        # The demo runs web, worker and watcher on one SQLite file: WAL lets readers work
+        # while one writes, and IMMEDIATE transactions queue writers instead of failing.
+        config["OPTIONS"] = {"timeout": 20, "transaction_mode": "IMMEDIATE",
+                             "init_command": "PRAGMA journal_mode=WAL;"}
     return config

@@ -26,6 +26,7 @@ def sync_job(cluster, job: Job) -> Outcome:
     outcome = Outcome()
     desired = render_job(job) if plan is Job.Plan.APPLY else []
     try:
+        job.team.refresh_from_db(fields=["status"])  # another step may have made it ready
         if plan is Job.Plan.APPLY and job.team.status != Team.Status.READY:
             outcome += sync_team(cluster, job.team)
         outcome += sync(cluster, desired, selector=job_selector(job.pk), kinds=JOB_KINDS)

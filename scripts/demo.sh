@@ -1,15 +1,59 @@
 #!/usr/bin/env bash
-# Start the platform with working defaults: SQLite, demo data, the web server.
+# Start the platform with working defaults: SQLite, demo data, web server, Celery worker
+# and beat, the status watcher, and the local GPU cluster when it has been built.
+# Whatever is missing is replaced by an embedded fallback and said so.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/venv.sh
 export DEBUG="${DEBUG:-true}"
 host="${HOST:-127.0.0.1}" port="${PORT:-8000}"
 py=.venv/bin/python
+logs=var/log
+mkdir -p "$logs"
+pids=()
+cleanup() { for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done; }
+trap cleanup EXIT INT TERM
+
+# 1. Broker: a private Redis when the server is installed, else a spool folder under var/.
+if [ -z "${CELERY_BROKER_URL:-}" ]; then
+  if command -v redis-server >/dev/null; then
+    while IFS= read -r line; do [ -n "$line" ] && export "$line"; done < <(scripts/services.sh redis)
+    export CELERY_BROKER_URL="$REDIS_URL"
+    echo "==> broker: Redis at $REDIS_URL"
+  else
+    export CELERY_BROKER_URL="filesystem://" CELERY_RESULT_BACKEND="cache+memory://"
+    echo "==> broker: no redis-server here, using a spool folder under var/ (apt-get install redis-server for Redis)"
+  fi
+fi
+
+# 2. Cluster: the local GPU cluster if it has been built (building takes a while).
+cluster=deploy/local-cluster/cluster.sh
+if [ -z "${KUBECONFIG:-}" ] && "$cluster" built >/dev/null 2>&1; then
+  echo "==> starting the local GPU cluster (make cluster-down stops it)"
+  export KUBECONFIG=$("$cluster" up | sed -n 's/^export KUBECONFIG=//p' | tail -n 1)
+elif [ -z "${KUBECONFIG:-}" ]; then
+  echo "==> no cluster: run 'make cluster-up' once to build the local GPU cluster; until then"
+  echo "    jobs and teams stay pending and the UI says so."
+fi
+
+# 3. Database and demo data.
 echo "==> database: ${DATABASE_URL:-SQLite at var/gpuplatform.sqlite3}"
 $py manage.py migrate --no-input -v 0
 $py manage.py seed_demo
+
+# 4. Background processes: worker with embedded beat, and the watcher when there is a cluster.
+.venv/bin/celery -A gpuplatform worker --beat --concurrency 1 --loglevel INFO \
+  --schedule var/celerybeat-schedule >"$logs/worker.log" 2>&1 &
+pids+=($!)
+echo "==> Celery worker and beat started (logs: $logs/worker.log)"
+if [ -n "${KUBECONFIG:-}" ]; then
+  $py manage.py reconcile --all >"$logs/reconcile.log" 2>&1 || echo "    first reconcile failed, see $logs/reconcile.log"
+  $py manage.py watch_cluster >"$logs/watcher.log" 2>&1 &
+  pids+=($!)
+  echo "==> status watcher started (logs: $logs/watcher.log)"
+fi
+
 echo
 echo "GPU Platform is starting at http://$host:$port/  (admin console: http://$host:$port/admin/)"
 echo "Stop it with Ctrl-C."
-exec $py manage.py runserver "$host:$port"
+$py manage.py runserver --noreload "$host:$port"

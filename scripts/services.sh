@@ -61,9 +61,13 @@ case "${1:-up}" in
       echo "REDIS_URL=redis://127.0.0.1:$redis_port/0"
     fi
     ;;
+  redis)
+    redis_up
+    echo "REDIS_URL=redis://127.0.0.1:$redis_port/0"
+    ;;
   down)
     if bin=$(pg_bin) && [ -d "$dir/pg" ]; then as_pg "$bin/pg_ctl" -D "$dir/pg" -m fast stop >/dev/null 2>&1 || true; fi
     redis-cli -p "$redis_port" shutdown nosave >/dev/null 2>&1 || true
     ;;
-  *) die "usage: $0 up|down" ;;
+  *) die "usage: $0 up|redis|down" ;;
 esac

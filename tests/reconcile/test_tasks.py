@@ -160,9 +160,25 @@ def test_offboarding_removes_everything_and_the_row(fake, team, flavor):
 def test_reconcile_command_prints_changes_and_request_counts(fake, team, flavor, capsys):
     make_quota(team, flavor)
     submitted(team, flavor)
-    call_command("reconcile", "--all")
+    call_command("reconcile", "--all", "--parallel", "1")
     first = capsys.readouterr().out
-    assert "created   Namespace team-vision" in first and "API requests:" in first
-    call_command("reconcile", "--all")
+    assert "created   Namespace team-vision" in first and "created   ClusterQueue" in first
+    assert "[3/3] job vision/" in first and "API requests:" in first
+    assert "already up to date" not in first.splitlines()[-1] or "(0 objects already up to date" in first
+    call_command("reconcile", "--all", "--parallel", "1")
     second = capsys.readouterr().out
     assert "0 writes" in second and "PATCH" not in second
+
+
+@pytest.mark.django_db(transaction=True)
+def test_reconcile_command_runs_teams_in_parallel(fake, flavor, capsys):
+    from ..builders import make_team
+
+    for number in range(6):
+        make_quota(make_team(f"t{number}"), flavor)
+    call_command("reconcile", "--all", "--parallel", "4")
+    assert sorted(o["metadata"]["name"] for o in fake.stored(kind="ClusterQueue")) == [
+        f"team-t{n}-h100" for n in range(6)]
+    assert set(Team.objects.values_list("status", flat=True)) == {Team.Status.READY}
+    call_command("reconcile", "--all", "--parallel", "4")
+    assert "0 writes" in capsys.readouterr().out.splitlines()[-1]

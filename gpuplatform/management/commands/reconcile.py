@@ -1,6 +1,10 @@
 """Reconcile now, in this process, and print what was applied and pruned."""
 
+import threading
+from concurrent.futures import ThreadPoolExecutor, as_completed
+
 from django.core.management.base import BaseCommand, CommandError
+from django.db import connections
 
 from cluster import ClusterError
 from gpuplatform.reconcile import NoCluster, Outcome, current_cluster
@@ -19,25 +23,31 @@ class Command(BaseCommand):
         which.add_argument("--all", action="store_true", help="cluster-wide objects, every team, every live job")
         which.add_argument("--team", metavar="SLUG")
         which.add_argument("--job", metavar="ID", type=int)
+        parser.add_argument("--parallel", type=int, default=8, metavar="N",
+                            help="teams and jobs reconciled at once (default 8)")
 
-    def handle(self, *args, all: bool, team: str | None, job: int | None, **options):
+    def handle(self, *args, all: bool, team: str | None, job: int | None, parallel: int, **options):
         try:
             cluster = current_cluster()
         except NoCluster as err:
             raise CommandError(str(err)) from None
         cluster.reset_counts()
-        steps = self._plan(all, team, job)
+        self._done = 0
+        self._lock = threading.Lock()
+        stages = self._plan(all, team, job)
+        total = sum(len(stage) for stage in stages)
         outcome = Outcome()
-        for number, (label, step) in enumerate(steps, 1):
-            self.stdout.write(f"[{number}/{len(steps)}] {label}")
-            try:
-                result = step(cluster)
-            except ClusterError as err:
-                self.stderr.write(self.style.ERROR(f"    failed: {err}"))
+        # Stages run in order (cluster-wide objects, then teams, then jobs); the steps of a
+        # stage run in parallel.
+        for stage in stages:
+            if parallel <= 1:
+                for label, step in stage:
+                    outcome += self._report(label, self._run(step, cluster, own_thread=False), total)
                 continue
-            for line in result.lines():
-                self.stdout.write(f"    {line}")
-            outcome += result
+            with ThreadPoolExecutor(max_workers=parallel) as pool:
+                futures = {pool.submit(self._run, step, cluster): label for label, step in stage}
+                for future in as_completed(futures):
+                    outcome += self._report(futures[future], future.result(), total)
         unchanged = len(outcome.applied) - sum(r.wrote for r in outcome.applied)
         counts = ", ".join(f"{verb} {n}" for verb, n in sorted(cluster.requests.items())) or "none"
         self.stdout.write(self.style.SUCCESS(
@@ -45,20 +55,42 @@ class Command(BaseCommand):
             f"API requests: {counts}"
         ))
 
-    def _plan(self, everything: bool, slug: str | None, job_id: int | None) -> list:
+    @staticmethod
+    def _run(step, cluster, own_thread: bool = True):
+        try:
+            return step(cluster)
+        except ClusterError as err:
+            return err
+        finally:
+            if own_thread:
+                connections.close_all()  # the pool thread's database connection
+
+    def _report(self, label: str, result, total: int) -> Outcome:
+        with self._lock:
+            self._done += 1
+            self.stdout.write(f"[{self._done}/{total}] {label}")
+            if isinstance(result, ClusterError):
+                self.stderr.write(self.style.ERROR(f"    failed: {result}"))
+                return Outcome()
+            for line in result.lines():
+                self.stdout.write(f"    {line}")
+            return result
+
+    def _plan(self, everything: bool, slug: str | None, job_id: int | None) -> list[list]:
         jobs = Job.objects.select_related("team", "flavor", "priority")
         if slug:
             team = Team.objects.filter(slug=slug).first()
             if team is None:
                 raise CommandError(f"No team {slug!r}.")
-            return [(f"team {slug}", lambda c: sync_team(c, team))]
+            return [[(f"team {slug}", lambda c: sync_team(c, team))]]
         if job_id:
             job = jobs.filter(pk=job_id).first()
             if job is None:
                 raise CommandError(f"No job {job_id}.")
-            return [(f"job {job}", lambda c: sync_job(c, job))]
-        steps = [("cluster-wide objects", sync_cluster_objects)]
-        steps += [(f"team {t.slug}", lambda c, t=t: sync_team(c, t)) for t in Team.objects.all()]
+            return [[(f"job {job}", lambda c: sync_job(c, job))]]
         live = jobs.live().exclude(state=Job.State.DRAFT)
-        steps += [(f"job {j}", lambda c, j=j: sync_job(c, j)) for j in live]
-        return steps
+        return [
+            [("cluster-wide objects", sync_cluster_objects)],
+            [(f"team {t.slug}", lambda c, t=t: sync_team(c, t)) for t in Team.objects.all()],
+            [(f"job {j}", lambda c, j=j: sync_job(c, j)) for j in live],
+        ]

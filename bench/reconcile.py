@@ -1,0 +1,167 @@
+"""`make bench-reconcile`: onboard N teams with our reconciler and with
+`kubectl apply --server-side`, on the same API server, in the same run.
+
+Both sides get the same shape of objects (render_team output for N teams each, about
+fourteen objects a team), under different team names so each side creates from scratch.
+Then both re-apply unchanged, which for us must issue zero writes. Results are printed
+and written to bench/results/reconcile.md.
+"""
+
+import glob
+import os
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "gpuplatform.settings")
+os.environ.setdefault("DEBUG", "true")
+os.environ.setdefault("DATABASE_URL", f"sqlite:///{tempfile.mkdtemp(prefix='gpuplatform-bench-')}/bench.sqlite3")
+
+import django  # noqa: E402
+
+django.setup()
+
+import subprocess  # noqa: E402
+
+import yaml  # noqa: E402
+from django.contrib.auth import get_user_model  # noqa: E402
+from django.core.management import call_command  # noqa: E402
+from django.db import connections  # noqa: E402
+
+from cluster import Cluster  # noqa: E402
+from gpuplatform.ownership import selector  # noqa: E402
+from jobs.manifests import JOB_KINDS  # noqa: E402
+from quotas.manifests import render_cluster  # noqa: E402
+from quotas.models import GpuFlavor, Quota  # noqa: E402
+from quotas.tasks import sync_cluster_objects  # noqa: E402
+from tenants.manifests import TEAM_KINDS, render_team  # noqa: E402
+from tenants.models import Membership, Team  # noqa: E402
+from tenants.tasks import sync_team  # noqa: E402
+
+TEAMS = int(os.environ.get("BENCH_TEAMS", "200"))
+THREADS = int(os.environ.get("BENCH_THREADS", "16"))
+KUBECONFIG = os.environ.get("KUBECONFIG") or str(Path.home() / ".cache/gpuplatform/cluster/kubeconfig")
+RESULTS = ROOT / "bench" / "results" / "reconcile.md"
+
+
+def progress(message: str) -> None:
+    print(f"[bench {time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+
+def kubectl_binary() -> str:
+    found = sorted(glob.glob(str(Path.home() / ".cache/gpuplatform/bin/kubectl-*")))
+    if not found:
+        sys.exit("kubectl is not built: run make cluster-up first")
+    return found[-1]
+
+
+def make_teams(prefix: str, flavor: GpuFlavor, users) -> list[Team]:
+    teams = []
+    for number in range(TEAMS):
+        team = Team.objects.create(slug=f"{prefix}{number:04d}", display_name=f"Bench {number}")
+        Membership.objects.create(team=team, user=users[0], role=Membership.Role.OWNER)
+        Membership.objects.create(team=team, user=users[1], role=Membership.Role.VIEWER)
+        Quota.objects.create(team=team, flavor=flavor, nominal_gpus=8, cpu_cores=64, memory_gib=512)
+        teams.append(team)
+    return teams
+
+
+def ours(cluster: Cluster, teams: list[Team]) -> tuple[float, int]:
+    def one(team):
+        try:
+            return sync_team(cluster, team).writes
+        finally:
+            connections.close_all()
+
+    start = time.perf_counter()
+    writes = sync_cluster_objects(cluster).writes
+    with ThreadPoolExecutor(max_workers=THREADS) as pool:
+        writes += sum(pool.map(one, teams))
+    return time.perf_counter() - start, writes
+
+
+def kubectl(manifest: Path) -> float:
+    start = time.perf_counter()
+    subprocess.run([kubectl_binary(), "--kubeconfig", KUBECONFIG, "apply", "--server-side",
+                    "--field-manager=kubectl-bench", "-f", str(manifest)], check=True, stdout=subprocess.DEVNULL)
+    return time.perf_counter() - start
+
+
+def cleanup(cluster: Cluster, teams: list[Team]) -> None:
+    kinds = [*JOB_KINDS, *TEAM_KINDS, ("v1", "Namespace")]
+    with ThreadPoolExecutor(max_workers=THREADS) as pool:
+        list(pool.map(lambda t: cluster.prune(selector(team=t.slug), [], kinds), teams))
+
+
+def main() -> None:
+    progress(f"{TEAMS} teams per side, {THREADS} threads, API server from {KUBECONFIG}")
+    call_command("migrate", verbosity=0)
+    User = get_user_model()
+    users = [User.objects.get_or_create(username=name)[0] for name in ("bench-owner", "bench-viewer")]
+    flavor, _ = GpuFlavor.objects.get_or_create(
+        name="bench-h100", defaults=dict(resource_name="nvidia.com/gpu", gpu_memory_gib=80, gpus_per_node=8,
+                                         node_labels={"gpuplatform.io/pool": "h100"}))
+    run = time.strftime("%H%M%S")
+    kubectl_teams = make_teams(f"bk{run}-", flavor, users)
+    our_teams = make_teams(f"bo{run}-", flavor, users)
+    cluster = Cluster(kubeconfig=KUBECONFIG, field_manager="gpuplatform")
+
+    objects = render_cluster([flavor], [], []) + [
+        obj for team in kubectl_teams for obj in render_team(team, **team.render_inputs())]
+    manifest = Path(tempfile.mkdtemp()) / "teams.yaml"
+    manifest.write_text(yaml.safe_dump_all(objects, sort_keys=False))
+    per_team = (len(objects) - 1) // TEAMS
+    progress(f"rendered {len(objects)} objects ({per_team} a team) for kubectl")
+
+    try:
+        progress("kubectl apply --server-side: create")
+        kubectl_create = kubectl(manifest)
+        progress(f"  {kubectl_create:.1f} s")
+        progress("our reconciler: create")
+        cluster.reset_counts()
+        our_create, create_writes = ours(cluster, our_teams)
+        create_requests = dict(cluster.requests)
+        progress(f"  {our_create:.1f} s, {create_writes} writes")
+        progress("kubectl apply --server-side: no-op re-apply")
+        kubectl_noop = kubectl(manifest)
+        progress(f"  {kubectl_noop:.1f} s")
+        progress("our reconciler: no-op resync")
+        cluster.reset_counts()
+        our_noop, noop_writes = ours(cluster, our_teams)
+        noop_requests = dict(cluster.requests)
+        progress(f"  {our_noop:.1f} s, {noop_writes} writes")
+    finally:
+        progress("cleaning up both sides")
+        cleanup(cluster, kubectl_teams + our_teams)
+
+    def verbs(counts):
+        return ", ".join(f"{verb} {n}" for verb, n in sorted(counts.items()))
+
+    table = "\n".join([
+        f"# Reconcile benchmark ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())})",
+        "",
+        f"{TEAMS} teams per side, {per_team} objects a team ({per_team * TEAMS} objects), one local API server "
+        f"(deploy/local-cluster), {os.cpu_count()} cores; ours with {THREADS} threads.",
+        "",
+        "| run | kubectl apply --server-side | our reconciler | ratio (kubectl / ours) | our writes |",
+        "|---|---|---|---|---|",
+        f"| create | {kubectl_create:.1f} s | {our_create:.1f} s | {kubectl_create / our_create:.2f}x | {create_writes} |",
+        f"| no-op re-apply | {kubectl_noop:.1f} s | {our_noop:.1f} s | {kubectl_noop / our_noop:.2f}x | {noop_writes} |",
+        "",
+        f"Our requests by verb, create: {verbs(create_requests)}",
+        f"Our requests by verb, no-op resync: {verbs(noop_requests)}",
+        "",
+    ])
+    RESULTS.write_text(table)
+    print()
+    print(table)
+    if noop_writes:
+        sys.exit(f"a no-op resync wrote {noop_writes} times; it must write nothing")
+
+
+if __name__ == "__main__":
+    main()
