@@ -97,7 +97,10 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = env_path("STATIC_ROOT", str(VAR_DIR / "static"))
-LOGIN_URL = "admin:login"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "dashboard"
+LOGOUT_REDIRECT_URL = "login"
 
 MAILERS = {"default": {"BACKEND": env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")}}
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "gpuplatform@localhost")

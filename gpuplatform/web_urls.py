@@ -1,8 +1,15 @@
-"""Browser routes: dashboard, jobs, teams (htmx pages)."""
+"""Browser routes: login, dashboard, jobs, teams and quotas (htmx pages)."""
 
-from django.urls import path
-from django.views.generic import RedirectView
+from django.contrib.auth import views as auth_views
+from django.urls import include, path
+
+from tenants.views import dashboard
 
 urlpatterns = [
-    path("", RedirectView.as_view(pattern_name="admin:index", permanent=False)),
+    path("", dashboard, name="dashboard"),
+    path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
+    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("jobs/", include("jobs.urls")),
+    path("teams/", include("tenants.urls")),
+    path("quotas/", include("quotas.urls")),
 ]

@@ -1,0 +1,174 @@
+"""Will a job start, queue, or never run? And how much of each quota is in use?
+
+Model-level rules the web UI asks before a submission and on dashboards; computed from
+the team's quota (nominal and what it can borrow), the GPUs held by its admitted and
+running jobs, the queue of its waiting jobs, and the flavor's node size. The scheduler has
+the last word; this is the honest estimate a researcher sees before pressing Submit.
+"""
+
+from dataclasses import dataclass
+
+from django.db.models import Case, Count, F, IntegerField, Q, Sum, When
+from django.db.models.functions import Coalesce
+
+from quotas.models import GpuFlavor, Quota
+
+from .lifecycle import State
+from .models import Job
+
+# States whose pods hold quota, and states waiting for it.
+USING = (State.ADMITTED, State.RUNNING)
+WAITING = (State.SUBMITTED, State.QUEUED, State.PREEMPTED)
+
+# Job.total_gpus in SQL: replicas (max for inference) times GPUs per worker.
+TOTAL_GPUS = Case(
+    When(kind=Job.Kind.INFERENCE, then=Coalesce(F("max_replicas"), 1) * F("gpus_per_worker")),
+    default=F("workers") * F("gpus_per_worker"),
+    output_field=IntegerField(),
+)
+
+
+@dataclass
+class Usage:
+    """One team's quota on one flavor, with what its jobs hold and wait for."""
+
+    quota: Quota | None
+    flavor: GpuFlavor
+    in_use: int = 0
+    running: int = 0
+    queued: int = 0
+
+    @property
+    def nominal(self) -> int:
+        return self.quota.nominal_gpus if self.quota else 0
+
+    @property
+    def ceiling(self) -> int:
+        return self.quota.ceiling_gpus if self.quota else 0
+
+    @property
+    def borrowable(self) -> int:
+        return self.ceiling - self.nominal
+
+    @property
+    def free(self) -> int:
+        return max(0, self.ceiling - self.in_use)
+
+    @property
+    def free_nominal(self) -> int:
+        return max(0, self.nominal - self.in_use)
+
+    def bar(self) -> dict:
+        """Widths (percent of the bar) of the used part, the nominal quota and the borrowable part."""
+        scale = max(self.ceiling, self.in_use, 1)
+        return {
+            "used": round(100 * min(self.in_use, scale) / scale),
+            "nominal": round(100 * self.nominal / scale),
+            "borrowable": round(100 * self.borrowable / scale),
+        }
+
+
+def usage_for(teams) -> dict[tuple[int, int], Usage]:
+    """Usage per (team id, flavor id) for every quota of ``teams``, in two queries."""
+    quotas = (
+        Quota.objects.filter(team__in=teams).select_related("team", "flavor", "cohort").with_cohort_lendable()
+        .order_by("team__slug", "flavor__name")
+    )
+    usage = {(q.team_id, q.flavor_id): Usage(quota=q, flavor=q.flavor) for q in quotas}
+    counts = (
+        Job.objects.filter(team__in=teams, state__in=USING + WAITING)
+        .values("team_id", "flavor_id")
+        .annotate(
+            in_use=Coalesce(Sum(TOTAL_GPUS, filter=Q(state__in=USING)), 0),
+            running=Count("id", filter=Q(state=State.RUNNING)),
+            queued=Count("id", filter=Q(state__in=WAITING)),
+        )
+        .order_by()
+    )
+    for row in counts:
+        item = usage.get((row["team_id"], row["flavor_id"]))
+        if item is not None:  # jobs on a flavor whose quota was removed are not shown
+            item.in_use, item.running, item.queued = row["in_use"], row["running"], row["queued"]
+    return usage
+
+
+def usage_of(team, flavor) -> Usage:
+    return usage_for([team]).get((team.pk, flavor.pk)) or Usage(quota=None, flavor=flavor)
+
+
+def _priority_value(job: Job) -> int:
+    # Kueue gives workloads without a priority class the value 0.
+    return job.priority.value if job.priority_id else 0
+
+
+def _waiting_ahead(team, flavor, priority: int, *, before=None):
+    """The team's waiting jobs on ``flavor`` that the scheduler considers first:
+    higher priority, or the same priority and submitted earlier."""
+    waiting = Job.objects.filter(team=team, flavor=flavor, state__in=WAITING)
+    priority_value = Coalesce(F("priority__value"), 0)
+    waiting = waiting.alias(pv=priority_value)
+    if before is None:  # a new job: everything waiting at its priority or above is ahead
+        return waiting.filter(pv__gte=priority)
+    return waiting.exclude(pk=before.pk).filter(
+        Q(pv__gt=priority) | Q(pv=priority, created_at__lt=before.created_at)
+        | Q(pv=priority, created_at=before.created_at, pk__lt=before.pk)
+    )
+
+
+def queue_position(job: Job) -> int | None:
+    """How many of the team's jobs wait ahead of ``job`` on its flavor; None if not waiting."""
+    if job.state not in WAITING:
+        return None
+    return _waiting_ahead(job.team, job.flavor, _priority_value(job), before=job).count()
+
+
+@dataclass(frozen=True)
+class Feasibility:
+    verdict: str  # "now" | "queue" | "never"
+    message: str
+    jobs_ahead: int = 0
+    in_use: int = 0
+    capacity: int = 0
+
+    NOW = "now"
+    QUEUE = "queue"
+    NEVER = "never"
+
+
+def assess(job: Job) -> Feasibility:
+    """Whether an unsaved (or waiting) ``job`` starts now, queues, or can never run."""
+    flavor, team = job.flavor, job.team
+    if job.gpus_per_worker > flavor.gpus_per_node:
+        return Feasibility(
+            Feasibility.NEVER,
+            f"Can never run: {job.gpus_per_worker} GPUs per worker but nodes of this flavor "
+            f"have {flavor.gpus_per_node}.",
+        )
+    usage = usage_of(team, flavor)
+    need = job.total_gpus
+    if usage.quota is None:
+        return Feasibility(Feasibility.NEVER, f"Can never run: team {team.slug} has no quota on {flavor.name}.")
+    if need > usage.ceiling:
+        return Feasibility(
+            Feasibility.NEVER,
+            f"Can never run: it needs {need} GPUs but team {team.slug} can use at most "
+            f"{usage.ceiling} on {flavor.name}, borrowing included.",
+            in_use=usage.in_use, capacity=usage.ceiling,
+        )
+    ahead = _waiting_ahead(team, flavor, _priority_value(job), before=job if job.pk else None).count()
+    in_use = f"{usage.in_use} of {usage.nominal} GPUs in use"
+    if ahead == 0 and usage.in_use + need <= usage.nominal:
+        return Feasibility(Feasibility.NOW, f"Starts now: {need} GPUs fit in the free quota ({in_use}).",
+                           in_use=usage.in_use, capacity=usage.nominal)
+    if ahead == 0 and usage.in_use + need <= usage.ceiling:
+        borrow = usage.in_use + need - usage.nominal
+        return Feasibility(
+            Feasibility.NOW,
+            f"Starts now if the cohort has {borrow} idle GPUs to lend ({in_use}); otherwise it queues.",
+            in_use=usage.in_use, capacity=usage.nominal,
+        )
+    jobs = "job" if ahead == 1 else "jobs"
+    return Feasibility(
+        Feasibility.QUEUE, f"Will queue: {ahead} {jobs} ahead, {in_use}.",
+        jobs_ahead=ahead, in_use=usage.in_use, capacity=usage.nominal,
+    )

@@ -1,0 +1,162 @@
+"""A researcher in a real browser: headless Chromium (Debian's package) driven by Playwright
+against the live test server. Log in, submit from a preset, see the YAML preview and the
+feasibility verdict, watch the job's state change live, cancel it; and a bad submission
+that shows field errors and keeps what was typed.
+
+Screenshots go to $BROWSER_ARTIFACTS (default /tmp/gpuplatform-browser).
+"""
+
+import os
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from django.db import connections
+
+from jobs.lifecycle import State
+from jobs.models import Job
+
+from ..builders import make_flavor, make_quota
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+CHROMIUM = os.environ.get("CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+ARTIFACTS = Path(os.environ.get("BROWSER_ARTIFACTS", "/tmp/gpuplatform-browser"))
+TIMEOUT_MS = 15_000
+
+
+@pytest.fixture
+def browser():
+    if not CHROMIUM:
+        pytest.skip("no chromium binary (apt-get install chromium, or set CHROMIUM=/path/to/chromium)")
+    playwright = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install -e '.[dev]')")
+    with playwright.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(world, browser, live_server, monkeypatch, no_reconcile):
+    # Playwright's sync API keeps an event loop around; the ORM calls this test makes
+    # between browser steps are still plain synchronous code.
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    context = browser.new_context(viewport={"width": 1280, "height": 900}, base_url=live_server.url)
+    context.set_default_timeout(TIMEOUT_MS)
+    page = context.new_page()
+    yield page
+    page.goto("about:blank")  # stop htmx polling before the live server goes away
+    context.close()
+    # ORM calls made while Playwright runs use a connection of their own context: close
+    # it here, or it outlives the test and the test database cannot be dropped.
+    connections.close_all()
+
+
+@pytest.fixture
+def world(team, owner, flavor):
+    make_quota(team, flavor, nominal_gpus=16)
+    make_flavor("t4", gpus_per_node=4, display_name="T4 small")
+    return team
+
+
+def log_in(page, username="olivia", password="pw-for-tests-1"):
+    page.goto("/")
+    page.get_by_label("Username").fill(username)
+    page.get_by_label("Password").fill(password)
+    page.get_by_role("button", name="Log in").click()
+    page.wait_for_url(re.compile(r"/$"))
+
+
+def shot(page, name):
+    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+
+
+def test_a_researcher_submits_from_a_preset_watches_it_live_and_cancels_it(page):
+    log_in(page)
+    assert page.get_by_role("heading", name="Your teams").is_visible()
+    page.get_by_text("0 in use / 16 quota").wait_for()
+    shot(page, "dashboard")
+
+    # 1. A preset fills the form; the preview renders the objects and the verdict.
+    page.get_by_role("link", name="Submit", exact=True).click()
+    page.get_by_role("link", name="Multi-node PyTorch DDP").click()
+    assert page.get_by_label("Name:").input_value() == "train-ddp"
+    page.get_by_text("Starts now: 16 GPUs fit in the free quota (0 of 16 GPUs in use).").wait_for()
+    assert "kind: Job" in page.locator("#yaml-preview").inner_text()
+    assert "name: train-ddp-0" in page.locator("#yaml-preview").inner_text()
+
+    # Changing a field refreshes the preview.
+    page.get_by_label("Workers:").fill("4")
+    page.get_by_label("Workers:").press("Tab")
+    page.get_by_text("Can never run: it needs 32 GPUs but team vision can use at most 16").wait_for()
+    page.get_by_label("Workers:").fill("2")
+    page.get_by_label("Workers:").press("Tab")
+    page.get_by_text("Starts now: 16 GPUs").wait_for()
+    shot(page, "submit-preview")
+
+    # 2. Submit: the job page shows it submitted, polling for news.
+    page.get_by_role("button", name="Submit job").click()
+    page.wait_for_url(re.compile(r"/jobs/\d+/$"))
+    page.get_by_text("Submitted train-ddp to vision.").wait_for()
+    job = Job.objects.get(name="train-ddp")
+    assert job.state == State.SUBMITTED and job.workers == 2
+    page.get_by_text("Asking the cluster").wait_for(state="detached")
+
+    # 3. The status watcher moves it on; the page follows without a reload.
+    job.transition(State.QUEUED, reason="Queued", message="Waiting for the scheduler.")
+    job.transition(State.ADMITTED, reason="Admitted", message="Quota reserved; pods are being created.")
+    job.transition(State.RUNNING, reason="Running", message="All workers are running.")
+    page.locator("#job-status h2").get_by_text("Running").wait_for()
+    page.get_by_text("All workers are running.").first.wait_for()
+    shot(page, "job-running")
+
+    # 4. Cancel, with confirmation; then the reconciler finishes it and polling stops.
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.get_by_role("button", name="Cancel job").click()
+    page.locator("#job-status h2").get_by_text("Cancelling").wait_for()
+    page.get_by_text("Cancelling train-ddp").wait_for()
+    job.refresh_from_db()
+    assert job.state == State.CANCELLING
+    job.transition(State.CANCELLED, reason="Cancelled", message="Stopped and removed from the cluster.")
+    page.get_by_text("This job has ended; the page no longer refreshes.").wait_for()
+    assert page.locator("#job-status").get_attribute("hx-trigger") is None
+    shot(page, "job-cancelled")
+
+    # 5. The jobs list finds it through the filters, swapped in by htmx.
+    page.get_by_role("link", name="Jobs", exact=True).click()
+    page.wait_for_url(re.compile(r"/jobs/$"))
+    page.wait_for_load_state()  # htmx is loaded (deferred) before the filters are used
+    page.get_by_label("State").select_option("running")
+    page.get_by_text("No jobs match.").wait_for()
+    page.get_by_label("State").select_option("cancelled")
+    page.locator("#job-table").get_by_role("link", name="train-ddp").wait_for()
+    assert "state=cancelled" in page.url
+
+
+def test_a_bad_submission_shows_field_errors_and_keeps_the_input(page):
+    log_in(page)
+    page.goto("/jobs/new/?preset=single")
+    page.get_by_label("Name:").fill("Bad_Name")
+    page.get_by_label("GPUs per worker:").fill("12")
+    page.get_by_label("Environment:").fill("NOT A PAIR")
+    page.get_by_label("Environment:").press("Tab")
+    page.get_by_role("heading", name="Fix these first").wait_for()
+    page.get_by_role("button", name="Submit job").click()
+    page.get_by_text("The job was not submitted: fix the fields marked below.").wait_for()
+    assert page.get_by_label("Name:").input_value() == "Bad_Name"
+    assert page.get_by_label("GPUs per worker:").input_value() == "12"
+    assert page.get_by_label("Environment:").input_value() == "NOT A PAIR"
+    page.get_by_text("Use at most 63 lowercase letters").first.wait_for()
+    page.get_by_text("Line 1 should look like NAME=value.").first.wait_for()
+    shot(page, "submit-errors")
+    assert not Job.objects.exists()
+
+
+def test_the_dashboard_fits_a_phone(page):
+    page.set_viewport_size({"width": 390, "height": 844})
+    log_in(page)
+    width = page.evaluate("document.documentElement.scrollWidth")
+    assert width <= 390, f"the page scrolls sideways ({width}px)"
+    shot(page, "dashboard-phone")
