@@ -6,7 +6,7 @@ from django import forms
 from django.core.exceptions import ValidationError
 
 from quotas.models import GpuFlavor, PriorityClass
-from tenants.models import Membership, Team
+from tenants.models import Team
 
 from .models import Job
 
@@ -40,15 +40,6 @@ PRESETS = {
         readiness_path="/health", autoscaling_target_cpu_percent=70,
     )),
 }
-
-
-def submittable_teams(user):
-    """Teams where ``user`` may submit (owners and members): the same rule as Team.can_submit."""
-    if not user.is_authenticated:
-        return Team.objects.none()
-    return Team.objects.filter(
-        memberships__user=user, memberships__role__in=[Membership.Role.OWNER, Membership.Role.MEMBER]
-    ).distinct()
 
 
 def clone_initial(job: Job) -> dict:
@@ -149,7 +140,7 @@ class JobForm(forms.ModelForm):
     def __init__(self, *args, user, usage_by_team=None, **kwargs):
         super().__init__(*args, **kwargs)
         self.user = user
-        self.fields["team"].queryset = submittable_teams(user)
+        self.fields["team"].queryset = Team.objects.submittable_by(user)
         self.fields["team"].empty_label = None
         self.fields["flavor"].queryset = GpuFlavor.objects.all()
         self.fields["flavor"].empty_label = None

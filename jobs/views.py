@@ -17,10 +17,11 @@ from django.views.decorators.http import require_GET, require_POST
 from cluster import ClusterError
 from gpuplatform.ownership import job_selector
 from gpuplatform.reconcile import NoCluster, current_cluster
+from tenants.models import Team
 
 from . import feasibility
 from .filters import JobFilter
-from .forms import PRESETS, JobForm, clone_initial, submittable_teams
+from .forms import PRESETS, JobForm, clone_initial
 from .manifests import render_job
 from .models import Job
 
@@ -58,7 +59,7 @@ def job_list(request):
 
 # --- submit -------------------------------------------------------------------------------------
 def _form(request, data=None, initial=None) -> JobForm:
-    teams = submittable_teams(request.user)
+    teams = Team.objects.submittable_by(request.user)
     return JobForm(data, initial=initial, user=request.user, usage_by_team=feasibility.usage_for(teams))
 
 
@@ -78,7 +79,7 @@ def _initial(request) -> dict:
 
 @login_required
 def job_submit(request):
-    can_submit = submittable_teams(request.user).exists()
+    can_submit = Team.objects.submittable_by(request.user).exists()
     if request.method == "POST":
         if not can_submit:
             raise PermissionDenied("Only owners and members of a team can submit jobs.")

@@ -22,6 +22,14 @@ class TeamQuerySet(models.QuerySet):
             return self.none()
         return self.filter(memberships__user=user).distinct()
 
+    def submittable_by(self, user):
+        """Teams where ``user`` may submit jobs: the queryset form of ``Team.can_submit``."""
+        if not user.is_authenticated:
+            return self.none()
+        return self.filter(
+            memberships__user=user, memberships__role__in=[Membership.Role.OWNER, Membership.Role.MEMBER]
+        ).distinct()
+
 
 class Team(models.Model):
     class Status(models.TextChoices):
@@ -134,3 +142,11 @@ class Membership(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user} in {self.team.slug} ({self.role})"
+
+    @property
+    def is_last_owner(self) -> bool:
+        """A team always keeps an owner: the last one cannot be removed."""
+        return (self.role == self.Role.OWNER
+                and not self.team.memberships.filter(role=self.Role.OWNER).exclude(pk=self.pk).exists())
+
+

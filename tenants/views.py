@@ -91,8 +91,7 @@ def member_remove(request, slug, pk):
     if not team.can_manage_members(request.user):
         raise PermissionDenied("Only the team's owners can remove members.")
     membership = get_object_or_404(team.memberships.select_related("user"), pk=pk)
-    owners = team.memberships.filter(role=Membership.Role.OWNER)
-    if membership.role == Membership.Role.OWNER and owners.count() == 1:
+    if membership.is_last_owner:
         messages.error(request, f"{membership.user.username} is the last owner of {team.slug}; add another owner first.")
         return _team_page(request, team, status=400) if request.htmx else redirect("tenants:detail", slug=team.slug)
     membership.delete()

@@ -1,7 +1,6 @@
 """Create demo flavors, teams, quotas, users and jobs; safe to run again."""
 
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import Group
 from django.core.management.base import BaseCommand
 from django.db import transaction
 
