@@ -1,5 +1,5 @@
 # The two commands of the README are `make demo` and `make test`.
-.PHONY: demo test cluster-up cluster-down cluster-status clean bench-reconcile
+.PHONY: demo test cluster-up cluster-down cluster-status clean bench-reconcile bench-api
 
 demo:  ## start the platform with demo data (SQLite unless DATABASE_URL is set)
 	@scripts/demo.sh
@@ -24,3 +24,9 @@ bench-reconcile:  ## our reconciler vs kubectl apply --server-side (needs make c
 	@scripts/venv.sh dev
 	@deploy/local-cluster/cluster.sh up >/dev/null
 	@.venv/bin/python bench/reconcile.py
+
+bench-api:  ## REST API latency under 20 concurrent clients (gunicorn + PostgreSQL, 100k jobs)
+	@scripts/venv.sh dev
+	@env_lines=$$(scripts/services.sh up); \
+	for line in $$env_lines; do export "$$line"; done; \
+	.venv/bin/python bench/api_bench.py

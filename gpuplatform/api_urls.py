@@ -1,3 +1,48 @@
-"""REST API routes (``/api/``): the v1 API, its OpenAPI schema and docs."""
+"""REST API routes (``/api/``): the v1 API, its OpenAPI schema and docs.
 
-urlpatterns: list = []
+Unknown paths under ``/api/`` answer 404 in the API's error shape, not with an HTML page.
+"""
+
+from django.urls import include, path, re_path
+from drf_spectacular.utils import extend_schema, inline_serializer
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from rest_framework import serializers
+from rest_framework.permissions import AllowAny
+from rest_framework.response import Response
+from rest_framework.routers import SimpleRouter
+from rest_framework.views import APIView
+
+from jobs.api import JobViewSet
+from quotas.api import FlavorViewSet
+from tenants.api import TeamViewSet, TokenViewSet
+
+from .api_errors import not_found
+
+router = SimpleRouter(trailing_slash=False)
+router.register("teams", TeamViewSet, basename="team")
+router.register("flavors", FlavorViewSet, basename="flavor")
+router.register("jobs", JobViewSet, basename="job")
+router.register("tokens", TokenViewSet, basename="token")
+
+
+
+class Ping(APIView):
+    """Liveness of the API process: no credentials, no database. Also the framework floor
+    that ``make bench-api`` compares the real endpoints with."""
+
+    authentication_classes: list = []
+    permission_classes = [AllowAny]
+    throttle_classes: list = []
+
+    @extend_schema(responses={200: inline_serializer("Ping", fields={"ok": serializers.BooleanField()})})
+    def get(self, request):
+        return Response({"ok": True})
+
+
+urlpatterns = [
+    path("v1/ping", Ping.as_view(), name="api-ping"),
+    path("v1/", include((router.urls, "api"), namespace="api")),
+    path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    re_path(r"^", not_found),
+]

@@ -159,8 +159,36 @@ if not is_dns1123_label(PLATFORM_NAMESPACE):
 REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
+    # Bearer tokens first, so a request without credentials gets 401 (not 403).
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "gpuplatform.api_auth.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": [
+        "rest_framework.permissions.IsAuthenticated",
+        "gpuplatform.api_auth.TokenScope",
+    ],
+    "DEFAULT_THROTTLE_CLASSES": ["gpuplatform.api_auth.TokenRateThrottle"],
+    "DEFAULT_THROTTLE_RATES": {"api": env_str("API_THROTTLE_RATE", "600/minute")},
+    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.CursorPagination",
+    "PAGE_SIZE": 50,
+    "EXCEPTION_HANDLER": "gpuplatform.api_errors.exception_handler",
+    "DEFAULT_RENDERER_CLASSES": [
+        "rest_framework.renderers.JSONRenderer",
+        "rest_framework.renderers.BrowsableAPIRenderer",
+    ],
 }
-SPECTACULAR_SETTINGS = {"TITLE": "GPU Platform API", "VERSION": "1"}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "GPU Platform API",
+    "VERSION": "1",
+    "DESCRIPTION": "Teams, GPU flavors and jobs for CI pipelines. See docs/api.md.",
+    "COMPONENT_SPLIT_REQUEST": True,
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "gpuplatform.api_errors.add_error_responses",
+    ],
+    "ENUM_NAME_OVERRIDES": {"JobState": "jobs.lifecycle.State"},
+}
 
 LOGGING = {
     "version": 1,

@@ -150,3 +150,4 @@ class Membership(models.Model):
                 and not self.team.memberships.filter(role=self.Role.OWNER).exclude(pk=self.pk).exists())
 
 
+from .tokens import ApiToken, IdempotencyKey  # noqa: E402,F401  (API tokens: see tenants/tokens.py)

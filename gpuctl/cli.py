@@ -1,0 +1,227 @@
+"""``gpuctl``: submit and follow GPU Platform jobs from a shell or a CI step.
+
+Configured by ``GPUPLATFORM_URL`` (e.g. https://gpu.example.org) and ``GPUPLATFORM_TOKEN``
+(an API token). Exit codes are stable so a CI step can depend on them (see ``EXIT``).
+"""
+
+import argparse
+import json
+import os
+import sys
+import time
+import uuid
+
+from . import __version__
+from .client import ApiError, Client, Unreachable
+from .jobfile import JobFileError, load
+
+EXIT = {
+    "ok": 0,             # done; with --wait: the job succeeded (inference: is running)
+    "failed": 1,         # with --wait: the job failed
+    "usage": 2,          # bad command line (argparse) or missing configuration
+    "cancelled": 3,      # with --wait: the job was cancelled
+    "invalid": 4,        # the server rejected the request (400, 409) or the job file is wrong
+    "auth": 5,           # 401 / 403: token missing, unknown, expired, revoked or lacking a scope
+    "not_found": 6,      # 404
+    "unavailable": 7,    # server unreachable, 5xx, or logs unavailable
+    "timeout": 8,        # --wait gave up after --timeout seconds
+}
+FINAL = {"succeeded": EXIT["ok"], "failed": EXIT["failed"], "cancelled": EXIT["cancelled"]}
+
+
+def main(argv=None) -> int:
+    args = _parser().parse_args(argv)
+    url, token = os.environ.get("GPUPLATFORM_URL", ""), os.environ.get("GPUPLATFORM_TOKEN", "")
+    if not url:
+        return _fail("GPUPLATFORM_URL is not set (e.g. export GPUPLATFORM_URL=https://gpu.example.org).", "usage")
+    if not token:
+        return _fail("GPUPLATFORM_TOKEN is not set: create a token in the platform "
+                     "(POST /api/v1/tokens or manage.py create_token) and export it.", "usage")
+    client = Client(url, token, backoff=float(os.environ.get("GPUPLATFORM_RETRY_BACKOFF", "1")))
+    try:
+        return args.run(client, args)
+    except ApiError as err:
+        return _api_failure(err)
+    except Unreachable as err:
+        return _fail(str(err), "unavailable")
+    except JobFileError as err:
+        return _fail(f"{args.file}: {err}", "invalid")
+    except KeyboardInterrupt:
+        return 130
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="gpuctl",
+        description="Submit and follow GPU Platform jobs from a shell or a CI step.",
+        epilog="Environment: GPUPLATFORM_URL, GPUPLATFORM_TOKEN. Exit codes: 0 ok (or the job "
+               "succeeded), 1 job failed, 2 usage, 3 job cancelled, 4 rejected, 5 not allowed, "
+               "6 not found, 7 unavailable, 8 timeout.",
+    )
+    parser.add_argument("--version", action="version", version=f"gpuctl {__version__}")
+    parser.add_argument("-o", "--output", choices=["text", "json"], default="text")
+    sub = parser.add_subparsers(required=True, metavar="COMMAND")
+
+    p = sub.add_parser("submit", help="submit a job from a YAML file")
+    p.add_argument("-f", "--file", required=True, help="job file (YAML), '-' for standard input")
+    p.add_argument("--team", help="team slug (overrides 'team' in the file)")
+    p.add_argument("--wait", action="store_true", help="follow the job; exit 0 only if it succeeds")
+    p.add_argument("--interval", type=float, default=5.0, help="seconds between polls with --wait (default 5)")
+    p.add_argument("--timeout", type=float, default=0, help="give up waiting after this many seconds (0: never)")
+    p.add_argument("--idempotency-key", help="retry-safe key (default: a new one; give e.g. the CI run id)")
+    p.set_defaults(run=_submit)
+
+    p = sub.add_parser("status", help="show a job and its events")
+    p.add_argument("id", type=int)
+    p.set_defaults(run=_status)
+
+    p = sub.add_parser("list", help="list jobs, newest first")
+    p.add_argument("--team")
+    p.add_argument("--state", action="append", help="repeat for several states")
+    p.add_argument("--limit", type=int, default=50)
+    p.set_defaults(run=_list)
+
+    p = sub.add_parser("cancel", help="cancel a job")
+    p.add_argument("id", type=int)
+    p.set_defaults(run=_cancel)
+
+    p = sub.add_parser("logs", help="print the last lines of a job's pods")
+    p.add_argument("id", type=int)
+    p.add_argument("--tail", type=int, default=200)
+    p.set_defaults(run=_logs)
+    return parser
+
+
+# --- commands ------------------------------------------------------------------------
+def _submit(client: Client, args) -> int:
+    text = sys.stdin.read() if args.file == "-" else _read(args.file)
+    spec = load(text, team=args.team)
+    key = args.idempotency_key or str(uuid.uuid4())
+    status, job = client.request("POST", "jobs", body=spec, headers={"Idempotency-Key": key})
+    verb = "submitted" if status == 201 else "already submitted (same Idempotency-Key)"
+    if args.output == "json" and not args.wait:
+        _print_json(job)
+    else:
+        print(f"job {job['id']} {job['team']}/{job['name']} {verb}: {job['state']}")
+    if not args.wait:
+        return EXIT["ok"]
+    return _wait(client, job, args)
+
+
+def _wait(client: Client, job: dict, args) -> int:
+    """Print each state change as it happens; the exit code says how the job ended."""
+    seen, deadline = 0, time.monotonic() + args.timeout if args.timeout else None
+    while True:
+        # The job first, then its events: an event is written with its state change, so
+        # every event up to the state just read is there, and none is skipped at the end.
+        job = client.get(f"jobs/{job['id']}")
+        state = job["state"]
+        events = client.get(f"jobs/{job['id']}/events")
+        for event in events[seen:]:
+            detail = f" ({event['message']})" if event["message"] else ""
+            print(f"{event['created_at']}  {event['from_state'] or '-':>10} -> {event['to_state']:<10} "
+                  f"{event['reason']}{detail}", flush=True)
+        seen = len(events)
+        if state in FINAL:
+            print(f"job {job['id']} {state}" + (f": {job['message']}" if job["message"] else ""), flush=True)
+            if args.output == "json":
+                _print_json(job)
+            return FINAL[state]
+        if job["kind"] == "inference" and state == "running":
+            print(f"job {job['id']} is serving", flush=True)
+            return EXIT["ok"]
+        if deadline and time.monotonic() >= deadline:
+            print(f"gpuctl: gave up waiting after {args.timeout:g}s; job {job['id']} is {state}", file=sys.stderr)
+            return EXIT["timeout"]
+        time.sleep(args.interval)
+
+
+def _status(client: Client, args) -> int:
+    job = client.get(f"jobs/{args.id}")
+    events = client.get(f"jobs/{args.id}/events")
+    if args.output == "json":
+        _print_json({**job, "events": events})
+        return EXIT["ok"]
+    print(f"job {job['id']}  {job['team']}/{job['name']}  ({job['kind']}, {job['flavor']}, {job['total_gpus']} GPUs)")
+    print(f"state: {job['state']}" + (f"  {job['reason']}: {job['message']}" if job["reason"] else ""))
+    print(f"image: {job['image']}  submitted by {job['submitter'] or '-'} at {job['submitted_at'] or '-'}")
+    for event in events:
+        print(f"  {event['created_at']}  {event['from_state'] or '-':>10} -> {event['to_state']:<10} {event['reason']}")
+    return EXIT["ok"]
+
+
+def _list(client: Client, args) -> int:
+    params = {"team": args.team, "state": args.state, "page_size": min(args.limit, 200)}
+    jobs = []
+    for job in client.pages("jobs", **{k: v for k, v in params.items() if v}):
+        jobs.append(job)
+        if len(jobs) >= args.limit:
+            break
+    if args.output == "json":
+        _print_json(jobs)
+        return EXIT["ok"]
+    rows = [("ID", "TEAM", "NAME", "STATE", "FLAVOR", "GPUS", "SUBMITTED")] + [
+        (str(j["id"]), j["team"], j["name"], j["state"], j["flavor"], str(j["total_gpus"]), j["submitted_at"] or "-")
+        for j in jobs
+    ]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
+    return EXIT["ok"]
+
+
+def _cancel(client: Client, args) -> int:
+    _, job = client.request("POST", f"jobs/{args.id}/cancel", retry=False)
+    print(f"job {job['id']} {job['state']}")
+    return EXIT["ok"]
+
+
+def _logs(client: Client, args) -> int:
+    logs = client.get(f"jobs/{args.id}/logs", tail=args.tail)
+    if args.output == "json":
+        _print_json(logs)
+        return EXIT["ok"]
+    if logs["message"]:
+        print(logs["message"], file=sys.stderr)
+    for pod in logs["pods"]:
+        if len(logs["pods"]) > 1:
+            print(f"==> {pod['pod']} <==")
+        sys.stdout.write(pod["log"] if pod["log"].endswith("\n") or not pod["log"] else pod["log"] + "\n")
+    return EXIT["ok"]
+
+
+# --- output --------------------------------------------------------------------------
+def _read(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return fh.read()
+    except OSError as err:
+        raise JobFileError(err.strerror or str(err)) from None
+
+
+def _print_json(value) -> None:
+    print(json.dumps(value, indent=2, sort_keys=True))
+
+
+def _fail(message: str, kind: str) -> int:
+    print(f"gpuctl: {message}", file=sys.stderr)
+    return EXIT[kind]
+
+
+def _api_failure(err: ApiError) -> int:
+    if err.status in (401, 403):
+        hint = " Check GPUPLATFORM_TOKEN." if err.status == 401 else ""
+        return _fail(f"not allowed ({err.status} {err.code}): {err.message}{hint}", "auth")
+    if err.status == 404:
+        return _fail(f"not found: {err.message}", "not_found")
+    if err.status in (400, 409):
+        lines = [f"rejected ({err.status} {err.code}): {err.message}"]
+        lines += [f"  {field}: {' '.join(messages)}" for field, messages in sorted(err.fields.items())]
+        return _fail("\n".join(lines), "invalid")
+    if err.status == 429:
+        return _fail(f"too many requests: {err.message}", "unavailable")
+    return _fail(f"server error ({err.status} {err.code}): {err.message}", "unavailable")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

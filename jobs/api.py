@@ -1,0 +1,239 @@
+"""REST API for jobs: submit (idempotent), list (the shared ``JobFilter``), retrieve,
+cancel, events, rendered manifests and logs.
+
+Every rule is the model's: ``Job.objects.visible_to`` decides what a caller sees (and a
+token narrows it to its team), ``Job.objects.submit`` is the only way a job is created,
+``job.request_cancel`` the only way one is stopped.
+"""
+
+import hashlib
+from decimal import Decimal
+import json
+
+from django.db import IntegrityError, transaction
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, inline_serializer
+from rest_framework import filters, mixins, serializers, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.exceptions import NotFound
+from rest_framework.pagination import CursorPagination
+from rest_framework.response import Response
+
+from cluster import ClusterError
+from gpuplatform.api_auth import token_of
+from gpuplatform.api_errors import Conflict, RefuseNulMixin, SlugRelatedField, Unavailable, error_response
+from gpuplatform.ownership import job_selector
+from gpuplatform.reconcile import NoCluster, current_cluster
+from quotas.models import GpuFlavor, PriorityClass
+from tenants.api import visible_teams
+from tenants.models import Team
+from tenants.tokens import IdempotencyKey, Scope
+
+from .filters import JobFilter
+from .manifests import render_job
+from .models import Job, JobEvent
+
+IDEMPOTENCY_HEADER = "Idempotency-Key"
+MAX_LOG_LINES = 5000
+
+SPEC_FIELDS = [
+    "name", "kind", "flavor", "priority", "image", "command", "args", "env", "workers",
+    "gpus_per_worker", "cpu_per_worker", "memory_per_worker_gib", "max_runtime_seconds",
+    "port", "min_replicas", "max_replicas", "readiness_path", "readiness_initial_delay_seconds",
+    "autoscaling_target_cpu_percent",
+]
+STATUS_FIELDS = [
+    "state", "reason", "message", "created_at", "updated_at", "submitted_at", "admitted_at",
+    "started_at", "finished_at",
+]
+
+
+class JobSerializer(serializers.ModelSerializer):
+    team = SlugRelatedField(slug_field="slug", queryset=Team.objects.none())
+    flavor = SlugRelatedField(slug_field="name", queryset=GpuFlavor.objects.all())
+    priority = SlugRelatedField(
+        slug_field="name", queryset=PriorityClass.objects.all(), required=False, allow_null=True
+    )
+    submitter = SlugRelatedField(slug_field="username", read_only=True)
+    total_gpus = serializers.IntegerField(read_only=True)
+    command = serializers.ListField(child=serializers.CharField(allow_blank=True), required=False)
+    args = serializers.ListField(child=serializers.CharField(allow_blank=True), required=False)
+    env = serializers.DictField(child=serializers.CharField(allow_blank=True), required=False)
+    cpu_per_worker = serializers.DecimalField(
+        max_digits=6, decimal_places=2, min_value=Decimal("0.1"), required=False, help_text="CPU cores per worker."
+    )
+
+    class Meta:
+        model = Job
+        fields = ["id", "team", *SPEC_FIELDS, "submitter", "total_gpus", *STATUS_FIELDS]
+        read_only_fields = ["id", "submitter", "total_gpus", *STATUS_FIELDS]
+        # Job.full_clean (inside Job.objects.submit) checks the constraints, with the
+        # model's own messages; DRF's copies of them would run a second query.
+        validators = []
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        request = self.context.get("request")
+        # Only teams the caller may see (and the token's team) can be named.
+        self.fields["team"].queryset = visible_teams(request) if request else Team.objects.none()
+
+
+class JobEventSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = JobEvent
+        fields = ["created_at", "from_state", "to_state", "reason", "message"]
+        read_only_fields = fields
+
+
+class JobPagination(CursorPagination):
+    ordering = "-id"
+    page_size = 50
+    page_size_query_param = "page_size"
+    max_page_size = 200
+
+
+def request_digest(data) -> str:
+    """SHA-256 of the request body in a canonical form (key order does not matter)."""
+    if hasattr(data, "lists"):
+        data = {key: values if len(values) > 1 else values[0] for key, values in data.lists()}
+    return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()
+
+
+LogsSerializer = inline_serializer(
+    "JobLogs",
+    fields={
+        "message": serializers.CharField(),
+        "pods": inline_serializer(
+            "PodLog", many=True, fields={"pod": serializers.CharField(), "log": serializers.CharField()}
+        ),
+    },
+)
+
+
+class JobViewSet(RefuseNulMixin, mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
+    """Jobs of your teams (of every team for quota managers; of its team for a token)."""
+
+    serializer_class = JobSerializer
+    pagination_class = JobPagination
+    filter_backends = [*viewsets.ReadOnlyModelViewSet.filter_backends, filters.OrderingFilter]
+    filterset_class = JobFilter
+    ordering_fields = ["id", "created_at"]
+    required_scopes = {"create": Scope.SUBMIT, "cancel": Scope.CANCEL}
+
+    def get_queryset(self):
+        jobs = Job.objects.visible_to(self.request.user).select_related("team", "flavor", "priority", "submitter")
+        token = token_of(self.request)
+        return token.narrow(jobs) if token else jobs
+
+    # --- submit ------------------------------------------------------------------------
+    @extend_schema(
+        parameters=[OpenApiParameter(
+            IDEMPOTENCY_HEADER, location=OpenApiParameter.HEADER, required=False,
+            description="Retry-safe submission: the same key and body return the same job "
+                        "(201 first, 200 after); the same key with another body is 409.",
+        )],
+        responses={201: JobSerializer, 200: JobSerializer, 409: error_response("Idempotency-Key reused with another body.")},
+    )
+    def create(self, request, *args, **kwargs):
+        serializer = self.get_serializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        key = request.headers.get(IDEMPOTENCY_HEADER, "").strip()
+        if not key:
+            return self._created(self._submit(serializer.validated_data))
+        if len(key) > 255 or "\x00" in key:
+            raise serializers.ValidationError({IDEMPOTENCY_HEADER: ["At most 255 characters, no null characters."]})
+        digest = request_digest(request.data)
+        token = token_of(request)
+        with transaction.atomic():
+            try:
+                # Concurrent duplicates wait here on the unique index until the first one
+                # commits, then fail: exactly one of them goes on to create the job.
+                with transaction.atomic():
+                    record = IdempotencyKey.objects.create(
+                        user=request.user, token=token, key=key, request_digest=digest
+                    )
+            except IntegrityError:
+                record = None
+            if record is not None:
+                record.job = self._submit(serializer.validated_data)
+                record.save(update_fields=["job"])
+                return self._created(record.job)
+        mine = IdempotencyKey.objects.filter(key=key, **({"token": token} if token else {"user": request.user, "token": None}))
+        record = mine.first()
+        if record is None:  # the job it named was deleted in between
+            raise Conflict(f"The {IDEMPOTENCY_HEADER} {key!r} is in use; retry.")
+        if record.request_digest != digest:
+            raise Conflict(f"The {IDEMPOTENCY_HEADER} {key!r} was already used for a different request.")
+        job = self.get_queryset().filter(pk=record.job_id).first()
+        if job is None:
+            raise NotFound("The job this Idempotency-Key created is gone.")
+        return Response(self.get_serializer(job).data, status=status.HTTP_200_OK)
+
+    def _submit(self, data) -> Job:
+        data = dict(data)
+        team = data.pop("team")
+        try:
+            return Job.objects.submit(team=team, submitter=self.request.user, **data)
+        except IntegrityError:
+            # Two submissions of the same name raced past full_clean.
+            raise Conflict("The team already has a live job with this name.")
+
+    def _created(self, job: Job) -> Response:
+        job = self.get_queryset().get(pk=job.pk)
+        headers = {"Location": f"{self.request.build_absolute_uri().rstrip('/')}/{job.pk}"}
+        return Response(self.get_serializer(job).data, status=status.HTTP_201_CREATED, headers=headers)
+
+    # --- actions -----------------------------------------------------------------------
+    @extend_schema(request=None, responses={202: JobSerializer, 409: error_response("The job already ended or is being cancelled.")})
+    @action(detail=True, methods=["post"])
+    def cancel(self, request, pk=None):
+        """Stop the job: it moves to cancelling and the platform removes its objects."""
+        job = self.get_object()
+        if job.is_final or job.state == Job.State.CANCELLING:
+            raise Conflict(f"The job is already {job.state}.")
+        job.request_cancel(request.user)
+        job.refresh_from_db()
+        return Response(self.get_serializer(job).data, status=status.HTTP_202_ACCEPTED)
+
+    @extend_schema(responses={200: JobEventSerializer(many=True)})
+    @action(detail=True, methods=["get"], pagination_class=None, filter_backends=[])
+    def events(self, request, pk=None):
+        """Every state change of the job, oldest first."""
+        return Response(JobEventSerializer(self.get_object().events.all(), many=True).data)
+
+    @extend_schema(responses={200: OpenApiResponse(
+        inline_serializer("Manifests", fields={"objects": serializers.ListField(child=serializers.DictField())}),
+        description="The Kubernetes objects the platform applies for this job.",
+    )})
+    @action(detail=True, methods=["get"], pagination_class=None, filter_backends=[])
+    def manifests(self, request, pk=None):
+        """The objects the platform renders for this job, exactly as it applies them."""
+        return Response({"objects": render_job(self.get_object())})
+
+    @extend_schema(
+        parameters=[OpenApiParameter("tail", int, description=f"Last lines per pod (1-{MAX_LOG_LINES}, default 200).")],
+        responses={200: LogsSerializer, 503: error_response("No cluster configured, or it cannot be reached.")},
+    )
+    @action(detail=True, methods=["get"], pagination_class=None, filter_backends=[])
+    def logs(self, request, pk=None):
+        """The last lines of each of the job's pods."""
+        job = self.get_object()
+        try:
+            tail = min(max(int(request.query_params.get("tail", 200)), 1), MAX_LOG_LINES)
+        except ValueError:
+            raise serializers.ValidationError({"tail": ["A whole number of lines."]})
+        try:
+            cluster = current_cluster()
+        except NoCluster:
+            raise Unavailable("Logs are unavailable: this platform has no cluster configured.", code="logs_unavailable")
+        namespace = job.team.namespace_name
+        try:
+            pods = cluster.list("v1", "Pod", namespace=namespace, label_selector=job_selector(job.pk))
+            logs = [
+                {"pod": pod["metadata"]["name"],
+                 "log": cluster.pod_logs(namespace, pod["metadata"]["name"], tail_lines=tail)}
+                for pod in sorted(pods, key=lambda p: p["metadata"]["name"])
+            ]
+        except ClusterError as err:
+            raise Unavailable(f"Logs are unavailable: the cluster did not answer ({err}).", code="logs_unavailable")
+        message = "" if logs else "The job has no pods (not started yet, or already removed)."
+        return Response({"message": message, "pods": logs})

@@ -1,0 +1,169 @@
+"""API tokens for CI pipelines, and the idempotency keys that make job submission retryable.
+
+A token belongs to one person and is narrowed to one of their teams (or all of them) and
+to scopes (read, submit, cancel); it expires. Only a SHA-256 of its secret is stored: the
+full token is shown once, at creation. Its first characters (``gpp_`` + 8) are a
+non-secret prefix, stored as is, so a request's token is found by an indexed lookup and
+then compared in constant time.
+"""
+
+import hashlib
+import hmac
+import secrets
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+
+TOKEN_PREFIX = "gpp_"
+LOOKUP_LENGTH = 8  # characters after TOKEN_PREFIX that are stored in clear for lookup
+DEFAULT_LIFETIME = timedelta(days=90)
+# Keep "last used" cheap: write it at most once a minute per token.
+LAST_USED_RESOLUTION = timedelta(minutes=1)
+
+
+class Scope(models.TextChoices):
+    READ = "read", "Read"
+    SUBMIT = "submit", "Submit jobs"
+    CANCEL = "cancel", "Cancel jobs"
+
+
+ALL_SCOPES = [s.value for s in Scope]
+
+
+def _digest(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+def validate_scopes(value) -> None:
+    from django.core.exceptions import ValidationError
+
+    if not isinstance(value, list) or not value or any(s not in ALL_SCOPES for s in value):
+        raise ValidationError(f"Scopes are a non-empty list of: {', '.join(ALL_SCOPES)}.")
+
+
+class ApiTokenQuerySet(models.QuerySet):
+    def usable(self, now=None):
+        now = now or timezone.now()
+        return self.filter(revoked_at__isnull=True, expires_at__gt=now)
+
+    def issue(self, *, user, name: str, team=None, scopes=None, lifetime=DEFAULT_LIFETIME):
+        """Create a token; returns ``(token, secret)``. The secret is never stored."""
+        from django.core.exceptions import PermissionDenied
+
+        from .models import Team  # this module is imported by tenants.models
+
+        if team is not None and not Team.objects.visible_to(user).filter(pk=team.pk).exists():
+            raise PermissionDenied(f"You cannot act for team {team.slug}.")
+        secret = f"{TOKEN_PREFIX}{secrets.token_hex(LOOKUP_LENGTH // 2)}{secrets.token_urlsafe(32)}"
+        token = self.model(
+            user=user, name=name, team=team, scopes=sorted(set(scopes or ALL_SCOPES)),
+            prefix=secret[: len(TOKEN_PREFIX) + LOOKUP_LENGTH], digest=_digest(secret),
+            expires_at=timezone.now() + lifetime,
+        )
+        token.full_clean()
+        token.save()
+        return token, secret
+
+    def find(self, secret: str):
+        """The token a secret belongs to (revoked or expired ones included), or None."""
+        if not secret.startswith(TOKEN_PREFIX):
+            return None
+        digest = _digest(secret)
+        for token in self.filter(prefix=secret[: len(TOKEN_PREFIX) + LOOKUP_LENGTH]).select_related("user", "team"):
+            if hmac.compare_digest(token.digest, digest):
+                return token
+        return None
+
+
+class ApiToken(models.Model):
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
+    team = models.ForeignKey(
+        "tenants.Team", on_delete=models.CASCADE, null=True, blank=True, related_name="api_tokens",
+        help_text="The one team the token acts for; empty means all of the person's teams.",
+    )
+    name = models.CharField(max_length=100, help_text="What the token is for, e.g. 'CI of repo x'.")
+    prefix = models.CharField(max_length=16, db_index=True, editable=False)
+    digest = models.CharField(max_length=64, unique=True, editable=False)
+    scopes = models.JSONField(default=list, validators=[validate_scopes])
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField()
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    objects = ApiTokenQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(expires_at__gt=models.F("created_at")),
+                name="api_token_expires_after_creation",
+                violation_error_message="A token must expire after it is created.",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.prefix}… ({self.name})"
+
+    @property
+    def is_expired(self) -> bool:
+        return self.expires_at <= timezone.now()
+
+    @property
+    def is_revoked(self) -> bool:
+        return self.revoked_at is not None
+
+    def has_scope(self, scope: str) -> bool:
+        return scope in self.scopes
+
+    def narrow(self, queryset, team_field: str = "team"):
+        """Limit an already visibility-scoped queryset to the token's team, if it has one."""
+        if self.team_id is None:
+            return queryset
+        return queryset.filter(**{f"{team_field}_id" if team_field else "pk": self.team_id})
+
+    def revoke(self) -> bool:
+        changed = ApiToken.objects.filter(pk=self.pk, revoked_at__isnull=True).update(revoked_at=timezone.now())
+        self.refresh_from_db(fields=["revoked_at"])
+        return bool(changed)
+
+    def touch(self, now=None) -> None:
+        """Record use; at most one write per ``LAST_USED_RESOLUTION``."""
+        now = now or timezone.now()
+        if self.last_used_at and now - self.last_used_at < LAST_USED_RESOLUTION:
+            return
+        ApiToken.objects.filter(pk=self.pk).update(last_used_at=now)
+        self.last_used_at = now
+
+
+class IdempotencyKey(models.Model):
+    """One ``Idempotency-Key`` of a job submission, held by a token (or, in a browser
+    session, by its user): the unique constraints make concurrent duplicates collide in the
+    database, so exactly one of them creates the job."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    token = models.ForeignKey(ApiToken, on_delete=models.CASCADE, null=True, blank=True, related_name="+")
+    key = models.CharField(max_length=255)
+    request_digest = models.CharField(max_length=64, help_text="SHA-256 of the canonical request body.")
+    job = models.ForeignKey("jobs.Job", on_delete=models.CASCADE, null=True, blank=True, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["token", "key"], condition=Q(token__isnull=False),
+                name="idempotency_key_unique_per_token",
+                violation_error_message="This Idempotency-Key was already used with this token.",
+            ),
+            models.UniqueConstraint(
+                fields=["user", "key"], condition=Q(token__isnull=True),
+                name="idempotency_key_unique_per_session_user",
+                violation_error_message="This Idempotency-Key was already used.",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.key

@@ -1,0 +1,91 @@
+"""Fixtures of the API tests: clients acting as each person or token of the permission
+matrix, a submitted job, and no Celery (the reconcile a submission schedules is recorded)."""
+
+from datetime import timedelta
+
+import pytest
+from django.core.cache import cache
+from django.utils import timezone
+from rest_framework.test import APIClient
+
+from jobs.models import Job
+from tenants.tokens import ALL_SCOPES, ApiToken
+
+from ..builders import make_job
+
+JOB_BODY = dict(
+    team="vision", name="train", kind="training", flavor="h100", image="ghcr.io/example/train:1",
+    command=["python"], args=["train.py"], env={"EPOCHS": "3"}, workers=2, gpus_per_worker=4,
+)
+
+
+@pytest.fixture(autouse=True)
+def fresh_throttle_buckets():
+    cache.clear()  # throttle history lives in the (process-wide) cache
+
+
+@pytest.fixture(autouse=True)
+def scheduled_reconciles(monkeypatch):
+    """The job pks a submission or cancellation asked to reconcile (no broker needed)."""
+    scheduled = []
+    monkeypatch.setattr("jobs.tasks.reconcile_job_soon", lambda job: scheduled.append(job.pk))
+    return scheduled
+
+
+def issue_token(user, *, team=None, scopes=ALL_SCOPES, expired=False, revoked=False):
+    token, secret = ApiToken.objects.issue(user=user, name="test", team=team, scopes=scopes)
+    if expired:
+        ApiToken.objects.filter(pk=token.pk).update(
+            created_at=timezone.now() - timedelta(days=2), expires_at=timezone.now() - timedelta(days=1)
+        )
+    if revoked:
+        token.revoke()
+    return secret
+
+
+@pytest.fixture
+def client_as(db):
+    """``client_as(user)`` signs in (session); ``client_as(token=secret)`` sends a bearer
+    token; ``client_as()`` is anonymous."""
+
+    def make(user=None, *, token=None):
+        client = APIClient()
+        if user is not None:
+            client.force_login(user)
+        if token is not None:
+            client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+        return client
+
+    return make
+
+
+@pytest.fixture
+def job(team, flavor, member):
+    job = make_job(team, flavor, name="existing")
+    Job.objects.filter(pk=job.pk).update(submitter=member)
+    job.submit()
+    return job
+
+
+@pytest.fixture
+def fake_cluster(monkeypatch):
+    """The API's cluster is an in-memory fake (logs come from it)."""
+    from cluster import FakeCluster
+    from gpuplatform import reconcile
+
+    cluster = FakeCluster()
+    monkeypatch.setattr(reconcile, "cluster_configured", lambda: True)
+    monkeypatch.setattr(reconcile, "get_cluster", lambda: cluster)
+    return cluster
+
+
+def add_pod(cluster, job, name: str, log: str) -> None:
+    from gpuplatform.ownership import ownership_labels
+
+    cluster.put({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": job.team.namespace_name,
+                     "labels": ownership_labels(team=job.team.slug, job=job.pk)},
+        "spec": {"containers": [{"name": "main", "image": job.image}]},
+    })
+    cluster.set_pod_logs(job.team.namespace_name, name, log)

@@ -1,0 +1,232 @@
+"""``gpuctl`` end to end against a running server (pytest-django's live server).
+
+``--wait`` needs a job to move: with no cluster here, a thread plays the status watcher
+and moves the job through its states in the database (``job.observe``, as the watcher
+does) while gpuctl polls.
+"""
+
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from gpuctl.cli import EXIT, main
+from jobs.lifecycle import State
+from jobs.models import Job
+
+from .conftest import issue_token
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+JOB_YAML = """\
+team: vision
+name: resnet
+kind: training
+flavor: h100
+image: ghcr.io/example/train:1
+command: [torchrun, train.py]
+args: [--epochs, 3]
+env:
+  EPOCHS: 3
+  DEBUG: true
+workers: 2
+gpus_per_worker: 4
+"""
+
+
+@pytest.fixture
+def gpuctl(live_server, member, team, flavor, monkeypatch, capsys):
+    """Run ``gpuctl ARGS`` in-process; returns (exit code, stdout, stderr)."""
+    monkeypatch.setenv("GPUPLATFORM_URL", live_server.url)
+    monkeypatch.setenv("GPUPLATFORM_TOKEN", issue_token(member, team=team))
+    monkeypatch.setenv("GPUPLATFORM_RETRY_BACKOFF", "0")
+
+    def run(*args):
+        capsys.readouterr()
+        code = main(list(args))
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return run
+
+
+@pytest.fixture
+def job_file(tmp_path):
+    path = tmp_path / "job.yaml"
+    path.write_text(JOB_YAML)
+    return path
+
+
+def in_own_connection(function):
+    """A thread's database connection is its own: close it when the thread ends."""
+
+    def run():
+        from django.db import connection
+
+        try:
+            function()
+        finally:
+            connection.close()
+
+    return run
+
+
+def move_job_later(name: str, states: list[str], delay: float = 0.3) -> threading.Thread:
+    """Play the status watcher: once the job exists, walk it through ``states``."""
+
+    def walk():
+        deadline = time.monotonic() + 20
+        while not Job.objects.filter(name=name).exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        for state in states:
+            time.sleep(delay)
+            job = Job.objects.get(name=name)
+            job.observe(state, reason=State(state).label, message=f"now {state}")
+
+    thread = threading.Thread(target=in_own_connection(walk))
+    thread.start()
+    return thread
+
+
+def test_submit_creates_the_job_from_the_yaml_file(gpuctl, job_file):
+    code, out, _ = gpuctl("submit", "-f", str(job_file))
+    assert code == EXIT["ok"]
+    job = Job.objects.get()
+    assert out == f"job {job.pk} vision/resnet submitted: submitted\n"
+    assert (job.command, job.args, job.env, job.workers) == (["torchrun", "train.py"], ["--epochs", "3"],
+                                                              {"EPOCHS": "3", "DEBUG": "true"}, 2)
+
+
+def test_submit_with_the_same_idempotency_key_does_not_submit_twice(gpuctl, job_file):
+    assert gpuctl("submit", "-f", str(job_file), "--idempotency-key", "ci-7")[0] == EXIT["ok"]
+    code, out, _ = gpuctl("submit", "-f", str(job_file), "--idempotency-key", "ci-7")
+    assert code == EXIT["ok"] and "already submitted" in out
+    assert Job.objects.count() == 1
+
+
+def test_submit_wait_streams_state_changes_and_exits_0_when_the_job_succeeds(gpuctl, job_file):
+    mover = move_job_later("resnet", [State.RUNNING, State.SUCCEEDED])
+    code, out, _ = gpuctl("submit", "-f", str(job_file), "--wait", "--interval", "0.1", "--timeout", "30")
+    mover.join()
+    assert code == EXIT["ok"]
+    lines = out.splitlines()
+    transitions = [line.split()[1:4] for line in lines[1:-1]]
+    assert transitions == [["draft", "->", "submitted"], ["submitted", "->", "admitted"],
+                           ["admitted", "->", "running"], ["running", "->", "succeeded"]]
+    assert lines[-1].endswith("succeeded: now succeeded")
+
+
+@pytest.mark.parametrize("end, exit_code", [(State.FAILED, EXIT["failed"]), ("cancel", EXIT["cancelled"])])
+def test_submit_wait_exits_non_zero_when_the_job_fails_or_is_cancelled(gpuctl, job_file, end, exit_code, member):
+    if end == "cancel":
+        def cancel():
+            deadline = time.monotonic() + 20
+            while not Job.objects.filter(name="resnet").exists() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            time.sleep(0.3)
+            job = Job.objects.get(name="resnet")
+            job.request_cancel(member)
+            job.observe(State.CANCELLED, reason="Cancelled", message="removed")
+
+        mover = threading.Thread(target=in_own_connection(cancel))
+        mover.start()
+    else:
+        mover = move_job_later("resnet", [State.RUNNING, State.FAILED])
+    code, out, _ = gpuctl("submit", "-f", str(job_file), "--wait", "--interval", "0.1", "--timeout", "30")
+    mover.join()
+    assert code == exit_code
+    assert out.splitlines()[-1].split()[2].rstrip(":") == ("failed" if end == State.FAILED else "cancelled")
+
+
+def test_submit_wait_gives_up_after_its_timeout(gpuctl, job_file):
+    code, _, err = gpuctl("submit", "-f", str(job_file), "--wait", "--interval", "0.1", "--timeout", "0.3")
+    assert code == EXIT["timeout"] and "gave up waiting" in err
+
+
+def test_validation_errors_are_printed_per_field(gpuctl, tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(JOB_YAML.replace("gpus_per_worker: 4", "gpus_per_worker: 9"))
+    code, _, err = gpuctl("submit", "-f", str(bad))
+    assert code == EXIT["invalid"]
+    assert err == ("gpuctl: rejected (400 invalid): Some fields are invalid.\n"
+                   "  gpus_per_worker: 9 GPUs per worker, but nodes of flavor h100 have 8.\n")
+    assert not Job.objects.exists()
+
+
+def test_job_file_mistakes_are_caught_before_sending(gpuctl, tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(JOB_YAML + "gpus: 4\n")
+    code, _, err = gpuctl("submit", "-f", str(bad))
+    assert code == EXIT["invalid"] and "unknown field(s) gpus" in err
+
+
+def test_a_bad_token_is_an_auth_error_that_says_what_to_check(gpuctl, monkeypatch, job_file):
+    monkeypatch.setenv("GPUPLATFORM_TOKEN", "gpp_0000000000000000")
+    code, _, err = gpuctl("list")
+    assert code == EXIT["auth"]
+    assert err == "gpuctl: not allowed (401 authentication_failed): Unknown API token. Check GPUPLATFORM_TOKEN.\n"
+
+
+def test_a_token_without_the_submit_scope_cannot_submit(gpuctl, monkeypatch, job_file, member, team):
+    monkeypatch.setenv("GPUPLATFORM_TOKEN", issue_token(member, team=team, scopes=["read"]))
+    code, _, err = gpuctl("submit", "-f", str(job_file))
+    assert code == EXIT["auth"] and "'submit' scope" in err
+
+
+def test_missing_configuration_is_explained(monkeypatch, capsys):
+    monkeypatch.delenv("GPUPLATFORM_URL", raising=False)
+    assert main(["list"]) == EXIT["usage"]
+    assert "GPUPLATFORM_URL is not set" in capsys.readouterr().err
+
+
+def test_an_unreachable_server_is_reported(monkeypatch, capsys):
+    monkeypatch.setenv("GPUPLATFORM_URL", "http://127.0.0.1:9")
+    monkeypatch.setenv("GPUPLATFORM_TOKEN", "gpp_x")
+    monkeypatch.setenv("GPUPLATFORM_RETRY_BACKOFF", "0")
+    assert main(["list"]) == EXIT["unavailable"]
+    assert "Cannot reach http://127.0.0.1:9/api/v1" in capsys.readouterr().err
+
+
+def test_status_list_cancel_and_logs(gpuctl, job_file, monkeypatch):
+    from cluster import FakeCluster
+    from gpuplatform import reconcile
+
+    gpuctl("submit", "-f", str(job_file))
+    job = Job.objects.get()
+    code, out, _ = gpuctl("status", str(job.pk))
+    assert code == 0 and f"job {job.pk}  vision/resnet  (training, h100, 8 GPUs)" in out and "state: submitted" in out
+    code, out, _ = gpuctl("list")
+    assert code == 0 and out.splitlines()[0].split() == ["ID", "TEAM", "NAME", "STATE", "FLAVOR", "GPUS", "SUBMITTED"]
+    assert out.splitlines()[1].split()[:6] == [str(job.pk), "vision", "resnet", "submitted", "h100", "8"]
+    code, out, _ = gpuctl("list", "--state", "running")
+    assert len(out.splitlines()) == 1  # only the header
+
+    code, _, err = gpuctl("logs", str(job.pk))
+    assert code == EXIT["unavailable"] and "no cluster configured" in err
+
+    cluster = FakeCluster()
+    monkeypatch.setattr(reconcile, "cluster_configured", lambda: True)
+    monkeypatch.setattr(reconcile, "get_cluster", lambda: cluster)
+    from .conftest import add_pod
+
+    add_pod(cluster, job, "resnet-1-0", "loss 0.5\n")
+    code, out, _ = gpuctl("logs", str(job.pk))
+    assert (code, out) == (0, "loss 0.5\n")
+
+    code, out, _ = gpuctl("cancel", str(job.pk))
+    assert (code, out) == (0, f"job {job.pk} cancelling\n")
+    code, _, err = gpuctl("cancel", str(job.pk))
+    assert code == EXIT["invalid"] and "already cancelling" in err
+    assert gpuctl("status", "999999")[0] == EXIT["not_found"]
+
+
+def test_the_installed_console_script_works(live_server, member, team, flavor, job_file):
+    script = Path(sys.executable).with_name("gpuctl")
+    env = {"GPUPLATFORM_URL": live_server.url, "GPUPLATFORM_TOKEN": issue_token(member), "PATH": "/usr/bin:/bin"}
+    submitted = subprocess.run([str(script), "submit", "-f", str(job_file)], env=env, capture_output=True, text=True, timeout=60)
+    assert submitted.returncode == 0, submitted.stderr
+    listed = subprocess.run([str(script), "-o", "json", "list"], env=env, capture_output=True, text=True, timeout=60)
+    assert listed.returncode == 0 and '"name": "resnet"' in listed.stdout
