@@ -19,6 +19,7 @@ from cluster.objects import ApplyResult
 RETRY_POLICY = dict(
     bind=True,
     acks_late=True,
+    ignore_result=True,  # callers never wait for a reconcile; the row records the outcome
     autoretry_for=(TransientError,),
     retry_backoff=2,
     retry_backoff_max=300,

@@ -29,7 +29,7 @@ RETAIN_FINISHED = timedelta(days=1)
 RESERVED_ENV_NAMES = frozenset(
     {"MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "NODE_RANK", "NNODES", "NPROC_PER_NODE"}
 )
-_FINAL = [str(s) for s in FINAL_STATES]
+_FINAL = sorted(str(s) for s in FINAL_STATES)  # sorted: a stable migration
 
 
 class JobQuerySet(models.QuerySet):

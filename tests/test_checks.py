@@ -85,3 +85,11 @@ def test_checks_are_registered_with_django():
     names = {check.__name__ for check in registry.registry.registered_checks}
     assert {"secret_key_in_production", "sqlite_with_several_processes", "kubeconfig_exists",
             "celery_eager_in_production"} <= names
+
+
+def test_models_and_migrations_agree(capsys):
+    """No model change is missing its migration (and set-ordered conditions stay stable)."""
+    from django.core.management import call_command
+
+    call_command("makemigrations", "--check", "--dry-run", "tenants", "quotas", "jobs", verbosity=1)
+    assert "No changes detected" in capsys.readouterr().out

@@ -79,7 +79,7 @@ class Migration(migrations.Migration):
         ),
         migrations.AddConstraint(
             model_name='job',
-            constraint=models.UniqueConstraint(condition=models.Q(('state__in', ['succeeded', 'cancelled', 'failed']), _negated=True), fields=('team', 'name'), name='job_name_unique_among_live_jobs', violation_error_message='The team already has a live job with this name.'),
+            constraint=models.UniqueConstraint(condition=models.Q(('state__in', ['cancelled', 'failed', 'succeeded']), _negated=True), fields=('team', 'name'), name='job_name_unique_among_live_jobs', violation_error_message='The team already has a live job with this name.'),
         ),
         migrations.AddConstraint(
             model_name='job',
