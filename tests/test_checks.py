@@ -1,12 +1,11 @@
 """System checks catch configuration mistakes, each with a stable id."""
 
+import pytest
+from django.conf import settings
 from django.test import override_settings
 
 from gpuplatform import checks
 from gpuplatform.settings import DEV_SECRET_KEY
-
-import pytest
-from django.conf import settings
 
 POSTGRES = "django.db.backends.postgresql"
 SQLITE = "django.db.backends.sqlite3"
@@ -87,6 +86,7 @@ def test_checks_are_registered_with_django():
             "celery_eager_in_production"} <= names
 
 
+@pytest.mark.django_db
 def test_models_and_migrations_agree(capsys):
     """No model change is missing its migration (and set-ordered conditions stay stable)."""
     from django.core.management import call_command
