@@ -113,7 +113,9 @@ _VOLCANO_PHASES = {
 }
 
 
-def observe_volcano_training(job: Job, vcjob: dict | None, podgroup: dict | None) -> Observation | None:
+def observe_volcano_training(job: Job, vcjob: dict | None, podgroup: dict | None,
+                             ceiling_gpus: int | None = None) -> Observation | None:
+    """``ceiling_gpus``: the most GPUs the team can use on the flavor (None: unknown)."""
     if vcjob is None:
         return None
     state = (vcjob.get("status") or {}).get("state") or {}
@@ -126,11 +128,16 @@ def observe_volcano_training(job: Job, vcjob: dict | None, podgroup: dict | None
         return Observation(State.ADMITTED, "Admitted", "The gang fits; starting all workers together.")
     if group_phase == "Running":
         return Observation(State.RUNNING, "Running", "All workers are running.")
+    # Volcano's enqueue step holds a gang beyond the queue's capability without a word.
+    if ceiling_gpus is not None and job.total_gpus > ceiling_gpus:
+        return Observation(State.QUEUED, "ExceedsQuota",
+                           f"Can never start: this job needs {job.total_gpus} {job.flavor.name} GPUs but team "
+                           f"{job.team.slug} can use at most {ceiling_gpus}, borrowing included.")
+    waiting = f"Waiting for room for all {job.workers} workers at once"
     unschedulable = _conditions(podgroup).get("Unschedulable")
-    if unschedulable and unschedulable.get("status") == "True":
-        return Observation(State.QUEUED, "WaitingForResources",
-                           f"Waiting for room for all {job.workers} workers at once: {unschedulable.get('message', '')}".rstrip(": "))
-    return Observation(State.QUEUED, "Queued", f"Waiting for room for all {job.workers} workers at once.")
+    if unschedulable and unschedulable.get("status") == "True" and unschedulable.get("message"):
+        return Observation(State.QUEUED, "WaitingForResources", f"{waiting}: {unschedulable['message']}")
+    return Observation(State.QUEUED, "WaitingForResources", f"{waiting}.")
 
 
 def observe_inference(job: Job, deployment: dict | None, pods: list[dict]) -> Observation | None:

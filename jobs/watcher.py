@@ -17,7 +17,7 @@ from django.db import connections
 
 from cluster import ClusterError
 from gpuplatform.ownership import JOB_LABEL, MANAGED_BY_LABEL, MANAGED_BY_VALUE
-from quotas.models import Scheduler
+from quotas.models import Quota, Scheduler
 
 from .lifecycle import State
 from .manifests import object_name
@@ -108,9 +108,14 @@ class StatusWatcher:
                 return observe_inference(job, self._cache[DEPLOYMENT].get((namespace, name)), pods)
             if job.flavor.scheduler == Scheduler.VOLCANO:
                 return observe_volcano_training(job, self._cache[VOLCANO_JOB].get((namespace, name)),
-                                                self._owned_by(PODGROUP, namespace, name))
+                                                self._owned_by(PODGROUP, namespace, name), self._ceiling(job))
             return observe_kueue_training(job, self._owned_by(WORKLOAD, namespace, name),
                                           self._cache[BATCH_JOB].get((namespace, name)))
+
+    @staticmethod
+    def _ceiling(job: Job) -> int | None:
+        quota = Quota.objects.filter(team_id=job.team_id, flavor_id=job.flavor_id).with_cohort_lendable().first()
+        return quota.ceiling_gpus if quota else None
 
     def evaluate(self, job_ids) -> int:
         """Bring the given jobs up to date with the cache; returns how many changed."""

@@ -72,6 +72,8 @@ VOLCANO_CASES = [
     ("pending gang waits for room", vcjob("Pending"), {"status": {"phase": "Pending", "conditions": [
         cond("Unschedulable", message="2/2 tasks in gang unschedulable: 0/6 nodes are available")]}},
      State.QUEUED, "Waiting for room for all 2 workers at once: 2/2 tasks in gang unschedulable"),
+    ("pending gang without a word from volcano", vcjob("Pending"), {"status": {"phase": "Pending"}},
+     State.QUEUED, "Waiting for room for all 2 workers at once."),
     ("inqueue gang is admitted", vcjob("Pending"), {"status": {"phase": "Inqueue"}}, State.ADMITTED, "The gang fits"),
     ("running", vcjob("Running"), None, State.RUNNING, "All workers are running."),
     ("completed", vcjob("Completed"), None, State.SUCCEEDED, "finished successfully"),
@@ -85,6 +87,16 @@ def test_volcano_training_observations(team, name, vj, pg, state, message):
     job = make_job(team, make_flavor("a100", scheduler=Scheduler.VOLCANO), workers=2)
     seen = observe_volcano_training(job, vj, pg)
     assert seen.state == state and message in seen.message
+
+
+def test_a_gang_beyond_the_quota_can_never_start(team):
+    job = make_job(team, make_flavor("a100", scheduler=Scheduler.VOLCANO), workers=3, gpus_per_worker=8)
+    seen = observe_volcano_training(job, vcjob("Pending"), {"status": {"phase": "Pending"}}, ceiling_gpus=8)
+    assert (seen.state, seen.reason) == (State.QUEUED, "ExceedsQuota")
+    assert seen.message == ("Can never start: this job needs 24 a100 GPUs but team vision can use at most 8, "
+                            "borrowing included.")
+    within = observe_volcano_training(job, vcjob("Pending"), {"status": {"phase": "Pending"}}, ceiling_gpus=32)
+    assert within.reason == "WaitingForResources"
 
 
 def test_inference_states(team, flavor):
