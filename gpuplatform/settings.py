@@ -45,6 +45,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "django_filters",
     "drf_spectacular",
+    "simple_history",
     "gpuplatform",
     "tenants",
     "quotas",
@@ -60,6 +61,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Records who made each change in the audit trail (django-simple-history).
+    "simple_history.middleware.HistoryRequestMiddleware",
 ]
 
 ROOT_URLCONF = "gpuplatform.urls"
@@ -104,6 +107,8 @@ LOGOUT_REDIRECT_URL = "login"
 
 MAILERS = {"default": {"BACKEND": env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")}}
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "gpuplatform@localhost")
+# Team owners get one email this many days before a quota grant ends.
+GRANT_EXPIRY_WARNING_DAYS = env_int("GRANT_EXPIRY_WARNING_DAYS", 7, minimum=1)
 
 # --- Processes ---------------------------------------------------------------------------
 # How many web and worker processes share the database; SQLite cannot take several writers.

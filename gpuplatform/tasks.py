@@ -8,6 +8,8 @@ from gpuplatform.reconcile import RETRY_POLICY, NoCluster, current_cluster
 from jobs.manifests import JOB_KINDS
 from jobs.models import RETAIN_FINISHED, Job
 from jobs.tasks import reconcile_job
+from quotas.emails import warn_expiring_grants
+from quotas.grants import apply_grants
 from quotas.tasks import reconcile_cluster_objects
 from tenants.models import Team
 from tenants.tasks import reconcile_team
@@ -17,8 +19,13 @@ ORPHAN_JOB_OBJECTS = f"{MANAGED_BY_LABEL}={MANAGED_BY_VALUE},{JOB_LABEL}"
 
 @shared_task(**RETRY_POLICY)
 def sweep(self) -> dict:
-    """1. cluster-wide objects, 2. every team, 3. every live job (each as its own task),
-    4. delete job objects whose job is gone or finished long ago."""
+    """0. grants that start or end change their quotas (with or without a cluster), and
+    owners hear of grants ending soon, 1. cluster-wide objects, 2. every team, 3. every
+    live job (each as its own task), 4. delete job objects whose job is gone or finished
+    long ago."""
+    now = timezone.now()
+    apply_grants(now)
+    warn_expiring_grants(now)
     try:
         cluster = current_cluster()
     except NoCluster:

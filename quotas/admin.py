@@ -1,12 +1,13 @@
 """Console for GPU flavors, cohorts, quotas and priority classes."""
 
 from django.contrib import admin
+from simple_history.admin import SimpleHistoryAdmin
 
-from .models import Cohort, GpuFlavor, PriorityClass, Quota
+from .models import Cohort, GpuFlavor, PriorityClass, Quota, QuotaGrant, QuotaRequest
 
 
 @admin.register(GpuFlavor)
-class GpuFlavorAdmin(admin.ModelAdmin):
+class GpuFlavorAdmin(SimpleHistoryAdmin):
     list_display = ["name", "display_name", "scheduler", "resource_name", "gpus_per_node",
                     "gpu_memory_gib", "cost_per_gpu_hour"]
     list_filter = ["scheduler", "resource_name"]
@@ -20,13 +21,50 @@ class CohortAdmin(admin.ModelAdmin):
 
 
 @admin.register(Quota)
-class QuotaAdmin(admin.ModelAdmin):
+class QuotaAdmin(SimpleHistoryAdmin):
     list_display = ["team", "flavor", "cohort", "nominal_gpus", "borrowing_limit_gpus",
                     "lending_limit_gpus", "cpu_cores", "memory_gib", "weight"]
     list_filter = ["flavor", "cohort", "flavor__scheduler"]
     search_fields = ["team__slug", "team__display_name", "flavor__name"]
     list_select_related = ["team", "flavor", "cohort"]
     autocomplete_fields = ["team"]
+
+    def get_readonly_fields(self, request, obj=None):
+        # Grants decide these numbers once a quota has any; edit the grants instead.
+        if obj is not None and QuotaGrant.objects.filter(team_id=obj.team_id, flavor_id=obj.flavor_id).exists():
+            return ["nominal_gpus", "borrowing_limit_gpus", "cpu_cores", "memory_gib"]
+        return []
+
+
+@admin.register(QuotaRequest)
+class QuotaRequestAdmin(SimpleHistoryAdmin):
+    list_display = ["id", "team", "flavor", "gpus", "starts_on", "ends_on", "status", "requested_by", "decided_by"]
+    list_filter = ["status", "flavor"]
+    search_fields = ["team__slug", "justification"]
+    list_select_related = ["team", "flavor", "requested_by", "decided_by"]
+    readonly_fields = ["status", "decided_by", "decided_at", "decision_reason", "requested_by"]
+
+
+@admin.register(QuotaGrant)
+class QuotaGrantAdmin(SimpleHistoryAdmin):
+    list_display = ["id", "team", "flavor", "gpus", "borrowing_limit_gpus", "starts_at", "ends_at", "applied"]
+    list_filter = ["flavor", "applied"]
+    search_fields = ["team__slug", "note"]
+    list_select_related = ["team", "flavor"]
+    readonly_fields = ["applied", "expiry_warning_sent_at", "request"]
+    autocomplete_fields = ["team"]
+
+    def save_model(self, request, obj, form, change):
+        from .grants import apply_grants
+
+        super().save_model(request, obj, form, change)
+        apply_grants(team=obj.team, flavor=obj.flavor)  # an edit takes effect now, not at the next sweep
+
+    def delete_model(self, request, obj):
+        from .grants import apply_grants
+
+        super().delete_model(request, obj)
+        apply_grants(team=obj.team, flavor=obj.flavor)
 
 
 @admin.register(PriorityClass)

@@ -217,3 +217,7 @@ class PriorityClass(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.value})"
+
+
+# Requests, grants and the audit trail (history of teams, memberships, flavors, quotas).
+from .models_grants import QuotaGrant, QuotaRequest  # noqa: E402,F401

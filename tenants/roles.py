@@ -12,6 +12,15 @@ QUOTA_MANAGER_PERMISSIONS = {
         "cohort": "add change delete view",
         "quota": "add change delete view",
         "priorityclass": "add change delete view",
+        # The console: decide requests, run grants, read the audit trail.
+        "quotarequest": "change view",
+        "quotagrant": "add change view",
+        "historicalteam": "view",
+        "historicalmembership": "view",
+        "historicalgpuflavor": "view",
+        "historicalquota": "view",
+        "historicalquotagrant": "view",
+        "historicalquotarequest": "view",
     },
     "jobs": {"job": "view", "jobevent": "view"},
 }

@@ -8,6 +8,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from jobs import feasibility
 from jobs.models import Job
+from quotas.usage_views import team_quota_context  # the team's quota requests and grants
 
 from .forms import MemberForm
 from .models import Membership, Team
@@ -45,7 +46,7 @@ def _team(request, slug) -> Team:
     return get_object_or_404(Team.objects.visible_to(request.user), slug=slug)
 
 
-def _team_page(request, team: Team, form=None, status=200):
+def _team_page(request, team: Team, form=None, status=200, request_form=None):
     usage = feasibility.usage_for([team])
     context = {
         "team": team,
@@ -56,7 +57,10 @@ def _team_page(request, team: Team, form=None, status=200):
         "can_manage": team.can_manage_members(request.user),
         "can_submit": team.can_submit(request.user),
         "form": form or MemberForm(team=team),
+        **team_quota_context(request, team, request_form),
     }
+    if request.htmx and request.htmx.target == "quota-requests":
+        return render(request, "quotas/console/partials/team_requests.html", context, status=status)
     if request.htmx and request.htmx.target == "members":
         return render(request, "tenants/partials/members.html", context, status=status)
     return render(request, "tenants/team_detail.html", context, status=status)

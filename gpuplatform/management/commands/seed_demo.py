@@ -113,6 +113,9 @@ class Command(BaseCommand):
                                   cpu_cores=nominal * 12, memory_gib=nominal * 120),
                 )
         created = self._jobs(users, flavors, priorities["normal"])
+        from quotas.demo import seed_console  # a pending request and a grant ending soon
+
+        seed_console(users)
 
         self.stdout.write(self.style.SUCCESS(
             f"Demo data ready: {len(flavors)} flavors, {len(TEAMS)} teams, {created} new jobs."

@@ -1,0 +1,57 @@
+"""Forms of the quota console: an owner's request, a quota manager's approval or denial."""
+
+from django import forms
+from django.utils import timezone
+
+from .models import GpuFlavor, QuotaRequest
+
+DATE = forms.DateInput(attrs={"type": "date"})
+
+
+class QuotaRequestForm(forms.ModelForm):
+    class Meta:
+        model = QuotaRequest
+        fields = ["flavor", "gpus", "borrowing_limit_gpus", "starts_on", "ends_on", "justification"]
+        widgets = {"starts_on": DATE, "ends_on": DATE, "justification": forms.Textarea(attrs={"rows": 3})}
+        labels = {"gpus": "GPUs", "borrowing_limit_gpus": "Borrowing limit (GPUs)"}
+
+    def __init__(self, *args, team, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.instance.team = team
+        self.fields["flavor"].queryset = GpuFlavor.objects.all()
+        self.fields["starts_on"].initial = timezone.localdate()
+
+    def clean_starts_on(self):
+        starts_on = self.cleaned_data["starts_on"]
+        if starts_on < timezone.localdate():
+            raise forms.ValidationError("The first day cannot be in the past.")
+        return starts_on
+
+
+class ApproveForm(forms.Form):
+    """The request's numbers, changeable before approving."""
+
+    gpus = forms.IntegerField(label="GPUs", help_text="Added while the grant is active; negative takes GPUs away.")
+    borrowing_limit_gpus = forms.IntegerField(label="Borrowing limit (GPUs)", min_value=0, required=False)
+    cpu_cores = forms.IntegerField(label="CPU cores", help_text="Granted with the GPUs.")
+    memory_gib = forms.IntegerField(label="Memory (GiB)", help_text="Granted with the GPUs.")
+    starts_on = forms.DateField(label="First day", widget=DATE)
+    ends_on = forms.DateField(label="Last day", widget=DATE, required=False, help_text="Empty means no end.")
+    reason = forms.CharField(label="Note to the team", widget=forms.Textarea(attrs={"rows": 2}), required=False)
+
+    def clean(self):
+        data = super().clean()
+        if data.get("starts_on") and data.get("ends_on") and data["ends_on"] < data["starts_on"]:
+            self.add_error("ends_on", "The last day cannot be before the first day.")
+        return data
+
+
+class DenyForm(forms.Form):
+    reason = forms.CharField(label="Reason", widget=forms.Textarea(attrs={"rows": 2}),
+                             help_text="The team reads this on its page.")
+
+    def clean_reason(self):
+        reason = self.cleaned_data["reason"].strip()
+        if not reason:
+            raise forms.ValidationError("Say why, so the team knows what to change.")
+        return reason

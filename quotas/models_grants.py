@@ -1,0 +1,271 @@
+"""Quota requests and dated grants, and the audit trail of every quota-related model.
+
+An owner files a ``QuotaRequest``; a quota manager approves it (possibly with other
+numbers), which creates a ``QuotaGrant``, or denies it with a reason. A team's quota for a
+flavor is the sum of its grants active at that moment (``quotas.grants``); the periodic
+sweep writes that sum onto the ``Quota`` row when grants start or end.
+"""
+
+from datetime import timedelta
+
+from django.conf import settings
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import models, transaction
+from django.db.models import F, Q
+from django.utils import timezone
+from simple_history import register
+from simple_history.models import HistoricalRecords
+
+from tenants.models import Membership, Team
+from tenants.roles import is_quota_manager
+
+
+class QuotaRequestQuerySet(models.QuerySet):
+    def visible_to(self, user):
+        """Requests of the teams a person may see; every request for quota managers."""
+        return self.filter(team__in=Team.objects.visible_to(user))
+
+    def pending(self):
+        return self.filter(status=QuotaRequest.Status.PENDING)
+
+    def submit(self, *, team: Team, requested_by, **fields) -> "QuotaRequest":
+        """The one way a request is filed: only the team's owners may ask."""
+        if not QuotaRequest.can_request(team, requested_by):
+            raise PermissionDenied(f"Only owners of {team.slug} can ask for a quota change.")
+        request = QuotaRequest(team=team, requested_by=requested_by, **fields)
+        request.full_clean()
+        request._history_user = requested_by
+        request.save()
+        return request
+
+
+class QuotaRequest(models.Model):
+    """An owner's request for more (or fewer) GPUs of one flavor for a period."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "Pending"
+        APPROVED = "approved", "Approved"
+        DENIED = "denied", "Denied"
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="quota_requests")
+    flavor = models.ForeignKey("quotas.GpuFlavor", on_delete=models.PROTECT, related_name="quota_requests")
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="quota_requests"
+    )
+    gpus = models.IntegerField(
+        help_text="GPUs to add for the period; a negative number gives GPUs back.",
+    )
+    borrowing_limit_gpus = models.PositiveIntegerField(
+        null=True, blank=True,
+        help_text="Most GPUs the team may borrow from its cohort during the period; empty leaves it unlimited.",
+    )
+    starts_on = models.DateField(help_text="First day of the change.")
+    ends_on = models.DateField(null=True, blank=True, help_text="Last day of the change; empty means no end.")
+    justification = models.TextField(help_text="What the GPUs are for, so a quota manager can decide.")
+    status = models.CharField(max_length=10, choices=Status, default=Status.PENDING, db_index=True)
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    decided_at = models.DateTimeField(null=True, blank=True)
+    decision_reason = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = QuotaRequestQuerySet.as_manager()
+    history = HistoricalRecords()
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(ends_on__isnull=True) | Q(ends_on__gte=F("starts_on")),
+                name="quota_request_ends_after_start",
+                violation_error_message="The last day cannot be before the first day.",
+            ),
+            models.CheckConstraint(
+                condition=~Q(gpus=0) | Q(borrowing_limit_gpus__isnull=False),
+                name="quota_request_asks_for_something",
+                violation_error_message="Ask for some GPUs (or give some back), or for a borrowing limit.",
+            ),
+            models.CheckConstraint(
+                condition=~Q(status="denied") | ~Q(decision_reason=""),
+                name="quota_request_denial_has_reason",
+                violation_error_message="A denial needs a reason the team can read.",
+            ),
+            models.CheckConstraint(
+                condition=Q(status__in=["pending", "approved", "denied"]),
+                name="quota_request_status_valid",
+                violation_error_message="Unknown request status.",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"#{self.pk} {self.team.slug} {self.gpus:+d} {self.flavor.name} ({self.status})"
+
+    @staticmethod
+    def can_request(team: Team, user) -> bool:
+        return team.role_of(user) == Membership.Role.OWNER
+
+    @staticmethod
+    def can_decide(user) -> bool:
+        return is_quota_manager(user)
+
+    @property
+    def is_pending(self) -> bool:
+        return self.status == self.Status.PENDING
+
+    def clean(self) -> None:
+        errors = {}
+        if self.ends_on and self.starts_on and self.ends_on < self.starts_on:
+            errors["ends_on"] = "The last day cannot be before the first day."
+        if self.gpus == 0 and self.borrowing_limit_gpus is None:
+            errors["gpus"] = "Ask for some GPUs (or give some back with a negative number), or for a borrowing limit."
+        if errors:
+            raise ValidationError(errors)
+
+    def _take_decision(self, locked: "QuotaRequest") -> None:
+        for field in ("status", "decided_by", "decided_at", "decision_reason"):
+            setattr(self, field, getattr(locked, field))
+
+    def _lock_pending(self, user) -> "QuotaRequest | None":
+        if not self.can_decide(user):
+            raise PermissionDenied("Only quota managers decide on quota requests.")
+        locked = QuotaRequest.objects.select_for_update().get(pk=self.pk)
+        return locked if locked.is_pending else None
+
+    def approve(self, user, *, gpus: int, borrowing_limit_gpus: int | None, starts_on, ends_on,
+                cpu_cores: int, memory_gib: int, reason: str = "", now=None) -> "QuotaGrant | None":
+        """Approve with the given numbers (the request's or changed ones): record the
+        decision, create the grant, and apply it at once when it starts today or earlier.
+        Returns the grant, or ``None`` when someone else decided first."""
+        from . import grants  # grants imports the models
+
+        now = now or timezone.now()
+        with transaction.atomic():
+            locked = self._lock_pending(user)
+            if locked is None:
+                return None
+            locked.status, locked.decided_by, locked.decided_at = self.Status.APPROVED, user, now
+            locked.decision_reason = reason
+            locked._change_reason = "approved"
+            locked._history_user = user
+            locked.save()
+            starts_at, ends_at = grants.window(starts_on, ends_on)
+            grant = grants.grant(
+                team=self.team, flavor=self.flavor, request=locked, granted_by=user, gpus=gpus,
+                borrowing_limit_gpus=borrowing_limit_gpus, cpu_cores=cpu_cores, memory_gib=memory_gib,
+                starts_at=starts_at, ends_at=ends_at, note=reason, now=now,
+            )
+            grants.apply_grants(now, team=self.team, flavor=self.flavor)
+        self._take_decision(locked)
+        return grant
+
+    def deny(self, user, reason: str, *, now=None) -> bool:
+        """Deny with a reason the team reads on its page; ``False`` if already decided."""
+        if not reason.strip():
+            raise ValidationError({"decision_reason": "Say why, so the team knows what to change."})
+        with transaction.atomic():
+            locked = self._lock_pending(user)
+            if locked is None:
+                return False
+            locked.status, locked.decided_by = self.Status.DENIED, user
+            locked.decided_at, locked.decision_reason = now or timezone.now(), reason.strip()
+            locked._change_reason = "denied"
+            locked._history_user = user
+            locked.save()
+        self._take_decision(locked)
+        return True
+
+
+class QuotaGrantQuerySet(models.QuerySet):
+    def visible_to(self, user):
+        return self.filter(team__in=Team.objects.visible_to(user))
+
+    def active_at(self, at):
+        return self.filter(Q(starts_at__lte=at), Q(ends_at__isnull=True) | Q(ends_at__gt=at))
+
+    def inactive_at(self, at):
+        return self.filter(Q(starts_at__gt=at) | Q(ends_at__lte=at))
+
+    def current_or_upcoming(self, at):
+        return self.filter(Q(ends_at__isnull=True) | Q(ends_at__gt=at))
+
+
+class QuotaGrant(models.Model):
+    """GPUs (and the CPU and memory that go with them) granted to a team on one flavor
+    from ``starts_at`` until ``ends_at`` (exclusive; empty means no end)."""
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="quota_grants")
+    flavor = models.ForeignKey("quotas.GpuFlavor", on_delete=models.PROTECT, related_name="quota_grants")
+    request = models.OneToOneField(
+        QuotaRequest, on_delete=models.SET_NULL, null=True, blank=True, related_name="grant"
+    )
+    gpus = models.IntegerField(help_text="GPUs added while the grant is active; negative takes GPUs away.")
+    borrowing_limit_gpus = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Added to the borrowing limit while active; empty sets none.",
+    )
+    cpu_cores = models.IntegerField(default=0)
+    memory_gib = models.IntegerField(default=0)
+    starts_at = models.DateTimeField()
+    ends_at = models.DateTimeField(null=True, blank=True)
+    note = models.TextField(blank=True)
+    granted_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    # Bookkeeping of the sweep: whether the team's Quota row counts this grant right now.
+    applied = models.BooleanField(default=False)
+    expiry_warning_sent_at = models.DateTimeField(null=True, blank=True)
+
+    objects = QuotaGrantQuerySet.as_manager()
+    history = HistoricalRecords(excluded_fields=["applied", "expiry_warning_sent_at"])
+
+    class Meta:
+        ordering = ["-starts_at", "-id"]
+        indexes = [models.Index(fields=["team", "flavor"], name="grant_team_flavor")]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(ends_at__isnull=True) | Q(ends_at__gt=F("starts_at")),
+                name="quota_grant_ends_after_start",
+                violation_error_message="A grant ends after it starts.",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"#{self.pk} {self.team.slug} {self.gpus:+d} {self.flavor.name}"
+
+    def is_active(self, at) -> bool:
+        return self.starts_at <= at and (self.ends_at is None or at < self.ends_at)
+
+    def end_now(self, user, *, now=None) -> bool:
+        """End the grant early (quota managers); the quota drops back at once."""
+        from . import grants
+
+        if not is_quota_manager(user):
+            raise PermissionDenied("Only quota managers end grants.")
+        now = now or timezone.now()
+        with transaction.atomic():
+            locked = QuotaGrant.objects.select_for_update().get(pk=self.pk)
+            if locked.ends_at is not None and locked.ends_at <= now:
+                return False
+            locked.ends_at = max(now, locked.starts_at + timedelta(seconds=1))
+            locked._change_reason = f"ended early by {user.get_username()}"
+            locked._history_user = user
+            locked.save()
+            grants.apply_grants(now, team=self.team, flavor=self.flavor)
+        self.ends_at = locked.ends_at
+        return True
+
+
+def _register_history() -> None:
+    """Audit trail for the models of other modules; their history tables live in this app."""
+    from .models import GpuFlavor, Quota
+
+    for model in (Team, Membership):
+        if not hasattr(model, "history"):
+            register(model, app="quotas")
+    for model in (GpuFlavor, Quota):
+        if not hasattr(model, "history"):
+            register(model)
+
+
+_register_history()
