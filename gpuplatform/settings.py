@@ -130,6 +130,9 @@ CELERY_RESULT_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_RESULT_EXPIRES = 3600
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# A message taken by a worker that dies (even by SIGKILL) goes back to the queue after this
+# long; it must exceed the longest retry countdown (retry_backoff_max, 300 s).
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 900, minimum=1)}
 # The drift-correcting sweep (Celery beat); see gpuplatform/tasks.py.
 SWEEP_INTERVAL_SECONDS = env_int("SWEEP_INTERVAL_SECONDS", 300, minimum=10)
 CELERY_BEAT_SCHEDULE = {
@@ -139,7 +142,7 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
     # The embedded fallback for machines without Redis: a spool folder under var/.
     _spool = VAR_DIR / "celery-spool"
     _spool.mkdir(parents=True, exist_ok=True)
-    CELERY_BROKER_TRANSPORT_OPTIONS = {"data_folder_in": str(_spool), "data_folder_out": str(_spool)}
+    CELERY_BROKER_TRANSPORT_OPTIONS.update(data_folder_in=str(_spool), data_folder_out=str(_spool))
 
 # --- Kubernetes --------------------------------------------------------------------------
 KUBECONFIG = env_path("KUBECONFIG")
