@@ -1,0 +1,608 @@
+#!/usr/bin/env bash
+# Local Kubernetes GPU cluster for tests and the demo, built from Go modules and run as local
+# processes: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok (fake GPU nodes
+# and pod lifecycles), Kueue and Volcano.  See README.md next to this file.
+#
+#   cluster.sh probe    check the Go module proxy serves every pinned module version
+#   cluster.sh build    build the missing binaries into ~/.cache/gpuplatform/bin
+#   cluster.sh up       probe + build if needed, start everything, wait until ready (idempotent)
+#   cluster.sh down     stop every process this script started
+#   cluster.sh status   show processes, ports and nodes
+#   cluster.sh built    exit 0 when every binary is already built (nothing else)
+#   cluster.sh reset    down, then delete the cluster state (etcd data, certs); binaries stay
+set -euo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+MODULES="$HERE/modules"
+CONFIG="$HERE/config"
+
+# ---- pinned versions (the wrapper modules' go.mod files pin the same) -------------------------
+ETCD_VERSION=v3.6.16
+K8S_VERSION=v1.36.3          # staging modules (k8s.io/api, ...) pinned to v0.36.3
+KWOK_VERSION=v0.8.0
+KUEUE_VERSION=v0.17.0
+VOLCANO_VERSION=v1.15.1
+VOLCANO_APIS_VERSION=v1.14.0 # volcano.sh/apis v1.15.x is not served by the proxy (see README)
+
+# ---- ports (all on 127.0.0.1) ------------------------------------------------------------------
+# GPUPLATFORM_CLUSTER_PORT_OFFSET shifts them all, to run a second cluster (with its own
+# GPUPLATFORM_CLUSTER_DIR) beside the first.
+OFFSET="${GPUPLATFORM_CLUSTER_PORT_OFFSET:-0}"
+ETCD_PORT=$((12379 + OFFSET))
+ETCD_PEER_PORT=$((12380 + OFFSET))
+APISERVER_PORT=$((16443 + OFFSET))
+KCM_PORT=$((16257 + OFFSET))
+SCHEDULER_PORT=$((16259 + OFFSET))
+KUEUE_WEBHOOK_PORT=$((16943 + OFFSET))
+KUEUE_HEALTH_PORT=$((16981 + OFFSET))
+KUEUE_METRICS_PORT=$((16980 + OFFSET))
+VC_SCHEDULER_METRICS_PORT=$((16880 + OFFSET))
+VC_SCHEDULER_HEALTH_PORT=$((16251 + OFFSET))
+VC_CONTROLLER_METRICS_PORT=$((16881 + OFFSET))
+VC_CONTROLLER_HEALTH_PORT=$((16252 + OFFSET))
+
+CACHE_DIR="${GPUPLATFORM_CACHE_DIR:-$HOME/.cache/gpuplatform}"
+BIN_DIR="$CACHE_DIR/bin"
+CLUSTER_DIR="${GPUPLATFORM_CLUSTER_DIR:-$CACHE_DIR/cluster}"
+PKI="$CLUSTER_DIR/pki"
+LOGS="$CLUSTER_DIR/logs"
+PIDS="$CLUSTER_DIR/pids"
+KUBECONFIG_PATH="$CLUSTER_DIR/kubeconfig"
+
+log() { printf '[cluster %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+die() { printf '[cluster] ERROR: %s\n' "$*" >&2; exit 1; }
+
+# component -> binary path
+bin() { # bin <component>
+  case "$1" in
+    etcd) echo "$BIN_DIR/etcd-$ETCD_VERSION" ;;
+    kube-apiserver|kube-controller-manager|kube-scheduler|kubectl) echo "$BIN_DIR/$1-$K8S_VERSION" ;;
+    kwok) echo "$BIN_DIR/kwok-$KWOK_VERSION" ;;
+    kueue) echo "$BIN_DIR/kueue-$KUEUE_VERSION" ;;
+    vc-scheduler|vc-controller-manager) echo "$BIN_DIR/$1-$VOLCANO_VERSION" ;;
+    *) die "unknown component $1" ;;
+  esac
+}
+ALL_BINARIES="etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok kueue vc-scheduler vc-controller-manager"
+
+kubectl_() { "$(bin kubectl)" --kubeconfig "$KUBECONFIG_PATH" "$@"; }
+
+require_go() {
+  command -v go >/dev/null 2>&1 || die "go is not on PATH (Go >= 1.26 is needed to build the cluster)"
+}
+
+# ================================ probe ==========================================================
+# module@version pairs that must be served; each wrapper module's full graph is checked too.
+PINS=(
+  "go.etcd.io/etcd/server/v3@$ETCD_VERSION"
+  "k8s.io/kubernetes@$K8S_VERSION"
+  "k8s.io/api@v0.${K8S_VERSION#v1.}"
+  "sigs.k8s.io/kwok@$KWOK_VERSION"
+  "sigs.k8s.io/kueue@$KUEUE_VERSION"
+  "volcano.sh/volcano@$VOLCANO_VERSION"
+  "volcano.sh/apis@$VOLCANO_APIS_VERSION"
+)
+WRAPPERS="etcd kubernetes kwok kueue volcano"
+
+cmd_probe() {
+  require_go
+  local pin out mod
+  for pin in "${PINS[@]}"; do
+    if ! out=$(cd "${TMPDIR:-/tmp}" && go list -m -json "$pin" 2>&1 >/dev/null); then
+      die "probe: the Go module proxy does not serve $pin: $(echo "$out" | grep -v '^\s*$' | head -1)"
+    fi
+  done
+  for mod in $WRAPPERS; do
+    log "probe: downloading the module graph of modules/$mod"
+    if ! out=$(cd "$MODULES/$mod" && go mod download 2>&1); then
+      die "probe: modules/$mod: $(echo "$out" | grep -E 'go: |error|403|404|not available' | head -1)"
+    fi
+  done
+  log "probe: ok (every pinned module version is served)"
+}
+
+# ================================ build ==========================================================
+k8s_ldflags() {
+  local v="$K8S_VERSION" minor major ld="-s -w" p
+  major="${v#v}"; major="${major%%.*}"
+  minor="${v#v*.}"; minor="${minor%%.*}"
+  for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    ld="$ld -X $p.gitVersion=$v -X $p.gitMajor=$major -X $p.gitMinor=$minor"
+    ld="$ld -X $p.gitTreeState=clean -X $p.buildDate=1970-01-01T00:00:00Z"
+  done
+  echo "$ld"
+}
+
+# build_module <wrapper> <ldflags> <built-name>=<component> ...   (builds in $MODULES/<wrapper>,
+# or in $BUILD_DIR when set)
+build_module() {
+  local mod="$1" ld="$2"; shift 2
+  local dir="${BUILD_DIR:-$MODULES/$mod}"
+  local pair missing=0
+  for pair in "$@"; do [[ -x "$(bin "${pair#*=}")" ]] || missing=1; done
+  if [[ $missing == 0 ]]; then log "build: $mod is cached"; return 0; fi
+  mkdir -p "$BIN_DIR" "$CACHE_DIR/build-logs"
+  local out; out="$(mktemp -d "$CACHE_DIR/build.XXXXXX")"
+  local blog="$CACHE_DIR/build-logs/$mod.log" start=$SECONDS
+  log "build: $mod (go build; this takes minutes on a cold cache; log: $blog)"
+  if ! (cd "$dir" && go build -buildvcs=false -p "${GPUPLATFORM_BUILD_P:-2}" -ldflags "$ld" -o "$out/" tool) >"$blog" 2>&1; then
+    tail -20 "$blog" >&2
+    rm -rf "$out"
+    die "build: $mod failed (see $blog)"
+  fi
+  for pair in "$@"; do
+    mv -f "$out/${pair%%=*}" "$(bin "${pair#*=}")"
+  done
+  rm -rf "$out"
+  log "build: $mod done in $((SECONDS - start))s"
+}
+
+# Volcano's go.mod replaces volcano.sh/apis with ./staging/src/volcano.sh/apis, which is not in
+# the module zip, and the proxy serves no volcano.sh/apis v1.15.x. So the Volcano build happens in
+# $CACHE_DIR/src/volcano-<version>: our wrapper go.mod/go.sum, plus a copy of volcano.sh/apis
+# v1.14.0 from the module cache with one file of ours (modules/volcano/apis-compat) declaring
+# the one identifier v1.15.1 needs that v1.14.0 lacks; go.mod replaces volcano.sh/apis with it.
+prepare_volcano_build() {
+  local dir="$CACHE_DIR/src/volcano-$VOLCANO_VERSION" apis
+  apis="$(cd "$MODULES/volcano" && go mod download -json "volcano.sh/apis@$VOLCANO_APIS_VERSION" \
+    | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')" \
+    || die "build: cannot download volcano.sh/apis@$VOLCANO_APIS_VERSION"
+  rm -rf "$dir" && mkdir -p "$dir"
+  cp "$MODULES/volcano/go.mod" "$MODULES/volcano/go.sum" "$dir/"
+  cp -r "$apis" "$dir/apis" && chmod -R u+w "$dir/apis"
+  cp "$MODULES/volcano/apis-compat/scheduling_v1beta1.go.in" \
+    "$dir/apis/pkg/apis/scheduling/v1beta1/zz_gpuplatform_compat.go"
+  (cd "$dir" && go mod edit -replace volcano.sh/apis=./apis)
+  echo "$dir"
+}
+
+all_built() {
+  local c
+  for c in $ALL_BINARIES; do [[ -x "$(bin "$c")" ]] || return 1; done
+}
+
+cmd_build() {
+  if all_built; then log "build: every binary is cached in $BIN_DIR"; return 0; fi
+  require_go
+  build_module kubernetes "$(k8s_ldflags)" kube-apiserver=kube-apiserver \
+    kube-controller-manager=kube-controller-manager kube-scheduler=kube-scheduler kubectl=kubectl
+  build_module etcd "-s -w" server=etcd
+  build_module kwok "-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=${KWOK_VERSION#v}" kwok=kwok
+  build_module kueue "-s -w -X sigs.k8s.io/kueue/pkg/version.GitVersion=$KUEUE_VERSION" kueue=kueue
+  if [[ ! -x "$(bin vc-scheduler)" || ! -x "$(bin vc-controller-manager)" ]]; then
+    BUILD_DIR="$(prepare_volcano_build)" \
+      build_module volcano "-s -w -X volcano.sh/volcano/pkg/version.Version=$VOLCANO_VERSION" \
+      scheduler=vc-scheduler controller-manager=vc-controller-manager
+  fi
+  log "build: all binaries in $BIN_DIR"
+}
+
+# ================================ certificates ===================================================
+ensure_openssl() {
+  command -v openssl >/dev/null 2>&1 && return 0
+  log "openssl missing: apt-get install -y openssl"
+  apt-get install -y openssl >/dev/null 2>&1 || { apt-get update >/dev/null && apt-get install -y openssl >/dev/null; }
+}
+
+# sign <name> <subject> <extensions>
+sign() {
+  local name="$1" subj="$2" ext="$3"
+  openssl req -new -newkey rsa:2048 -nodes -keyout "$PKI/$name.key" -subj "$subj" \
+    -out "$PKI/$name.csr" 2>/dev/null
+  printf '%s\n' "$ext" >"$PKI/$name.ext"
+  openssl x509 -req -in "$PKI/$name.csr" -CA "$PKI/ca.crt" -CAkey "$PKI/ca.key" -CAcreateserial \
+    -days 3650 -sha256 -extfile "$PKI/$name.ext" -out "$PKI/$name.crt" 2>/dev/null
+  rm -f "$PKI/$name.csr" "$PKI/$name.ext"
+}
+
+ensure_pki() {
+  [[ -s "$PKI/kueue-metrics/tls.crt" && -s "$KUBECONFIG_PATH" ]] && return 0
+  ensure_openssl
+  log "certificates: creating a local CA and certificates in $PKI"
+  mkdir -p "$PKI/kueue-webhook"
+  chmod 700 "$PKI"
+  openssl req -x509 -newkey rsa:2048 -nodes -keyout "$PKI/ca.key" -out "$PKI/ca.crt" -days 3650 \
+    -subj "/CN=gpuplatform-local-ca" -addext "basicConstraints=critical,CA:TRUE" \
+    -addext "keyUsage=critical,keyCertSign,cRLSign,digitalSignature" 2>/dev/null
+  sign apiserver "/CN=kube-apiserver" "basicConstraints=CA:FALSE
+keyUsage=critical,digitalSignature,keyEncipherment
+extendedKeyUsage=serverAuth
+subjectAltName=DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local,IP:127.0.0.1,IP:10.96.0.1"
+  sign admin "/O=system:masters/CN=gpuplatform-admin" "basicConstraints=CA:FALSE
+keyUsage=critical,digitalSignature,keyEncipherment
+extendedKeyUsage=clientAuth"
+  sign kueue-webhook/tls "/CN=kueue-webhook" "basicConstraints=CA:FALSE
+keyUsage=critical,digitalSignature,keyEncipherment
+extendedKeyUsage=serverAuth
+subjectAltName=DNS:localhost,IP:127.0.0.1"
+  mkdir -p "$PKI/kueue-metrics"
+  sign kueue-metrics/tls "/CN=kueue-metrics" "basicConstraints=CA:FALSE
+keyUsage=critical,digitalSignature,keyEncipherment
+extendedKeyUsage=serverAuth
+subjectAltName=DNS:localhost,IP:127.0.0.1"
+  openssl genrsa -out "$PKI/sa.key" 2048 2>/dev/null
+  openssl rsa -in "$PKI/sa.key" -pubout -out "$PKI/sa.pub" 2>/dev/null
+  local b64="base64 -w0"
+  cat >"$KUBECONFIG_PATH" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: gpuplatform-local
+  cluster:
+    server: https://127.0.0.1:$APISERVER_PORT
+    certificate-authority-data: $($b64 <"$PKI/ca.crt")
+users:
+- name: gpuplatform-admin
+  user:
+    client-certificate-data: $($b64 <"$PKI/admin.crt")
+    client-key-data: $($b64 <"$PKI/admin.key")
+contexts:
+- name: gpuplatform-local
+  context:
+    cluster: gpuplatform-local
+    user: gpuplatform-admin
+current-context: gpuplatform-local
+EOF
+  chmod 600 "$KUBECONFIG_PATH"
+}
+
+# ================================ processes ======================================================
+# The processes of this cluster: our binary for <name>, with this cluster's directory in its
+# arguments. Pid files are only a cache of this (they can go stale or be lost).
+find_pids() { # find_pids <name>
+  local exe p cmd argv0
+  exe="$(bin "$1")"
+  for p in /proc/[0-9]*; do
+    { IFS= read -r -d '' argv0 <"$p/cmdline"; } 2>/dev/null || continue
+    [[ "$argv0" == "$exe" ]] || continue
+    cmd="$( { tr '\0' ' ' <"$p/cmdline"; } 2>/dev/null )" || continue
+    [[ "$cmd" == "$exe "* && "$cmd" == *"$CLUSTER_DIR/"* ]] && echo "${p#/proc/}"
+  done
+  return 0
+}
+
+is_running() { # is_running <name>; refreshes pids/<name>.pid
+  local pid
+  pid="$(find_pids "$1" | head -1)"
+  [[ -n "$pid" ]] || return 1
+  mkdir -p "$PIDS" && echo "$pid" >"$PIDS/$1.pid"
+}
+
+start() { # start <name> <binary> args...
+  local name="$1"; shift
+  if is_running "$name"; then return 0; fi  # already running
+  log "$name: starting"
+  setsid "$@" >>"$LOGS/$name.log" 2>&1 </dev/null 9>&- &  # 9: the lock, not for the children
+  echo $! >"$PIDS/$name.pid"
+}
+
+# wait_for <what> <seconds> <command...>
+wait_for() {
+  local what="$1" timeout="$2"; shift 2
+  local deadline=$((SECONDS + timeout))
+  until "$@" >/dev/null 2>&1; do
+    if ((SECONDS >= deadline)); then die "timed out after ${timeout}s waiting for $what (logs: $LOGS)"; fi
+    sleep 0.5
+  done
+}
+
+alive_or_die() { # alive_or_die <name>
+  is_running "$1" || die "$1 exited; last log lines:
+$(tail -15 "$LOGS/$1.log" 2>/dev/null)"
+}
+
+# url_check <url> <2xx|any> [ca|-] [client-cert] [client-key]: python3 stdlib, no curl needed.
+# 2xx: the answer must be a success; any: any HTTP answer (e.g. a TLS server that is up).
+# With "-" as ca the server certificate is not verified (self-signed component health ports).
+url_check() {
+  python3 - "$@" <<'PY' >/dev/null 2>&1
+import ssl, sys, urllib.error, urllib.request
+url, expect = sys.argv[1], sys.argv[2]
+ca = sys.argv[3] if len(sys.argv) > 3 else None
+context = None
+if url.startswith("https"):
+    context = ssl.create_default_context(cafile=None if ca in (None, "-") else ca)
+    if ca in (None, "-"):
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    if len(sys.argv) > 5:
+        context.load_cert_chain(sys.argv[4], sys.argv[5])
+try:
+    urllib.request.urlopen(url, timeout=2, context=context)
+except urllib.error.HTTPError:
+    sys.exit(0 if expect == "any" else 1)
+PY
+}
+http_ok() { url_check "$1" 2xx; }
+apiserver_ready() { "$(bin kubectl)" --kubeconfig "$KUBECONFIG_PATH" get --raw /readyz --request-timeout=3s; }
+secure_health() { # secure_health <port> <path>: health endpoints of components (admin client cert)
+  url_check "https://127.0.0.1:$1$2" 2xx - "$PKI/admin.crt" "$PKI/admin.key"
+}
+
+start_etcd() {
+  start etcd "$(bin etcd)" --name gpuplatform --data-dir "$CLUSTER_DIR/etcd" \
+    --listen-client-urls "http://127.0.0.1:$ETCD_PORT" --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
+    --listen-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
+    --initial-advertise-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
+    --initial-cluster "gpuplatform=http://127.0.0.1:$ETCD_PEER_PORT" \
+    --unsafe-no-fsync --quota-backend-bytes 4294967296 --log-level warn
+  wait_for "etcd" 60 http_ok "http://127.0.0.1:$ETCD_PORT/health"
+}
+
+start_apiserver() {
+  start kube-apiserver "$(bin kube-apiserver)" \
+    --etcd-servers "http://127.0.0.1:$ETCD_PORT" \
+    --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$APISERVER_PORT" \
+    --cert-dir "$PKI/apiserver-certdir" \
+    --tls-cert-file "$PKI/apiserver.crt" --tls-private-key-file "$PKI/apiserver.key" \
+    --client-ca-file "$PKI/ca.crt" \
+    --requestheader-client-ca-file "$PKI/ca.crt" --requestheader-allowed-names front-proxy-client \
+    --requestheader-username-headers X-Remote-User --requestheader-group-headers X-Remote-Group \
+    --requestheader-extra-headers-prefix X-Remote-Extra- \
+    --service-account-issuer https://kubernetes.default.svc.cluster.local \
+    --service-account-key-file "$PKI/sa.pub" --service-account-signing-key-file "$PKI/sa.key" \
+    --service-cluster-ip-range 10.96.0.0/16 --endpoint-reconciler-type none \
+    --authorization-mode Node,RBAC \
+    --allow-privileged=true --profiling=false --v=1
+  local deadline=$((SECONDS + 120))
+  until apiserver_ready >/dev/null 2>&1; do
+    alive_or_die kube-apiserver
+    ((SECONDS < deadline)) || die "timed out waiting for kube-apiserver /readyz (log: $LOGS/kube-apiserver.log)"
+    sleep 0.5
+  done
+}
+
+start_controllers() {
+  start kube-controller-manager "$(bin kube-controller-manager)" \
+    --kubeconfig "$KUBECONFIG_PATH" --authentication-kubeconfig "$KUBECONFIG_PATH" \
+    --authorization-kubeconfig "$KUBECONFIG_PATH" \
+    --bind-address 127.0.0.1 --secure-port "$KCM_PORT" --leader-elect=false \
+    --service-account-private-key-file "$PKI/sa.key" --root-ca-file "$PKI/ca.crt" \
+    --cluster-name gpuplatform-local --profiling=false --v=1
+  start kube-scheduler "$(bin kube-scheduler)" \
+    --kubeconfig "$KUBECONFIG_PATH" --authentication-kubeconfig "$KUBECONFIG_PATH" \
+    --authorization-kubeconfig "$KUBECONFIG_PATH" \
+    --bind-address 127.0.0.1 --secure-port "$SCHEDULER_PORT" --leader-elect=false --profiling=false --v=1
+  start kwok "$(bin kwok)" --kubeconfig "$KUBECONFIG_PATH" --config "$CONFIG/kwok-stages.yaml" \
+    --manage-all-nodes=false --manage-nodes-with-annotation-selector kwok.x-k8s.io/node=fake \
+    --node-lease-duration-seconds 40 --cidr 10.244.0.1/16 --node-ip 10.255.0.1
+}
+
+apply_crds() {
+  local modcache; modcache="$(gomodcache_or_die)"
+  local kueue_crds="$modcache/sigs.k8s.io/kueue@$KUEUE_VERSION/config/components/crd/bases"
+  local vc="$modcache/volcano.sh/volcano@$VOLCANO_VERSION/config/crd"
+  if [[ ! -d "$kueue_crds" || ! -d "$vc" ]]; then # binaries cached but module cache cleaned
+    require_go
+    (cd "$MODULES/kueue" && go mod download "sigs.k8s.io/kueue@$KUEUE_VERSION")
+    (cd "$MODULES/volcano" && go mod download "volcano.sh/volcano@$VOLCANO_VERSION")
+  fi
+  local marker="$CLUSTER_DIR/crds-applied-kueue-$KUEUE_VERSION-volcano-$VOLCANO_VERSION"
+  if [[ -f "$marker" ]] && kubectl_ get crd workloads.kueue.x-k8s.io jobs.batch.volcano.sh >/dev/null 2>&1; then
+    :  # already applied
+  else
+    log "CRDs: Kueue $KUEUE_VERSION and Volcano $VOLCANO_VERSION (server-side apply)"
+    kubectl_ apply --server-side --force-conflicts -f "$kueue_crds" -f "$vc/volcano/bases" -f "$vc/jobflow/bases" >/dev/null
+    kubectl_ wait --for condition=Established --timeout 60s crd --all >/dev/null
+    touch "$marker"
+  fi
+  kubectl_ apply --server-side --force-conflicts -f - >/dev/null <<EOF
+apiVersion: v1
+kind: Namespace
+metadata:
+  name: kueue-system
+---
+apiVersion: v1
+kind: Namespace
+metadata:
+  name: volcano-system
+EOF
+}
+
+gomodcache_or_die() {
+  if command -v go >/dev/null 2>&1; then go env GOMODCACHE; else echo "${GOMODCACHE:-$HOME/go/pkg/mod}"; fi
+}
+
+apply_nodes() {
+  log "nodes: applying fake GPU nodes"
+  kubectl_ apply --server-side --force-conflicts -f "$CONFIG/nodes.yaml" >/dev/null
+  local n; n="$(grep -c '^kind: Node' "$CONFIG/nodes.yaml")"
+  wait_for "$n Ready kwok nodes" 90 nodes_ready "$n"
+}
+nodes_ready() {
+  local ready
+  ready="$(kubectl_ get nodes -l type=kwok -o jsonpath='{range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' | grep -c '^True$')"
+  [[ "$ready" -ge "$1" ]]
+}
+
+# Kueue (with internalCertManagement disabled) reads its metrics serving certificate from the
+# fixed path /etc/kueue/metrics/certs (not configurable in cmd/kueue). Put a certificate signed
+# by our CA there once; it only serves Kueue's metrics endpoint on 127.0.0.1.
+KUEUE_METRICS_CERTS=/etc/kueue/metrics/certs
+ensure_kueue_metrics_cert() {
+  [[ -s "$KUEUE_METRICS_CERTS/tls.crt" && -s "$KUEUE_METRICS_CERTS/tls.key" ]] && return 0
+  mkdir -p "$KUEUE_METRICS_CERTS" 2>/dev/null && [[ -w "$KUEUE_METRICS_CERTS" ]] \
+    || die "Kueue needs a certificate in $KUEUE_METRICS_CERTS (hard-coded in cmd/kueue); run once as root: mkdir -p $KUEUE_METRICS_CERTS && cp $PKI/kueue-metrics/tls.* $KUEUE_METRICS_CERTS/"
+  cp "$PKI/kueue-metrics/tls.crt" "$PKI/kueue-metrics/tls.key" "$KUEUE_METRICS_CERTS/"
+}
+
+start_kueue() {
+  ensure_kueue_metrics_cert
+  sed -e "s|@WEBHOOK_PORT@|$KUEUE_WEBHOOK_PORT|; s|@HEALTH_PORT@|$KUEUE_HEALTH_PORT|" \
+      -e "s|@METRICS_PORT@|$KUEUE_METRICS_PORT|; s|@CERT_DIR@|$PKI/kueue-webhook|" \
+      "$CONFIG/kueue-config.yaml" >"$CLUSTER_DIR/kueue-config.yaml"
+  KUBECONFIG="$KUBECONFIG_PATH" start kueue "$(bin kueue)" --config "$CLUSTER_DIR/kueue-config.yaml" \
+    --kubeconfig "$KUBECONFIG_PATH" --zap-log-level info
+  local deadline=$((SECONDS + 120))
+  until kueue_ready; do
+    alive_or_die kueue
+    ((SECONDS < deadline)) || die "timed out waiting for Kueue readiness (log: $LOGS/kueue.log)"
+    sleep 0.5
+  done
+  apply_kueue_webhooks
+}
+
+kueue_ready() { # readyz answers and the webhook server completes a TLS handshake with our CA
+  http_ok "http://127.0.0.1:$KUEUE_HEALTH_PORT/readyz" || return 1
+  url_check "https://127.0.0.1:$KUEUE_WEBHOOK_PORT/" any "$PKI/ca.crt"
+}
+
+# Kueue's webhook definitions of the same version, pointed at https://127.0.0.1:<port>/... with
+# our CA; only the webhooks of the integrations we enable (Kueue objects, batch Job, Pod,
+# Deployment) are kept.
+apply_kueue_webhooks() {
+  local src; src="$(gomodcache_or_die)/sigs.k8s.io/kueue@$KUEUE_VERSION/config/components/webhook/manifests.yaml"
+  log "Kueue: applying webhook configurations (url: https://127.0.0.1:$KUEUE_WEBHOOK_PORT)"
+  kubectl_ create --dry-run=client -o json -f "$src" \
+    | python3 -c '
+import base64, json, sys
+port, ca_path = sys.argv[1], sys.argv[2]
+ca = base64.b64encode(open(ca_path, "rb").read()).decode()
+keep = ("-kueue-x-k8s-io-", "-batch-v1-job", "--v1-pod", "-apps-v1-deployment")
+system_ns = {"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "NotIn",
+                                   "values": ["kube-system", "kueue-system", "volcano-system"]}]}
+text, items, pos = sys.stdin.read(), [], 0
+decoder = json.JSONDecoder()
+while pos < len(text):  # kubectl prints one JSON document per input object
+    if text[pos].isspace():
+        pos += 1
+        continue
+    obj, pos = decoder.raw_decode(text, pos)
+    items.extend(obj["items"] if obj.get("kind") == "List" else [obj])
+for obj in items:
+    obj["metadata"] = {"name": "kueue-" + obj["metadata"]["name"],
+                       "labels": {"app.kubernetes.io/part-of": "gpuplatform-local-cluster"}}
+    hooks = []
+    for hook in obj.get("webhooks", []):
+        path = hook["clientConfig"]["service"]["path"]
+        if not any(k in path for k in keep):
+            continue
+        hook["clientConfig"] = {"url": "https://127.0.0.1:%s%s" % (port, path), "caBundle": ca}
+        if any(k in path for k in ("--v1-pod", "-apps-v1-deployment")):
+            hook["namespaceSelector"] = system_ns
+        hooks.append(hook)
+    obj["webhooks"] = hooks
+json.dump({"apiVersion": "v1", "kind": "List", "items": items}, sys.stdout)
+' "$KUEUE_WEBHOOK_PORT" "$PKI/ca.crt" \
+    | kubectl_ apply --server-side --force-conflicts -f - >/dev/null
+}
+
+start_volcano() {
+  start vc-controller-manager "$(bin vc-controller-manager)" --kubeconfig "$KUBECONFIG_PATH" \
+    --leader-elect=false --scheduler-name volcano \
+    --enable-healthz=true --healthz-address "127.0.0.1:$VC_CONTROLLER_HEALTH_PORT" \
+    --listen-address "127.0.0.1:$VC_CONTROLLER_METRICS_PORT" --v=2
+  start vc-scheduler "$(bin vc-scheduler)" --kubeconfig "$KUBECONFIG_PATH" \
+    --leader-elect=false --scheduler-name volcano --scheduler-conf "$CONFIG/volcano-scheduler.conf" \
+    --enable-healthz=true --healthz-address "127.0.0.1:$VC_SCHEDULER_HEALTH_PORT" \
+    --listen-address "127.0.0.1:$VC_SCHEDULER_METRICS_PORT" --cache-dumper=false --v=2
+  wait_for "Volcano scheduler health" 90 http_ok "http://127.0.0.1:$VC_SCHEDULER_HEALTH_PORT/healthz"
+  wait_for "Volcano controller health" 90 http_ok "http://127.0.0.1:$VC_CONTROLLER_HEALTH_PORT/healthz"
+  # the scheduler creates the default queue; create it ourselves if it has not after a while
+  local deadline=$((SECONDS + 20))
+  until kubectl_ get queues.scheduling.volcano.sh default >/dev/null 2>&1; do
+    if ((SECONDS >= deadline)); then
+      log "Volcano: creating the default queue"
+      kubectl_ apply --server-side -f - >/dev/null <<EOF
+apiVersion: scheduling.volcano.sh/v1beta1
+kind: Queue
+metadata:
+  name: default
+spec:
+  weight: 1
+  reclaimable: true
+EOF
+      break
+    fi
+    sleep 0.5
+  done
+}
+
+cmd_up() {
+  local t0=$SECONDS
+  mkdir -p "$CLUSTER_DIR" "$LOGS" "$PIDS"
+  if ! all_built; then cmd_probe; cmd_build; fi
+  ensure_pki
+  start_etcd
+  start_apiserver
+  start_controllers
+  apply_crds
+  apply_nodes
+  start_kueue
+  start_volcano
+  wait_for "the default ServiceAccount" 60 kubectl_ get serviceaccount default -n default
+  for c in kube-controller-manager kube-scheduler kwok kueue vc-scheduler vc-controller-manager; do
+    alive_or_die "$c"
+  done
+  wait_for "kube-controller-manager health" 60 secure_health "$KCM_PORT" /healthz
+  wait_for "kube-scheduler health" 60 secure_health "$SCHEDULER_PORT" /healthz
+  log "ready in $((SECONDS - t0))s: $(kubectl_ version -o json | python3 -c 'import json,sys; print(json.load(sys.stdin)["serverVersion"]["gitVersion"])'), $(kubectl_ get nodes --no-headers | wc -l) nodes"
+  echo "export KUBECONFIG=$KUBECONFIG_PATH"
+}
+
+
+stop_group() { # stop_group <name>...: SIGTERM them together, SIGKILL what is left after 10s
+  local name pid alive _
+  local -a pids=()
+  for name in "$@"; do
+    for pid in $(find_pids "$name"); do log "$name: stopping (pid $pid)"; pids+=("$pid"); done
+  done
+  ((${#pids[@]})) || return 0
+  kill -TERM "${pids[@]}" 2>/dev/null || true
+  for _ in $(seq 1 40); do
+    alive=0
+    for pid in "${pids[@]}"; do kill -0 "$pid" 2>/dev/null && alive=1; done
+    ((alive)) || return 0
+    sleep 0.25
+  done
+  kill -KILL "${pids[@]}" 2>/dev/null || true
+}
+
+cmd_down() {
+  # controllers first, then the apiserver, then etcd
+  stop_group vc-scheduler vc-controller-manager kueue kwok kube-scheduler kube-controller-manager
+  stop_group kube-apiserver
+  stop_group etcd
+  rm -f "$PIDS"/*.pid
+  log "stopped"
+}
+
+cmd_status() {
+  local name state rc=0
+  for name in etcd kube-apiserver kube-controller-manager kube-scheduler kwok kueue vc-controller-manager vc-scheduler; do
+    if is_running "$name"; then state="running (pid $(cat "$PIDS/$name.pid"))"; else state="stopped"; rc=1; fi
+    printf '%-24s %s\n' "$name" "$state"
+  done
+  echo "kubeconfig: $KUBECONFIG_PATH"
+  echo "ports: etcd $ETCD_PORT, apiserver $APISERVER_PORT, kueue webhook $KUEUE_WEBHOOK_PORT (127.0.0.1)"
+  if [[ $rc == 0 ]]; then kubectl_ get nodes -L gpuplatform.io/pool,nvidia.com/gpu.product || rc=1; fi
+  return $rc
+}
+
+cmd_reset() {
+  cmd_down
+  log "removing $CLUSTER_DIR"
+  rm -rf "$CLUSTER_DIR"
+}
+
+# one cluster.sh at a time per cache dir (parallel test workers may all call `up`)
+lock() {
+  mkdir -p "$CACHE_DIR"
+  exec 9>"$CACHE_DIR/cluster.lock"
+  command -v flock >/dev/null 2>&1 && flock 9
+  return 0
+}
+
+case "${1:-}" in
+  probe|build|up|down|reset) lock ;;
+esac
+case "${1:-}" in
+  probe) cmd_probe ;;
+  build) cmd_build ;;
+  up) cmd_up ;;
+  down) cmd_down ;;
+  status) cmd_status ;;
+  built) all_built ;;  # exit 0 when every binary is cached (make demo asks before starting)
+  reset) cmd_reset ;;
+  *) echo "usage: $0 {probe|build|up|down|status|built|reset}" >&2; exit 2 ;;
+esac

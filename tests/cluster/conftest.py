@@ -1,0 +1,146 @@
+"""Fixtures for tests against the local Kubernetes GPU cluster (deploy/local-cluster).
+
+`kube_cluster` runs `deploy/local-cluster/cluster.sh up` once per session (building the
+binaries the first time) and hands tests the kubeconfig path. The cluster is left running
+for the next session (a warm `up` takes seconds; several pytest sessions may share it;
+`cluster.sh` serialises concurrent `up` calls with a lock). With GPUPLATFORM_CLUSTER_STOP=1 a
+session that started the cluster stops it again at its end.
+
+Clients are built from that kubeconfig explicitly; nothing global (no KUBECONFIG, no
+kubernetes.config.load_kube_config into the default configuration) is touched.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+CLUSTER_SH = REPO / "deploy" / "local-cluster" / "cluster.sh"
+# A cold build of every component takes minutes; a warm start takes seconds.
+UP_TIMEOUT_SECONDS = int(os.environ.get("GPUPLATFORM_CLUSTER_UP_TIMEOUT", "3600"))
+
+
+def wait_until(predicate, timeout=60.0, interval=0.25, message="condition"):
+    """Poll `predicate` until it returns a truthy value (returned) or fail after `timeout` s."""
+    deadline = time.monotonic() + timeout
+    last_error = None
+    while True:
+        try:
+            value = predicate()
+            if value:
+                return value
+        except Exception as exc:  # noqa: BLE001 - transient API errors while polling
+            last_error = exc
+        if time.monotonic() >= deadline:
+            detail = f" (last error: {last_error!r})" if last_error else ""
+            pytest.fail(f"timed out after {timeout}s waiting for {message}{detail}")
+        time.sleep(interval)
+
+
+def stays_true(predicate, seconds, interval=0.5, message="condition"):
+    """Assert `predicate` holds on every poll for `seconds` s (for "nothing happens" checks)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        assert predicate(), f"{message} stopped holding"
+        time.sleep(interval)
+
+
+def _cluster_running() -> bool:
+    result = subprocess.run([str(CLUSTER_SH), "status"], check=False, capture_output=True, text=True)
+    return result.returncode == 0
+
+
+def _run_up(request):
+    """Run `cluster.sh up`, showing its progress lines live (a cold build takes minutes)."""
+    capture = request.config.pluginmanager.getplugin("capturemanager")
+    live = capture.global_and_fixture_disabled() if capture else contextlib.nullcontext()
+    progress = []
+    with live, subprocess.Popen(
+        [str(CLUSTER_SH), "up"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    ) as proc:
+        timer = threading.Timer(UP_TIMEOUT_SECONDS, proc.kill)
+        timer.start()
+        try:
+            for line in proc.stderr:
+                progress.append(line)
+                sys.stderr.write(line)
+                sys.stderr.flush()
+            stdout = proc.stdout.read()
+            returncode = proc.wait()
+        finally:
+            timer.cancel()
+    return returncode, stdout, "".join(progress)
+
+
+@pytest.fixture(scope="session")
+def kube_cluster(request):
+    """Path of the kubeconfig of the running local cluster."""
+    was_running = _cluster_running()
+    returncode, stdout, progress = _run_up(request)
+    if returncode != 0:
+        pytest.fail(f"cluster.sh up failed ({returncode}):\n{progress[-4000:]}")
+    exports = [line for line in stdout.splitlines() if line.startswith("export KUBECONFIG=")]
+    assert exports, f"cluster.sh up printed no kubeconfig:\n{stdout}"
+    kubeconfig = exports[-1].split("=", 1)[1]
+    assert Path(kubeconfig).is_file()
+    yield kubeconfig
+    # under pytest-xdist several workers share the cluster: leave it running for the others
+    shared = "PYTEST_XDIST_WORKER" in os.environ
+    if not was_running and not shared and os.environ.get("GPUPLATFORM_CLUSTER_STOP") == "1":
+        subprocess.run([str(CLUSTER_SH), "down"], check=False, capture_output=True, text=True)
+
+
+@pytest.fixture(scope="session")
+def kube_config(kube_cluster):
+    """A kubernetes.client.Configuration for the cluster admin (not installed as default)."""
+    from kubernetes import client, config
+
+    configuration = client.Configuration()
+    config.load_kube_config(config_file=kube_cluster, client_configuration=configuration)
+    return configuration
+
+
+@pytest.fixture(scope="session")
+def api_client(kube_config):
+    from kubernetes import client
+
+    with client.ApiClient(kube_config) as api:
+        yield api
+
+
+@pytest.fixture
+def make_namespace(api_client):
+    """Create uniquely named namespaces (ready for pods) and delete them after the test."""
+    from kubernetes import client
+
+    core = client.CoreV1Api(api_client)
+    created = []
+
+    def make(prefix="t"):
+        name = f"{prefix}-{uuid.uuid4().hex[:8]}"
+        core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
+        created.append(name)
+        # pods can only be created once the controller manager made the default ServiceAccount
+        wait_until(
+            lambda: core.read_namespaced_service_account("default", name),
+            timeout=60,
+            message=f"ServiceAccount default in {name}",
+        )
+        return name
+
+    yield make
+    for name in created:
+        try:
+            core.delete_namespace(name, propagation_policy="Background")
+        except client.ApiException as exc:
+            if exc.status != 404:
+                raise

@@ -1,0 +1,101 @@
+"""With the local cluster: approving a grant raises the ClusterQueue's nominal quota on the
+cluster, and a job that was queued for lack of quota is then admitted; ending the grant
+lowers it again."""
+
+import threading
+import uuid
+
+import pytest
+from django.utils import timezone
+
+from cluster import Cluster
+from jobs.lifecycle import State
+from jobs.models import Job
+from jobs.tasks import sync_job
+from jobs.watcher import StatusWatcher
+from quotas.models import QuotaRequest
+from quotas.tasks import sync_cluster_objects
+from tenants import tasks as team_tasks
+from tenants.models import Membership, Team
+from tenants.tasks import offboard, sync_team
+
+from ..builders import make_flavor, make_job, make_quota, make_user
+from ..cluster.conftest import kube_cluster, wait_until  # noqa: F401  (session fixture)
+
+pytestmark = [pytest.mark.cluster, pytest.mark.django_db(transaction=True)]
+
+KUEUE = "kueue.x-k8s.io/v1beta2"
+TOLERATION = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+
+
+@pytest.fixture
+def live(kube_cluster, monkeypatch):  # noqa: F811
+    from gpuplatform import reconcile
+
+    cluster = Cluster(kubeconfig=kube_cluster)
+    monkeypatch.setattr(reconcile, "cluster_configured", lambda: True)
+    monkeypatch.setattr(reconcile, "get_cluster", lambda: cluster)
+    # The worker's part: run the team reconcile the grant step asks for, here and now.
+    monkeypatch.setattr(team_tasks.reconcile_team, "delay", lambda pk: team_tasks.reconcile_team.apply(args=[pk]))
+    return cluster
+
+
+@pytest.fixture
+def world(live):
+    slug = f"gr-{uuid.uuid4().hex[:6]}"
+    owner = make_user(f"owner-{slug}")
+    manager = make_user(f"quinn-{slug}", quota_manager=True)
+    team = Team.objects.create(slug=slug, display_name=slug)
+    Membership.objects.create(team=team, user=owner, role=Membership.Role.OWNER)
+    h100 = make_flavor(f"h100-{slug}", node_labels={"gpuplatform.io/pool": "h100"}, tolerations=TOLERATION)
+    make_quota(team, h100, nominal_gpus=8, cpu_cores=64, memory_gib=512)
+    sync_cluster_objects(live)
+    sync_team(live, team)
+    yield team, h100, owner, manager
+    team.refresh_from_db()
+    offboard(live, team)
+    h100.quota_grants.all().delete()
+    h100.quota_requests.all().delete()
+    h100.quotas.all().delete()
+    h100.jobs.all().delete()
+    h100.delete()
+    sync_cluster_objects(live)
+
+
+@pytest.fixture
+def watcher(live):
+    watcher = StatusWatcher(live, resync_seconds=5, retry_seconds=0.5)
+    thread = threading.Thread(target=watcher.run, daemon=True)
+    thread.start()
+    yield watcher
+    watcher.stop()
+    thread.join(timeout=30)
+
+
+def cluster_queue_gpus(live, team, flavor) -> str:
+    cq = live.get(KUEUE, "ClusterQueue", f"{team.namespace_name}-{flavor.name}")
+    return cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"]
+
+
+def test_approving_a_grant_admits_a_job_that_waited_for_quota(live, world, watcher):
+    team, h100, owner, manager = world
+    job = make_job(team, h100, name=f"j{uuid.uuid4().hex[:6]}", workers=2, gpus_per_worker=8,
+                   cpu_per_worker=1, memory_per_worker_gib=2)
+    job.submit()
+    sync_job(live, job)
+    wait_until(lambda: (job.refresh_from_db(), job.reason == "WaitingForQuota")[1], timeout=90,
+               message="the job to wait for quota")
+    assert job.state == State.QUEUED and cluster_queue_gpus(live, team, h100) == "8"
+
+    request = QuotaRequest.objects.submit(team=team, requested_by=owner, flavor=h100, gpus=8,
+                                          starts_on=timezone.localdate(), justification="A 16-GPU run.")
+    grant = request.approve(manager, gpus=8, borrowing_limit_gpus=None, starts_on=timezone.localdate(),
+                            ends_on=None, cpu_cores=64, memory_gib=512)
+    assert cluster_queue_gpus(live, team, h100) == "16"
+    assert live.get("v1", "ResourceQuota", "team-quota", team.namespace_name)["spec"]["hard"][
+        "requests.nvidia.com/gpu"] == "16"
+    wait_until(lambda: Job.objects.get(pk=job.pk).admitted_at is not None, timeout=120,
+               message="the job to be admitted once the grant applies")
+
+    grant.end_now(manager)
+    assert cluster_queue_gpus(live, team, h100) == "8"
