@@ -13,7 +13,7 @@ from rest_framework.routers import SimpleRouter
 from rest_framework.views import APIView
 
 from jobs.api import JobViewSet
-from quotas.api import FlavorViewSet
+from quotas.api import FlavorViewSet, QuotaRequestViewSet
 from tenants.api import TeamViewSet, TokenViewSet
 
 from .api_errors import not_found
@@ -23,6 +23,7 @@ router.register("teams", TeamViewSet, basename="team")
 router.register("flavors", FlavorViewSet, basename="flavor")
 router.register("jobs", JobViewSet, basename="job")
 router.register("tokens", TokenViewSet, basename="token")
+router.register("quota-requests", QuotaRequestViewSet, basename="quota-request")
 
 
 

@@ -189,7 +189,7 @@ REST_FRAMEWORK = {
 SPECTACULAR_SETTINGS = {
     "TITLE": "GPU Platform API",
     "VERSION": "1",
-    "DESCRIPTION": "Teams, GPU flavors and jobs for CI pipelines. See docs/api.md.",
+    "DESCRIPTION": "Teams, GPU flavors, jobs and quota requests for CI pipelines. See docs/api.md.",
     "COMPONENT_SPLIT_REQUEST": True,
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",

@@ -1,11 +1,24 @@
-"""REST API for GPU flavors (read-only) and the quota serializer teams embed."""
+"""REST API for GPU flavors (read-only), the quota serializer teams embed, and quota
+requests (owners ask; quota managers decide in the console, not here)."""
 
-from rest_framework import serializers, viewsets
+import django_filters
+from django.utils import timezone
+from drf_spectacular.extensions import OpenApiSerializerFieldExtension
+from drf_spectacular.plumbing import ResolvedComponent
+from drf_spectacular.utils import extend_schema
+from rest_framework import exceptions, mixins, serializers, status, viewsets
 from rest_framework.pagination import CursorPagination
+from rest_framework.response import Response
 
+from gpuplatform.api_auth import token_of
 from gpuplatform.api_errors import RefuseNulMixin, SlugRelatedField
+from tenants.models import Team
+from tenants.tokens import Scope
 
-from .models import GpuFlavor, Quota
+from .models import GpuFlavor, Quota, QuotaGrant, QuotaRequest
+
+# The fields an owner fills in, as on the team page's form.
+REQUEST_FIELDS = ["flavor", "gpus", "borrowing_limit_gpus", "starts_on", "ends_on", "justification"]
 
 
 class FlavorSerializer(serializers.ModelSerializer):
@@ -65,3 +78,145 @@ class FlavorViewSet(RefuseNulMixin, viewsets.ReadOnlyModelViewSet):
     lookup_field = "name"
     pagination_class = FlavorPagination
     filterset_fields = ["scheduler", "resource_name"]
+
+
+# --- quota requests --------------------------------------------------------------------
+# An owner's request for a quota change, as on the team page. Every rule is the model's:
+# ``QuotaRequest.objects.visible_to`` decides what a caller sees (a token narrows it to its
+# team), ``QuotaRequest.objects.submit`` is the only way one is filed (owners only,
+# ``full_clean``). Deciding (approve/deny) stays in the quota console.
+
+
+def _visible_teams(request):
+    # tenants.api imports this module (QuotaSerializer) at load time: import it late.
+    from tenants.api import visible_teams
+
+    return visible_teams(request)
+
+
+class QuotaRequestFilter(django_filters.FilterSet):
+    team = django_filters.ModelChoiceFilter(field_name="team", to_field_name="slug", queryset=Team.objects.none())
+    status = django_filters.MultipleChoiceFilter(choices=QuotaRequest.Status.choices)
+
+    class Meta:
+        model = QuotaRequest
+        fields = ["team", "status"]
+
+    def __init__(self, *args, request=None, **kwargs):
+        super().__init__(*args, request=request, **kwargs)
+        # As for jobs: only the teams the person may see are accepted as a filter.
+        user = getattr(request, "user", None)
+        if user is not None:
+            self.filters["team"].queryset = Team.objects.visible_to(user)
+
+
+class RequestStatusField(serializers.ChoiceField):
+    """A request's status (pending, approved, denied)."""
+
+
+class RequestStatusFieldSchema(OpenApiSerializerFieldExtension):
+    """The status enum as its own named component. Left to drf-spectacular, a second
+    enum field called ``status`` (teams have one) makes both get hashed names, renaming
+    the teams' ``StatusEnum`` that clients already use."""
+
+    target_class = RequestStatusField
+
+    def map_serializer_field(self, auto_schema, direction):
+        component = ResolvedComponent(
+            name="QuotaRequestStatusEnum", type=ResolvedComponent.SCHEMA, object="QuotaRequestStatusEnum",
+            schema={
+                "type": "string", "enum": QuotaRequest.Status.values,
+                "description": "\n".join(f"* `{value}` - {label}" for value, label in QuotaRequest.Status.choices),
+            },
+        )
+        auto_schema.registry.register_on_missing(component)
+        return component.ref
+
+
+class QuotaGrantSummarySerializer(serializers.ModelSerializer):
+    """What an approved request was granted (a quota manager may change the numbers)."""
+
+    class Meta:
+        model = QuotaGrant
+        fields = ["id", "gpus", "borrowing_limit_gpus", "cpu_cores", "memory_gib", "starts_at", "ends_at"]
+        read_only_fields = fields
+
+
+class QuotaRequestSerializer(serializers.ModelSerializer):
+    team = SlugRelatedField(slug_field="slug", queryset=Team.objects.none())
+    flavor = SlugRelatedField(slug_field="name", queryset=GpuFlavor.objects.all())
+    requested_by = SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
+    decided_by = SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
+    status = RequestStatusField(choices=QuotaRequest.Status.choices, read_only=True)
+    grant = QuotaGrantSummarySerializer(
+        read_only=True, allow_null=True, help_text="The grant an approval created; null until approved."
+    )
+
+    class Meta:
+        model = QuotaRequest
+        fields = [
+            "id", "team", *REQUEST_FIELDS, "status", "requested_by", "created_at",
+            "decided_by", "decided_at", "decision_reason", "grant",
+        ]
+        read_only_fields = [
+            "id", "status", "requested_by", "created_at", "decided_by", "decided_at", "decision_reason", "grant",
+        ]
+        # QuotaRequest.full_clean (inside QuotaRequest.objects.submit) checks the
+        # constraints with the model's own messages.
+        validators = []
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        request = self.context.get("request")
+        # Only teams the caller may see (and the token's team) can be named; any other is
+        # "does not exist" (400), as for jobs.
+        self.fields["team"].queryset = _visible_teams(request) if request else Team.objects.none()
+
+    def validate_team(self, team):
+        # A team the caller sees but does not own: refused whatever the other fields say.
+        # (QuotaRequest.objects.submit checks it again.)
+        if not QuotaRequest.can_request(team, self.context["request"].user):
+            raise exceptions.PermissionDenied(f"Only owners of {team.slug} can ask for a quota change.")
+        return team
+
+    def validate_starts_on(self, starts_on):
+        # The team page's form has the same rule.
+        if starts_on < timezone.localdate():
+            raise serializers.ValidationError("The first day cannot be in the past.")
+        return starts_on
+
+
+class QuotaRequestPagination(CursorPagination):
+    ordering = "-id"
+    page_size = 50
+    page_size_query_param = "page_size"
+    max_page_size = 200
+
+
+class QuotaRequestViewSet(RefuseNulMixin, mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
+    """Quota requests of your teams (of every team for quota managers; of its team for a
+    token), newest first. Owners file them here or on the team page; quota managers decide
+    in the console."""
+
+    serializer_class = QuotaRequestSerializer
+    queryset = QuotaRequest.objects.none()  # for the schema; get_queryset is the truth
+    pagination_class = QuotaRequestPagination
+    filterset_class = QuotaRequestFilter
+    required_scopes = {"create": Scope.SUBMIT}
+
+    def get_queryset(self):
+        requests = QuotaRequest.objects.visible_to(self.request.user).select_related(
+            "team", "flavor", "requested_by", "decided_by", "grant"
+        )
+        token = token_of(self.request)
+        return token.narrow(requests) if token else requests
+
+    @extend_schema(responses={201: QuotaRequestSerializer})
+    def create(self, request, *args, **kwargs):
+        serializer = self.get_serializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = dict(serializer.validated_data)
+        created = QuotaRequest.objects.submit(team=data.pop("team"), requested_by=request.user, **data)
+        created = self.get_queryset().get(pk=created.pk)
+        headers = {"Location": f"{request.build_absolute_uri().rstrip('/')}/{created.pk}"}
+        return Response(self.get_serializer(created).data, status=status.HTTP_201_CREATED, headers=headers)

@@ -65,7 +65,9 @@ def window(starts_on: date, ends_on: date | None, tz=None) -> tuple[datetime, da
     the first day until the start of the day after the last one."""
     tz = tz or timezone.get_default_timezone()
     start = timezone.make_aware(datetime.combine(starts_on, time.min), tz)
-    end = None if ends_on is None else timezone.make_aware(datetime.combine(ends_on + timedelta(days=1), time.min), tz)
+    if ends_on is None or ends_on >= date.max:  # the calendar's last day: no end at all
+        return start, None
+    end = timezone.make_aware(datetime.combine(ends_on + timedelta(days=1), time.min), tz)
     return start, end
 
 

@@ -39,6 +39,10 @@ class QuotaRequestQuerySet(models.QuerySet):
         return request
 
 
+# Far enough for any plan, near enough that date arithmetic never overflows.
+LAST_YEAR = 2999
+
+
 class QuotaRequest(models.Model):
     """An owner's request for more (or fewer) GPUs of one flavor for a period."""
 
@@ -117,6 +121,10 @@ class QuotaRequest(models.Model):
         errors = {}
         if self.ends_on and self.starts_on and self.ends_on < self.starts_on:
             errors["ends_on"] = "The last day cannot be before the first day."
+        for field in ("starts_on", "ends_on"):
+            day = getattr(self, field)
+            if day and day.year > LAST_YEAR:
+                errors[field] = f"Pick a day before {LAST_YEAR + 1}; leave the last day empty for no end."
         if self.gpus == 0 and self.borrowing_limit_gpus is None:
             errors["gpus"] = "Ask for some GPUs (or give some back with a negative number), or for a borrowing limit."
         if errors:
