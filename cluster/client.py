@@ -37,6 +37,7 @@ from .objects import (
     Action,
     ApplyResult,
     ObjectRef,
+    Snapshot,
     apply_order,
     is_unchanged,
     prune_victims,
@@ -243,22 +244,35 @@ class Cluster:
         return response.data.decode("utf-8", errors="replace")
 
     # --- writing ----------------------------------------------------------------------
-    def apply(self, objects: list[dict]) -> list[ApplyResult]:
+    def snapshot(self, selector: str, kinds: list[tuple[str, str]]) -> Snapshot:
+        """One LIST per kind under `selector`, for `apply` and `prune` to share."""
+        snapshot = Snapshot()
+        for api_version, kind in kinds:
+            try:
+                snapshot.add(api_version, kind, self.list(api_version, kind, label_selector=selector))
+            except UnknownKind:
+                continue  # a kind the cluster does not serve has nothing of ours
+        return snapshot
+
+    def apply(self, objects: list[dict], *, snapshot: Snapshot | None = None) -> list[ApplyResult]:
         """Server-side apply each object, dependencies first; skip those already as desired.
 
-        Skipping needs one GET per object, never a write: a second reconcile of an unchanged
-        database costs reads only. This is not check-then-create: whatever the GET saw,
-        the PATCH is an idempotent apply.
+        Skipping needs the live object, never a write: from `snapshot` when it covers the
+        kind, else one GET. A second reconcile of an unchanged database costs reads only.
+        This is not check-then-create: whatever was read, the PATCH is an idempotent apply.
         """
-        return [self._apply_one(obj) for obj in apply_order(objects)]
+        return [self._apply_one(obj, snapshot) for obj in apply_order(objects)]
 
-    def _apply_one(self, desired: dict) -> ApplyResult:
+    def _apply_one(self, desired: dict, snapshot: Snapshot | None = None) -> ApplyResult:
         ref = ObjectRef.of(desired)
         path = self._path(ref.api_version, ref.kind, ref.name, ref.namespace)
-        try:
-            live = self._request("get", path)
-        except NotFound:
-            live = None
+        if snapshot is not None and snapshot.covers(ref):
+            live = snapshot.get(ref)
+        else:
+            try:
+                live = self._request("get", path)
+            except NotFound:
+                live = None
         if live is not None and is_unchanged(desired, live, self.field_manager):
             return ApplyResult(ref, Action.UNCHANGED, live)
         applied = self._request(
@@ -293,18 +307,15 @@ class Cluster:
         return True
 
     def prune(
-        self, selector: str, desired: list[dict], kinds: list[tuple[str, str]]
+        self, selector: str, desired: list[dict], kinds: list[tuple[str, str]], *,
+        snapshot: Snapshot | None = None,
     ) -> list[ObjectRef]:
         """Delete objects of `kinds` matching `selector` that we manage and no longer
-        desire (see `objects.prune_victims`); returns what was deleted."""
-        candidates = []
-        for api_version, kind in kinds:
-            try:
-                candidates += self.list(api_version, kind, label_selector=selector)
-            except UnknownKind:
-                continue  # a kind the cluster does not serve has nothing to prune
+        desire (see `objects.prune_victims`); returns what was deleted. A `snapshot` of
+        the same selector and kinds saves the LISTs."""
+        snapshot = snapshot or self.snapshot(selector, kinds)
         deleted = []
-        for obj in prune_victims(candidates, desired):
+        for obj in prune_victims(snapshot.items(), desired):
             ref = ObjectRef.of(obj)
             if self.delete(ref.api_version, ref.kind, ref.name, ref.namespace):
                 deleted.append(ref)

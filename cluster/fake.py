@@ -24,6 +24,7 @@ from .objects import (
     Action,
     ApplyResult,
     ObjectRef,
+    Snapshot,
     apply_order,
     dropped_fields,
     fields_of,
@@ -127,13 +128,23 @@ class FakeCluster:
             raise NotFound(f'pods "{name}" not found', status=404, reason="NotFound")
         return "".join(text.splitlines(keepends=True)[-tail_lines:])
 
-    def apply(self, objects: list[dict]) -> list[ApplyResult]:
-        return [self._apply_one(obj) for obj in apply_order(objects)]
+    def snapshot(self, selector: str, kinds) -> Snapshot:
+        snapshot = Snapshot()
+        for api_version, kind in kinds:
+            try:
+                snapshot.add(api_version, kind, self.list(api_version, kind, label_selector=selector))
+            except UnknownKind:
+                continue
+        return snapshot
 
-    def _apply_one(self, desired: dict) -> ApplyResult:
+    def apply(self, objects: list[dict], *, snapshot: Snapshot | None = None) -> list[ApplyResult]:
+        return [self._apply_one(obj, snapshot) for obj in apply_order(objects)]
+
+    def _apply_one(self, desired: dict, snapshot: Snapshot | None = None) -> ApplyResult:
         ref = ObjectRef.of(desired)
         self._served(ref.api_version, ref.kind)
-        self._request("GET")
+        if snapshot is None or not snapshot.covers(ref):
+            self._request("GET")
         with self._lock:
             live = self._objects.get(ref.identity)
             if live is not None and is_unchanged(desired, live, self.field_manager):
@@ -174,15 +185,10 @@ class FakeCluster:
         with self._lock:
             return self._drop(ObjectRef(api_version, kind, namespace, name).identity)
 
-    def prune(self, selector: str, desired: list[dict], kinds) -> list[ObjectRef]:
-        candidates = []
-        for api_version, kind in kinds:
-            try:
-                candidates += self.list(api_version, kind, label_selector=selector)
-            except UnknownKind:
-                continue
+    def prune(self, selector: str, desired: list[dict], kinds, *, snapshot: Snapshot | None = None) -> list[ObjectRef]:
+        snapshot = snapshot or self.snapshot(selector, kinds)
         deleted = []
-        for obj in prune_victims(candidates, desired):
+        for obj in prune_victims(snapshot.items(), desired):
             ref = ObjectRef.of(obj)
             if self.delete(ref.api_version, ref.kind, ref.name, ref.namespace):
                 deleted.append(ref)

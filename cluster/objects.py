@@ -64,6 +64,32 @@ class ObjectRef:
         return f"{kind} {where}"
 
 
+class Snapshot:
+    """What one LIST per kind returned, so apply and prune need no read per object.
+
+    An object of a listed kind that the snapshot lacks is taken as absent (or not ours yet):
+    applying it is right either way, since server-side apply is idempotent.
+    """
+
+    def __init__(self):
+        self._kinds: set[tuple[str, str]] = set()
+        self._objects: dict[tuple[str, str, str, str], dict] = {}
+
+    def add(self, api_version: str, kind: str, items: list[dict]) -> None:
+        self._kinds.add((api_version.rpartition("/")[0], kind))
+        for obj in items:
+            self._objects[ObjectRef.of(obj).identity] = obj
+
+    def covers(self, ref: "ObjectRef") -> bool:
+        return (ref.group, ref.kind) in self._kinds
+
+    def get(self, ref: "ObjectRef") -> dict | None:
+        return self._objects.get(ref.identity)
+
+    def items(self) -> list[dict]:
+        return list(self._objects.values())
+
+
 @dataclass(frozen=True)
 class ApplyResult:
     ref: ObjectRef

@@ -64,9 +64,14 @@ class Outcome:
 
 
 def sync(cluster, desired: list[dict], *, selector: str, kinds: list[tuple[str, str]]) -> Outcome:
-    """Apply ``desired``, then delete what ``selector`` finds of ``kinds`` beyond it."""
-    applied = cluster.apply(desired) if desired else []
-    pruned = cluster.prune(selector, desired, kinds)
+    """Apply ``desired``, then delete what ``selector`` finds of ``kinds`` beyond it.
+
+    One LIST per kind serves both the no-op check of every object and the prune, so an
+    unchanged team costs a few reads and no writes.
+    """
+    snapshot = cluster.snapshot(selector, kinds)
+    applied = cluster.apply(desired, snapshot=snapshot) if desired else []
+    pruned = cluster.prune(selector, desired, kinds, snapshot=snapshot)
     return Outcome(applied, pruned)
 
 

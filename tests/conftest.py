@@ -1,7 +1,9 @@
 """Shared fixtures: the people of every permission test and a ready-made team."""
 
 import pytest
+from django.test import Client
 
+from cluster import FakeCluster
 from tenants.models import Membership
 
 from .builders import make_flavor, make_team, make_user
@@ -52,3 +54,25 @@ def team(owner, member, viewer):
 @pytest.fixture
 def flavor(db):
     return make_flavor("h100")
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    """Every task, view and command in this process talks to one in-memory cluster."""
+    from gpuplatform import reconcile
+
+    cluster = FakeCluster()
+    monkeypatch.setattr(reconcile, "cluster_configured", lambda: True)
+    monkeypatch.setattr(reconcile, "get_cluster", lambda: cluster)
+    return cluster
+
+
+@pytest.fixture
+def client_for(db):
+    """A test client logged in as the given person."""
+    def make(user) -> Client:
+        client = Client()
+        client.force_login(user)
+        return client
+
+    return make

@@ -67,18 +67,6 @@ def job(team, flavor, member):
     return job
 
 
-@pytest.fixture
-def fake_cluster(monkeypatch):
-    """The API's cluster is an in-memory fake (logs come from it)."""
-    from cluster import FakeCluster
-    from gpuplatform import reconcile
-
-    cluster = FakeCluster()
-    monkeypatch.setattr(reconcile, "cluster_configured", lambda: True)
-    monkeypatch.setattr(reconcile, "get_cluster", lambda: cluster)
-    return cluster
-
-
 def add_pod(cluster, job, name: str, log: str) -> None:
     from gpuplatform.ownership import ownership_labels
 

@@ -89,26 +89,26 @@ def test_manifests_are_exactly_what_the_renderer_produces(client_as, viewer, job
     assert {o["kind"] for o in body["objects"]} == {"Service", "Job"}
 
 
-def test_logs_come_from_each_pod_of_the_job(client_as, viewer, job, fake_cluster, flavor):
-    add_pod(fake_cluster, job, "existing-1-1", "w1 line 1\nw1 line 2\n")
-    add_pod(fake_cluster, job, "existing-1-0", "w0 line 1\nw0 line 2\n")
+def test_logs_come_from_each_pod_of_the_job(client_as, viewer, job, fake, flavor):
+    add_pod(fake, job, "existing-1-1", "w1 line 1\nw1 line 2\n")
+    add_pod(fake, job, "existing-1-0", "w0 line 1\nw0 line 2\n")
     other = make_job(job.team, flavor, name="other")
-    add_pod(fake_cluster, other, "other-2-0", "not mine\n")
+    add_pod(fake, other, "other-2-0", "not mine\n")
     body = client_as(viewer).get(f"/api/v1/jobs/{job.pk}/logs", {"tail": 1}).json()
     assert body == {"message": "", "pods": [
         {"pod": "existing-1-0", "log": "w0 line 2\n"}, {"pod": "existing-1-1", "log": "w1 line 2\n"},
     ]}
 
 
-def test_logs_of_a_job_without_pods_say_so(client_as, viewer, job, fake_cluster):
+def test_logs_of_a_job_without_pods_say_so(client_as, viewer, job, fake):
     body = client_as(viewer).get(f"/api/v1/jobs/{job.pk}/logs").json()
     assert body["pods"] == [] and "no pods" in body["message"]
 
 
-def test_logs_say_when_the_cluster_does_not_answer(client_as, viewer, job, fake_cluster):
+def test_logs_say_when_the_cluster_does_not_answer(client_as, viewer, job, fake):
     from cluster import TransientError
 
-    fake_cluster.fail_next("LIST", TransientError("connection refused"))
+    fake.fail_next("LIST", TransientError("connection refused"))
     response = client_as(viewer).get(f"/api/v1/jobs/{job.pk}/logs")
     assert response.status_code == 503 and "did not answer" in response.json()["message"]
 

@@ -65,9 +65,9 @@ def as_caller(request, client_as, team, member):
 
 @pytest.mark.parametrize("endpoint, caller, expected", CASES)
 def test_each_caller_gets_the_expected_answer_on_every_endpoint(
-    endpoint, caller, expected, as_caller, job, member, fake_cluster
+    endpoint, caller, expected, as_caller, job, member, fake
 ):
-    add_pod(fake_cluster, job, "existing-1-0", "epoch 1\n")
+    add_pod(fake, job, "existing-1-0", "epoch 1\n")
     members_token = ApiToken.objects.issue(user=member, name="mine")[0]
     method, url, _ = ENDPOINTS[endpoint]
     url = url.format(job=job.pk, token=members_token.pk)

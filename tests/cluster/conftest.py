@@ -144,3 +144,30 @@ def make_namespace(api_client):
         except client.ApiException as exc:
             if exc.status != 404:
                 raise
+
+
+@pytest.fixture
+def live(kube_cluster, monkeypatch):
+    """The platform's tasks, commands and views talk to the local cluster through one door."""
+    from cluster import Cluster
+    from gpuplatform import reconcile
+
+    cluster = Cluster(kubeconfig=kube_cluster)
+    monkeypatch.setattr(reconcile, "cluster_configured", lambda: True)
+    monkeypatch.setattr(reconcile, "get_cluster", lambda: cluster)
+    return cluster
+
+
+@pytest.fixture
+def watcher(live):
+    """The status watcher, running in a thread for the test's length."""
+    import threading
+
+    from jobs.watcher import StatusWatcher
+
+    watcher = StatusWatcher(live, resync_seconds=5, retry_seconds=0.5)
+    thread = threading.Thread(target=watcher.run, daemon=True)
+    thread.start()
+    yield watcher
+    watcher.stop()
+    thread.join(timeout=30)

@@ -3,18 +3,15 @@ kwok GPU nodes): onboarding, idempotence, drift healing, jobs moving through the
 lifecycle with plain-language reasons, cancellation."""
 
 import sys
-import threading
 import uuid
 from pathlib import Path
 
 import pytest
 
-from cluster import Cluster
 from jobs.lifecycle import State
 from jobs.manifests import object_name
 from jobs.models import Job
 from jobs.tasks import sync_job
-from jobs.watcher import StatusWatcher
 from quotas.models import Cohort, PriorityClass, Quota, Scheduler
 from quotas.tasks import sync_cluster_objects
 from tenants.models import Membership, Team
@@ -27,16 +24,6 @@ pytestmark = [pytest.mark.cluster, pytest.mark.django_db(transaction=True)]
 
 TOLERATION = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
 TAINT = [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]
-
-
-@pytest.fixture
-def live(kube_cluster, monkeypatch):
-    from gpuplatform import reconcile
-
-    cluster = Cluster(kubeconfig=kube_cluster)
-    monkeypatch.setattr(reconcile, "cluster_configured", lambda: True)
-    monkeypatch.setattr(reconcile, "get_cluster", lambda: cluster)
-    return cluster
 
 
 @pytest.fixture
@@ -65,16 +52,6 @@ def world(live):
     PriorityClass.objects.filter(name__endswith=slug).delete()
     Cohort.objects.filter(name__endswith=slug).delete()
     sync_cluster_objects(live)
-
-
-@pytest.fixture
-def watcher(live):
-    watcher = StatusWatcher(live, resync_seconds=5, retry_seconds=0.5)
-    thread = threading.Thread(target=watcher.run, daemon=True)
-    thread.start()
-    yield watcher
-    watcher.stop()
-    thread.join(timeout=30)
 
 
 def submit(live, team, flavor, **fields) -> Job:

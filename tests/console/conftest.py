@@ -1,32 +1,8 @@
-"""Fixtures for the console tests: logged-in clients, the in-memory cluster, a quota."""
+"""Fixtures for the console tests: recorded reconciles and a quota (clients and the in-memory cluster come from tests/conftest.py)."""
 
 import pytest
-from django.test import Client
-
-from cluster import FakeCluster
 
 from ..builders import make_quota
-
-
-@pytest.fixture
-def client_for(db):
-    def make(user) -> Client:
-        client = Client()
-        client.force_login(user)
-        return client
-
-    return make
-
-
-@pytest.fixture
-def fake(monkeypatch):
-    """Every task in this process talks to one in-memory cluster."""
-    from gpuplatform import reconcile
-
-    cluster = FakeCluster()
-    monkeypatch.setattr(reconcile, "cluster_configured", lambda: True)
-    monkeypatch.setattr(reconcile, "get_cluster", lambda: cluster)
-    return cluster
 
 
 @pytest.fixture

@@ -2,17 +2,14 @@
 cluster, and a job that was queued for lack of quota is then admitted; ending the grant
 lowers it again."""
 
-import threading
 import uuid
 
 import pytest
 from django.utils import timezone
 
-from cluster import Cluster
 from jobs.lifecycle import State
 from jobs.models import Job
 from jobs.tasks import sync_job
-from jobs.watcher import StatusWatcher
 from quotas.models import QuotaRequest
 from quotas.tasks import sync_cluster_objects
 from tenants import tasks as team_tasks
@@ -20,7 +17,7 @@ from tenants.models import Membership, Team
 from tenants.tasks import offboard, sync_team
 
 from ..builders import make_flavor, make_job, make_quota, make_user
-from ..cluster.conftest import kube_cluster, wait_until  # noqa: F401  (session fixture)
+from ..cluster.conftest import kube_cluster, live, wait_until, watcher  # noqa: F401  (fixtures)
 
 pytestmark = [pytest.mark.cluster, pytest.mark.django_db(transaction=True)]
 
@@ -28,16 +25,10 @@ KUEUE = "kueue.x-k8s.io/v1beta2"
 TOLERATION = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
 
 
-@pytest.fixture
-def live(kube_cluster, monkeypatch):  # noqa: F811
-    from gpuplatform import reconcile
-
-    cluster = Cluster(kubeconfig=kube_cluster)
-    monkeypatch.setattr(reconcile, "cluster_configured", lambda: True)
-    monkeypatch.setattr(reconcile, "get_cluster", lambda: cluster)
-    # The worker's part: run the team reconcile the grant step asks for, here and now.
+@pytest.fixture(autouse=True)
+def reconcile_teams_inline(monkeypatch):
+    """The worker's part: run the team reconcile the grant step asks for, here and now."""
     monkeypatch.setattr(team_tasks.reconcile_team, "delay", lambda pk: team_tasks.reconcile_team.apply(args=[pk]))
-    return cluster
 
 
 @pytest.fixture
@@ -60,16 +51,6 @@ def world(live):
     h100.jobs.all().delete()
     h100.delete()
     sync_cluster_objects(live)
-
-
-@pytest.fixture
-def watcher(live):
-    watcher = StatusWatcher(live, resync_seconds=5, retry_seconds=0.5)
-    thread = threading.Thread(target=watcher.run, daemon=True)
-    thread.start()
-    yield watcher
-    watcher.stop()
-    thread.join(timeout=30)
 
 
 def cluster_queue_gpus(live, team, flavor) -> str:

@@ -3,7 +3,6 @@ every security invariant, whatever the user typed."""
 
 import string
 
-import pytest
 from django.core.exceptions import ValidationError
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st

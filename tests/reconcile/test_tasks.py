@@ -9,6 +9,7 @@ from jobs.models import Job
 from jobs.tasks import reconcile_job
 from quotas.models import Scheduler
 from quotas.tasks import reconcile_cluster_objects
+from tenants.manifests import TEAM_KINDS
 from tenants.models import Team
 from tenants.tasks import reconcile_team
 
@@ -42,6 +43,8 @@ def test_a_second_team_reconcile_writes_nothing(fake, team, flavor):
     fake.reset_counts()
     assert reconcile_team(team.pk) == 0
     assert fake.writes == 0
+    # One LIST per kind answers for every object; only the Namespace (not a pruned kind) is read alone.
+    assert dict(fake.requests) == {"LIST": len(TEAM_KINDS), "GET": 1}
 
 
 def test_removing_a_quota_prunes_its_queues_only(fake, team, flavor):

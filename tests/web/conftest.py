@@ -1,7 +1,6 @@
 """Fixtures for the web UI tests: logged-in clients for each person, jobs in each state."""
 
 import pytest
-from django.test import Client
 
 from jobs.lifecycle import State
 
@@ -13,16 +12,6 @@ HTMX = {"HTTP_HX_REQUEST": "true"}
 def htmx(target: str | None = None) -> dict:
     """Headers of an htmx request swapping into the element with id ``target``."""
     return {**HTMX, **({"HTTP_HX_TARGET": target} if target else {})}
-
-
-@pytest.fixture
-def client_for(db):
-    def make(user) -> Client:
-        client = Client()
-        client.force_login(user)
-        return client
-
-    return make
 
 
 @pytest.fixture

@@ -4,7 +4,7 @@ updates that stop at a final state, pods and logs, cancel)."""
 import pytest
 from django.urls import reverse
 
-from cluster import FakeCluster, TransientError
+from cluster import TransientError
 from jobs.lifecycle import State
 
 from ..builders import make_flavor, make_job, make_user
@@ -136,16 +136,6 @@ def test_without_a_cluster_the_page_says_pods_and_logs_cannot_be_shown(client_fo
     monkeypatch.setattr(reconcile, "cluster_configured", lambda: False)
     html = client_for(owner).get(reverse("jobs:pods", args=[running_job.pk])).content.decode()
     assert "No cluster is configured for this platform, so pods and logs cannot be shown." in html
-
-
-@pytest.fixture
-def fake(monkeypatch):
-    from gpuplatform import reconcile
-
-    cluster = FakeCluster()
-    monkeypatch.setattr(reconcile, "cluster_configured", lambda: True)
-    monkeypatch.setattr(reconcile, "get_cluster", lambda: cluster)
-    return cluster
 
 
 def _pod(job, name, phase="Running"):
