@@ -1,5 +1,5 @@
 # The two commands of the README are `make demo` and `make test`.
-.PHONY: demo test cluster-up cluster-down cluster-status clean bench-reconcile bench-api
+.PHONY: demo test cluster-up cluster-down cluster-status demo-cluster-down clean bench-reconcile bench-api
 
 demo:  ## start the platform with demo data (SQLite unless DATABASE_URL is set)
 	@scripts/demo.sh
@@ -15,6 +15,10 @@ cluster-down:
 
 cluster-status:
 	@deploy/local-cluster/cluster.sh status
+
+demo-cluster-down:  ## stop the cluster make demo started (its own, beside the tests' one)
+	@GPUPLATFORM_CLUSTER_DIR=$(HOME)/.cache/gpuplatform/demo-cluster GPUPLATFORM_CLUSTER_PORT_OFFSET=1000 \
+	  deploy/local-cluster/cluster.sh down
 
 clean:  ## stop the test servers and remove local state (keeps build caches)
 	@scripts/services.sh down

@@ -18,7 +18,8 @@ trap cleanup EXIT INT TERM
 if [ -z "${CELERY_BROKER_URL:-}" ]; then
   if command -v redis-server >/dev/null; then
     while IFS= read -r line; do [ -n "$line" ] && export "$line"; done < <(scripts/services.sh redis)
-    export CELERY_BROKER_URL="$REDIS_URL"
+    # Database 1 of the private Redis: the test suite uses 0, and the two must never share a queue.
+    export REDIS_URL="${REDIS_URL%/*}/1" CELERY_BROKER_URL="${REDIS_URL%/*}/1"
     echo "==> broker: Redis at $REDIS_URL"
   else
     export CELERY_BROKER_URL="filesystem://" CELERY_RESULT_BACKEND="cache+memory://"
@@ -26,10 +27,14 @@ if [ -z "${CELERY_BROKER_URL:-}" ]; then
   fi
 fi
 
-# 2. Cluster: the local GPU cluster if it has been built (building takes a while).
+# 2. Cluster: a local GPU cluster of the demo's own (separate state and ports from the one
+#    the test suite uses, so demo workloads never take the tests' fake GPUs), if the
+#    binaries have been built (make cluster-up builds them once).
 cluster=deploy/local-cluster/cluster.sh
+export GPUPLATFORM_CLUSTER_DIR="${GPUPLATFORM_CLUSTER_DIR:-$HOME/.cache/gpuplatform/demo-cluster}"
+export GPUPLATFORM_CLUSTER_PORT_OFFSET="${GPUPLATFORM_CLUSTER_PORT_OFFSET:-1000}"
 if [ -z "${KUBECONFIG:-}" ] && "$cluster" built >/dev/null 2>&1; then
-  echo "==> starting the local GPU cluster (make cluster-down stops it)"
+  echo "==> starting the demo's local GPU cluster (make demo-cluster-down stops it)"
   export KUBECONFIG=$("$cluster" up | sed -n 's/^export KUBECONFIG=//p' | tail -n 1)
 elif [ -z "${KUBECONFIG:-}" ]; then
   echo "==> no cluster: run 'make cluster-up' once to build the local GPU cluster; until then"

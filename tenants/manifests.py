@@ -65,12 +65,14 @@ def render_resource_quota(team: Team, quotas: list[Quota]) -> dict:
 
 
 def render_limit_range(team: Team) -> dict:
-    # Pods that state no requests still get admitted by the ResourceQuota.
+    # Pods that state no requests still get admitted by the ResourceQuota. No default CPU
+    # limit: it would also land on workers that request more CPU than it, and a request
+    # above its limit is invalid.
     return owned({"apiVersion": "v1", "kind": "LimitRange",
                   "metadata": {"name": "defaults", "namespace": team.namespace_name},
                   "spec": {"limits": [{"type": "Container",
                                        "defaultRequest": {"cpu": "100m", "memory": "256Mi"},
-                                       "default": {"cpu": "1", "memory": "1Gi"}}]}}, team=team.slug)
+                                       "default": {"memory": "1Gi"}}]}}, team=team.slug)
 
 
 def render_service_account(team: Team) -> dict:

@@ -55,7 +55,8 @@ def world(live):
 
 
 def submit(live, team, flavor, **fields) -> Job:
-    job = make_job(team, flavor, name=f"j{uuid.uuid4().hex[:6]}", cpu_per_worker=1, memory_per_worker_gib=2, **fields)
+    fields = {"cpu_per_worker": 4, "memory_per_worker_gib": 2, **fields}  # more CPU than any default limit
+    job = make_job(team, flavor, name=f"j{uuid.uuid4().hex[:6]}", **fields)
     job.submit()
     sync_job(live, job)
     return job

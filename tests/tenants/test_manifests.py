@@ -107,6 +107,8 @@ def test_workload_service_account_does_not_mount_a_token(team):
 def test_limit_range_gives_pods_without_requests_defaults(team):
     [limits] = rendered(team)["LimitRange", "defaults"]["spec"]["limits"]
     assert limits["defaultRequest"] == {"cpu": "100m", "memory": "256Mi"}
+    # A default CPU limit would sit below the request of any worker asking for more.
+    assert "cpu" not in limits["default"]
 
 
 def test_team_queues_follow_each_flavors_scheduler(team):
