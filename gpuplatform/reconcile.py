@@ -5,14 +5,18 @@ Tasks follow DESIGN.md section 3: take a primary key, re-read the row, render, a
 server-side apply, prune what carries our labels but is no longer desired, record.
 """
 
+import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from django.conf import settings
 from django.db import transaction
+from kombu.exceptions import OperationalError
 
 from cluster import ObjectRef, TransientError, get_cluster
 from cluster.objects import ApplyResult
+
+log = logging.getLogger(__name__)
 
 # Celery options for every reconcile task: retry only transient errors, with capped
 # exponential backoff and jitter; a permanent error is recorded on the row instead.
@@ -76,5 +80,15 @@ def sync(cluster, desired: list[dict], *, selector: str, kinds: list[tuple[str, 
 
 
 def enqueue(task, pk) -> None:
-    """Send ``task(pk)`` once the surrounding transaction commits (never from inside it)."""
-    transaction.on_commit(lambda: task.delay(pk))
+    """Send ``task(pk)`` once the surrounding transaction commits (never from inside it).
+
+    The row is already saved when this runs, so a broker that cannot be reached must not
+    fail the user's request: the periodic sweep picks the row up later.
+    """
+    def send():
+        try:
+            task.apply_async(args=[pk], retry=False)
+        except OperationalError as err:
+            log.warning("could not enqueue %s(%s), the sweep will pick it up: %s", task.name, pk, err)
+
+    transaction.on_commit(send)
