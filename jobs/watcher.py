@@ -11,6 +11,7 @@ resync re-checks every live job, so API server restarts and disconnects lose not
 import logging
 import threading
 import time
+from dataclasses import replace
 from collections import defaultdict
 
 from django.db import connections
@@ -33,9 +34,13 @@ VOLCANO_JOB = ("batch.volcano.sh/v1alpha1", "Job")
 PODGROUP = ("scheduling.volcano.sh/v1beta1", "PodGroup")
 DEPLOYMENT = ("apps/v1", "Deployment")
 POD = ("v1", "Pod")
+EVENT = ("v1", "Event")
 # Kueue Workloads and Volcano PodGroups do not carry our labels; they are found through
-# their owner (our batch Job or Volcano Job).
-WATCHED = [(BATCH_JOB, OURS), (VOLCANO_JOB, OURS), (DEPLOYMENT, OURS), (POD, OURS), (WORKLOAD, None), (PODGROUP, None)]
+# their owner (our batch Job or Volcano Job). Events through the object they are about.
+WATCHED = [(BATCH_JOB, OURS), (VOLCANO_JOB, OURS), (DEPLOYMENT, OURS), (POD, OURS), (WORKLOAD, None),
+           (PODGROUP, None), (EVENT, None)]
+# Where a job still waits, the cluster's last warning about it is worth showing.
+WAITING = {State.SUBMITTED, State.QUEUED, State.ADMITTED}
 
 
 class StatusWatcher:
@@ -50,6 +55,7 @@ class StatusWatcher:
         # (apiVersion, kind) -> (namespace, name) -> object
         self._cache: dict[tuple, dict[tuple[str, str], dict]] = defaultdict(dict)
         self._streams: dict[tuple, object] = {}
+        self._warnings: dict[int, str] = {}  # job id -> "Reason: message" of the last Warning
         self.transitions = 0
 
     # --- watching ---------------------------------------------------------------------------
@@ -70,6 +76,9 @@ class StatusWatcher:
             self.stop_event.wait(self.retry_seconds)  # then resume where it left off
 
     def _record(self, kind, event: str, obj: dict) -> None:
+        if kind == EVENT:
+            self._record_warning(event, obj)
+            return
         meta = obj.get("metadata") or {}
         key = (meta.get("namespace", ""), meta.get("name", ""))
         with self._lock:
@@ -83,6 +92,21 @@ class StatusWatcher:
             if job_id is not None and str(job_id).isdigit():
                 self._dirty.add(int(job_id))
                 self._wake.set()
+
+    def _record_warning(self, event: str, obj: dict) -> None:
+        if event == "DELETED" or obj.get("type") != "Warning":
+            return
+        about = obj.get("involvedObject") or {}
+        key = (about.get("namespace", ""), about.get("name", ""))
+        with self._lock:
+            subject = {"Pod": self._cache[POD], "Job": self._cache[BATCH_JOB] | self._cache[VOLCANO_JOB],
+                       "Deployment": self._cache[DEPLOYMENT]}.get(about.get("kind"), {}).get(key)
+            job_id = ((subject or {}).get("metadata", {}).get("labels") or {}).get(JOB_LABEL)
+            if job_id is None or not str(job_id).isdigit():
+                return
+            self._warnings[int(job_id)] = f"{obj.get('reason', 'Warning')}: {obj.get('message', '')}".strip()
+            self._dirty.add(int(job_id))
+            self._wake.set()
 
     def _owner_job(self, namespace: str, owners: list[dict]) -> str | None:
         for owner in owners:
@@ -100,6 +124,13 @@ class StatusWatcher:
         return None
 
     def observe(self, job: Job):
+        seen = self._observe(job)
+        warning = self._warnings.get(job.pk)
+        if seen is not None and warning and seen.state in WAITING:
+            return replace(seen, message=f"{seen.message} Last warning from the cluster: {warning}")
+        return seen
+
+    def _observe(self, job: Job):
         name, namespace = object_name(job), job.team.namespace_name
         with self._lock:
             if job.kind == Job.Kind.INFERENCE:

@@ -84,3 +84,20 @@ def test_events_for_objects_of_unknown_jobs_are_ignored(fake, running_watcher, t
                                                                   "gpuplatform.io/job": "999999"}},
         "status": {"conditions": [{"type": "Complete", "status": "True"}]}})
     assert wait_for(lambda: running_watcher.transitions == 0 and not running_watcher.stop_event.is_set(), 1)
+
+
+def test_a_cluster_warning_about_a_waiting_job_is_shown_with_its_state(fake, running_watcher, team, flavor):
+    job = make_job(team, flavor)
+    job.submit()
+    reconcile_job(job.pk)
+    name = object_name(job)
+    fake.put({"apiVersion": "v1", "kind": "Pod", "metadata": {
+        "name": f"{name}-0-abcde", "namespace": "team-vision",
+        "labels": {"app.kubernetes.io/managed-by": "gpuplatform", "gpuplatform.io/job": str(job.pk)}}})
+    fake.put(workload_for(job, ("Admitted", "Admitted", "")))
+    fake.put({"apiVersion": "v1", "kind": "Event", "type": "Warning", "reason": "FailedScheduling",
+              "message": "0/9 nodes are available: 9 node(s) didn't match Pod's node affinity/selector.",
+              "metadata": {"name": "e1", "namespace": "team-vision"},
+              "involvedObject": {"kind": "Pod", "namespace": "team-vision", "name": f"{name}-0-abcde"}})
+    assert wait_for(lambda: "FailedScheduling: 0/9 nodes" in Job.objects.get(pk=job.pk).message)
+    assert Job.objects.get(pk=job.pk).state == State.ADMITTED
