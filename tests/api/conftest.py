@@ -77,3 +77,20 @@ def add_pod(cluster, job, name: str, log: str) -> None:
         "spec": {"containers": [{"name": "main", "image": job.image}]},
     })
     cluster.set_pod_logs(job.team.namespace_name, name, log)
+
+
+def caller_clients(request, client_as, team, token_holder):
+    """``make(caller)`` -> a client acting as one caller of the permission matrices:
+    "anonymous", a person fixture's name, or "token_<scope|expired|revoked>" for a team
+    token of ``token_holder``."""
+    def make(caller):
+        if caller == "anonymous":
+            return client_as()
+        if caller.startswith("token_"):
+            kind = caller.removeprefix("token_")
+            if kind in ("expired", "revoked"):
+                return client_as(token=issue_token(token_holder, team=team, **{kind: True}))
+            return client_as(token=issue_token(token_holder, team=team, scopes=[kind]))
+        return client_as(request.getfixturevalue(caller))
+
+    return make

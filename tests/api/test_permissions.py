@@ -11,7 +11,7 @@ from jobs.lifecycle import State
 from jobs.models import Job
 from tenants.tokens import ApiToken
 
-from .conftest import JOB_BODY, add_pod, issue_token
+from .conftest import JOB_BODY, add_pod, caller_clients, issue_token
 
 pytestmark = pytest.mark.django_db
 
@@ -50,17 +50,7 @@ CASES = [
 
 @pytest.fixture
 def as_caller(request, client_as, team, member):
-    def make(caller):
-        if caller == "anonymous":
-            return client_as()
-        if caller.startswith("token_"):
-            kind = caller.removeprefix("token_")
-            if kind in ("expired", "revoked"):
-                return client_as(token=issue_token(member, team=team, **{kind: True}))
-            return client_as(token=issue_token(member, team=team, scopes=[kind]))
-        return client_as(request.getfixturevalue(caller))
-
-    return make
+    return caller_clients(request, client_as, team, member)
 
 
 @pytest.mark.parametrize("endpoint, caller, expected", CASES)

@@ -16,7 +16,7 @@ from quotas.models import QuotaRequest
 from tenants.models import Membership
 
 from ..builders import make_flavor, make_team
-from .conftest import issue_token
+from .conftest import caller_clients, issue_token
 
 pytestmark = pytest.mark.django_db
 
@@ -49,17 +49,7 @@ def pending(team, flavor, owner):
 
 @pytest.fixture
 def as_caller(request, client_as, team, owner):
-    def make(caller):
-        if caller == "anonymous":
-            return client_as()
-        if caller.startswith("token_"):
-            kind = caller.removeprefix("token_")
-            if kind in ("expired", "revoked"):
-                return client_as(token=issue_token(owner, team=team, **{kind: True}))
-            return client_as(token=issue_token(owner, team=team, scopes=[kind]))
-        return client_as(request.getfixturevalue(caller))
-
-    return make
+    return caller_clients(request, client_as, team, owner)
 
 
 # --- the permission matrix -------------------------------------------------------------------
