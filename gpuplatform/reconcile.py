@@ -11,7 +11,6 @@ from pathlib import Path
 
 from django.conf import settings
 from django.db import transaction
-from kombu.exceptions import OperationalError
 
 from cluster import ObjectRef, TransientError, get_cluster
 from cluster.objects import ApplyResult
@@ -87,8 +86,8 @@ def enqueue(task, pk) -> None:
     """
     def send():
         try:
-            task.apply_async(args=[pk], retry=False)
-        except OperationalError as err:
+            task.delay(pk)
+        except Exception as err:  # noqa: BLE001 - whatever the broker's trouble, the row is safe
             log.warning("could not enqueue %s(%s), the sweep will pick it up: %s", task.name, pk, err)
 
     transaction.on_commit(send)
