@@ -40,8 +40,8 @@ from .objects import (
     Snapshot,
     apply_order,
     is_unchanged,
-    prune_victims,
 )
+from .sync import SnapshotAndPrune
 from .transport import WatchResponse, request_verb
 from .watch import Gone, WatchStream
 
@@ -76,7 +76,7 @@ def _raw(_client, data):
     return data
 
 
-class Cluster:
+class Cluster(SnapshotAndPrune):
     """One API server, one field manager. Safe to share between threads."""
 
     def __init__(
@@ -244,16 +244,6 @@ class Cluster:
         return response.data.decode("utf-8", errors="replace")
 
     # --- writing ----------------------------------------------------------------------
-    def snapshot(self, selector: str, kinds: list[tuple[str, str]]) -> Snapshot:
-        """One LIST per kind under `selector`, for `apply` and `prune` to share."""
-        snapshot = Snapshot()
-        for api_version, kind in kinds:
-            try:
-                snapshot.add(api_version, kind, self.list(api_version, kind, label_selector=selector))
-            except UnknownKind:
-                continue  # a kind the cluster does not serve has nothing of ours
-        return snapshot
-
     def apply(self, objects: list[dict], *, snapshot: Snapshot | None = None) -> list[ApplyResult]:
         """Server-side apply each object, dependencies first; skip those already as desired.
 
@@ -305,21 +295,6 @@ class Cluster:
         except NotFound:
             return False
         return True
-
-    def prune(
-        self, selector: str, desired: list[dict], kinds: list[tuple[str, str]], *,
-        snapshot: Snapshot | None = None,
-    ) -> list[ObjectRef]:
-        """Delete objects of `kinds` matching `selector` that we manage and no longer
-        desire (see `objects.prune_victims`); returns what was deleted. A `snapshot` of
-        the same selector and kinds saves the LISTs."""
-        snapshot = snapshot or self.snapshot(selector, kinds)
-        deleted = []
-        for obj in prune_victims(snapshot.items(), desired):
-            ref = ObjectRef.of(obj)
-            if self.delete(ref.api_version, ref.kind, ref.name, ref.namespace):
-                deleted.append(ref)
-        return deleted
 
     # --- watching ---------------------------------------------------------------------
     def watch(

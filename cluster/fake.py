@@ -32,15 +32,15 @@ from .objects import (
     matches_selector,
     comparable,
     owned_fields,
-    prune_victims,
 )
+from .sync import SnapshotAndPrune
 from .watch import Gone, WatchStream
 
 _LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
 _DNS1123_SUBDOMAIN = re.compile(rf"^{_LABEL}(\.{_LABEL})*$")
 
 
-class FakeCluster:
+class FakeCluster(SnapshotAndPrune):
     def __init__(self, *, field_manager: str = "gpuplatform", missing_kinds=()):
         self.field_manager = field_manager
         self.requests: Counter[str] = Counter()
@@ -128,15 +128,6 @@ class FakeCluster:
             raise NotFound(f'pods "{name}" not found', status=404, reason="NotFound")
         return "".join(text.splitlines(keepends=True)[-tail_lines:])
 
-    def snapshot(self, selector: str, kinds) -> Snapshot:
-        snapshot = Snapshot()
-        for api_version, kind in kinds:
-            try:
-                snapshot.add(api_version, kind, self.list(api_version, kind, label_selector=selector))
-            except UnknownKind:
-                continue
-        return snapshot
-
     def apply(self, objects: list[dict], *, snapshot: Snapshot | None = None) -> list[ApplyResult]:
         return [self._apply_one(obj, snapshot) for obj in apply_order(objects)]
 
@@ -184,15 +175,6 @@ class FakeCluster:
         self._request("DELETE")
         with self._lock:
             return self._drop(ObjectRef(api_version, kind, namespace, name).identity)
-
-    def prune(self, selector: str, desired: list[dict], kinds, *, snapshot: Snapshot | None = None) -> list[ObjectRef]:
-        snapshot = snapshot or self.snapshot(selector, kinds)
-        deleted = []
-        for obj in prune_victims(snapshot.items(), desired):
-            ref = ObjectRef.of(obj)
-            if self.delete(ref.api_version, ref.kind, ref.name, ref.namespace):
-                deleted.append(ref)
-        return deleted
 
     def watch(
         self, api_version, kind, *, namespace=None, label_selector=None, resource_version=None,
