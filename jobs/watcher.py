@@ -8,6 +8,7 @@ last resourceVersion and relist after 410 Gone (``cluster.watch``), and a period
 resync re-checks every live job, so API server restarts and disconnects lose nothing.
 """
 
+import itertools
 import logging
 import threading
 import time
@@ -55,7 +56,9 @@ class StatusWatcher:
         # (apiVersion, kind) -> (namespace, name) -> object
         self._cache: dict[tuple, dict[tuple[str, str], dict]] = defaultdict(dict)
         self._streams: dict[tuple, object] = {}
-        self._warnings: dict[int, str] = {}  # job id -> "Reason: message" of the last Warning
+        # (kind, namespace, name) -> (sequence, "Reason: message") of the last Warning about it
+        self._warnings: dict[tuple[str, str, str], tuple[int, str]] = {}
+        self._sequence = itertools.count()
         self.transitions = 0
 
     # --- watching ---------------------------------------------------------------------------
@@ -97,16 +100,25 @@ class StatusWatcher:
         if event == "DELETED" or obj.get("type") != "Warning":
             return
         about = obj.get("involvedObject") or {}
-        key = (about.get("namespace", ""), about.get("name", ""))
+        key = (about.get("kind", ""), about.get("namespace", ""), about.get("name", ""))
         with self._lock:
-            subject = {"Pod": self._cache[POD], "Job": self._cache[BATCH_JOB] | self._cache[VOLCANO_JOB],
-                       "Deployment": self._cache[DEPLOYMENT]}.get(about.get("kind"), {}).get(key)
+            # Kept by the object it is about: the pod may reach our cache after its event.
+            self._warnings[key] = (next(self._sequence), f"{obj.get('reason', 'Warning')}: {obj.get('message', '')}")
+            cache = {"Pod": POD, "Job": BATCH_JOB, "Deployment": DEPLOYMENT}.get(key[0])
+            subject = self._cache[cache].get(key[1:]) if cache else None
             job_id = ((subject or {}).get("metadata", {}).get("labels") or {}).get(JOB_LABEL)
-            if job_id is None or not str(job_id).isdigit():
-                return
-            self._warnings[int(job_id)] = f"{obj.get('reason', 'Warning')}: {obj.get('message', '')}".strip()
-            self._dirty.add(int(job_id))
-            self._wake.set()
+            if job_id is not None and str(job_id).isdigit():
+                self._dirty.add(int(job_id))
+                self._wake.set()
+
+    def _last_warning(self, job: Job) -> str | None:
+        namespace, name = job.team.namespace_name, object_name(job)
+        keys = [("Job", namespace, name), ("Deployment", namespace, name)] + [
+            ("Pod", ns, pod_name) for (ns, pod_name), pod in self._cache[POD].items()
+            if ns == namespace and (pod["metadata"].get("labels") or {}).get(JOB_LABEL) == str(job.pk)
+        ]
+        found = [self._warnings[key] for key in keys if key in self._warnings]
+        return max(found)[1] if found else None
 
     def _owner_job(self, namespace: str, owners: list[dict]) -> str | None:
         for owner in owners:
@@ -125,7 +137,8 @@ class StatusWatcher:
 
     def observe(self, job: Job):
         seen = self._observe(job)
-        warning = self._warnings.get(job.pk)
+        with self._lock:
+            warning = self._last_warning(job)
         if seen is not None and warning and seen.state in WAITING:
             return replace(seen, message=f"{seen.message} Last warning from the cluster: {warning}")
         return seen

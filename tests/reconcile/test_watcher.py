@@ -91,13 +91,14 @@ def test_a_cluster_warning_about_a_waiting_job_is_shown_with_its_state(fake, run
     job.submit()
     reconcile_job(job.pk)
     name = object_name(job)
-    fake.put({"apiVersion": "v1", "kind": "Pod", "metadata": {
-        "name": f"{name}-0-abcde", "namespace": "team-vision",
-        "labels": {"app.kubernetes.io/managed-by": "gpuplatform", "gpuplatform.io/job": str(job.pk)}}})
-    fake.put(workload_for(job, ("Admitted", "Admitted", "")))
+    # The event may well arrive before the pod it is about.
     fake.put({"apiVersion": "v1", "kind": "Event", "type": "Warning", "reason": "FailedScheduling",
               "message": "0/9 nodes are available: 9 node(s) didn't match Pod's node affinity/selector.",
               "metadata": {"name": "e1", "namespace": "team-vision"},
               "involvedObject": {"kind": "Pod", "namespace": "team-vision", "name": f"{name}-0-abcde"}})
+    fake.put({"apiVersion": "v1", "kind": "Pod", "metadata": {
+        "name": f"{name}-0-abcde", "namespace": "team-vision",
+        "labels": {"app.kubernetes.io/managed-by": "gpuplatform", "gpuplatform.io/job": str(job.pk)}}})
+    fake.put(workload_for(job, ("Admitted", "Admitted", "")))
     assert wait_for(lambda: "FailedScheduling: 0/9 nodes" in Job.objects.get(pk=job.pk).message)
     assert Job.objects.get(pk=job.pk).state == State.ADMITTED
