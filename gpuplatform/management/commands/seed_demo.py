@@ -8,7 +8,7 @@ from jobs.lifecycle import State
 from jobs.models import Job
 from quotas.models import Cohort, GpuFlavor, PriorityClass, Quota, Scheduler
 from tenants.models import Membership, Team
-from tenants.roles import QUOTA_MANAGER_GROUP, ensure_quota_manager_group
+from tenants.roles import ensure_quota_manager_group
 
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
@@ -127,7 +127,6 @@ class Command(BaseCommand):
     def _users(self) -> dict:
         User = get_user_model()
         managers = ensure_quota_manager_group()
-        assert managers.name == QUOTA_MANAGER_GROUP
         users = {}
         for username, (password, first, role) in USERS.items():
             user, _ = User.objects.get_or_create(
