@@ -41,6 +41,7 @@ from .objects import (
     apply_order,
     is_unchanged,
 )
+from .fields import Ownership, for_existing
 from .sync import SnapshotAndPrune
 from .transport import WatchResponse, request_verb
 from .watch import Gone, WatchStream
@@ -244,16 +245,19 @@ class Cluster(SnapshotAndPrune):
         return response.data.decode("utf-8", errors="replace")
 
     # --- writing ----------------------------------------------------------------------
-    def apply(self, objects: list[dict], *, snapshot: Snapshot | None = None) -> list[ApplyResult]:
+    def apply(
+        self, objects: list[dict], *, snapshot: Snapshot | None = None, rules: Ownership | None = None,
+    ) -> list[ApplyResult]:
         """Server-side apply each object, dependencies first; skip those already as desired.
 
         Skipping needs the live object, never a write: from `snapshot` when it covers the
         kind, else one GET. A second reconcile of an unchanged database costs reads only.
         This is not check-then-create: whatever was read, the PATCH is an idempotent apply.
+        `rules` say which fields of an existing object belong to others (`cluster.fields`).
         """
-        return [self._apply_one(obj, snapshot) for obj in apply_order(objects)]
+        return [self._apply_one(obj, snapshot, rules or {}) for obj in apply_order(objects)]
 
-    def _apply_one(self, desired: dict, snapshot: Snapshot | None = None) -> ApplyResult:
+    def _apply_one(self, desired: dict, snapshot: Snapshot | None, rules: Ownership) -> ApplyResult:
         ref = ObjectRef.of(desired)
         path = self._path(ref.api_version, ref.kind, ref.name, ref.namespace)
         if snapshot is not None and snapshot.covers(ref):
@@ -263,8 +267,11 @@ class Cluster(SnapshotAndPrune):
                 live = self._request("get", path)
             except NotFound:
                 live = None
-        if live is not None and is_unchanged(desired, live, self.field_manager):
-            return ApplyResult(ref, Action.UNCHANGED, live)
+        drift = ()
+        if live is not None:
+            desired, drift = for_existing(desired, live, rules.get((ref.group, ref.kind)))
+            if is_unchanged(desired, live, self.field_manager):
+                return ApplyResult(ref, Action.UNCHANGED, live, drift)
         applied = self._request(
             "patch",
             path,
@@ -274,7 +281,7 @@ class Cluster(SnapshotAndPrune):
             force_conflicts=True,
             query_params=[("fieldValidation", self.field_validation)],
         )
-        return ApplyResult(ref, Action.CREATED if live is None else Action.CHANGED, applied)
+        return ApplyResult(ref, Action.CREATED if live is None else Action.CHANGED, applied, drift)
 
     def delete(
         self,

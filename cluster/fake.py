@@ -19,7 +19,7 @@ import re
 import threading
 from collections import Counter, defaultdict, deque
 
-from .errors import Cause, ClusterError, NotFound, PermanentError, UnknownKind
+from .errors import Cause, ClusterError, NotFound, PermanentError, TransientError, UnknownKind
 from .objects import (
     Action,
     ApplyResult,
@@ -33,6 +33,7 @@ from .objects import (
     comparable,
     owned_fields,
 )
+from .fields import Ownership, for_existing
 from .sync import SnapshotAndPrune
 from .watch import Gone, WatchStream
 
@@ -128,22 +129,30 @@ class FakeCluster(SnapshotAndPrune):
             raise NotFound(f'pods "{name}" not found', status=404, reason="NotFound")
         return "".join(text.splitlines(keepends=True)[-tail_lines:])
 
-    def apply(self, objects: list[dict], *, snapshot: Snapshot | None = None) -> list[ApplyResult]:
-        return [self._apply_one(obj, snapshot) for obj in apply_order(objects)]
+    def apply(
+        self, objects: list[dict], *, snapshot: Snapshot | None = None, rules: Ownership | None = None,
+    ) -> list[ApplyResult]:
+        return [self._apply_one(obj, snapshot, rules or {}) for obj in apply_order(objects)]
 
-    def _apply_one(self, desired: dict, snapshot: Snapshot | None = None) -> ApplyResult:
+    def _apply_one(self, desired: dict, snapshot: Snapshot | None, rules: Ownership) -> ApplyResult:
         ref = ObjectRef.of(desired)
         self._served(ref.api_version, ref.kind)
-        if snapshot is None or not snapshot.covers(ref):
-            self._request("GET")
+        drift = ()
         with self._lock:
-            live = self._objects.get(ref.identity)
-            if live is not None and is_unchanged(desired, live, self.field_manager):
-                return ApplyResult(ref, Action.UNCHANGED, self._as(ref.api_version, live))
+            if snapshot is not None and snapshot.covers(ref):
+                live = snapshot.get(ref)  # as read, like the real door: it may be stale
+            else:
+                self._request("GET")
+                live = self._objects.get(ref.identity)
+            if live is not None:
+                desired, drift = for_existing(desired, live, rules.get((ref.group, ref.kind)))
+                if is_unchanged(desired, live, self.field_manager):
+                    return ApplyResult(ref, Action.UNCHANGED, self._as(ref.api_version, live), drift)
         self._request("PATCH")
         self._validate(ref)
         with self._lock:
             live = self._objects.get(ref.identity)
+            self._check_precondition(ref, desired, live)
             wanted = comparable(desired)
             if live is None:
                 merged = copy.deepcopy(wanted)
@@ -168,7 +177,7 @@ class FakeCluster(SnapshotAndPrune):
             )
             merged["metadata"]["managedFields"] = entries
             stored = self._store(merged, "MODIFIED" if live else "ADDED")
-        return ApplyResult(ref, Action.CHANGED if live else Action.CREATED, stored)
+        return ApplyResult(ref, Action.CHANGED if live else Action.CREATED, stored, drift)
 
     def delete(self, api_version, kind, name, namespace=None, *, propagation_policy="Background"):
         self._served(api_version, kind)
@@ -226,6 +235,16 @@ class FakeCluster(SnapshotAndPrune):
             raise UnknownKind(
                 f"the cluster does not serve {kind} in {api_version} (is its CRD installed?)",
                 status=404, reason="NotFound",
+            )
+
+    @staticmethod
+    def _check_precondition(ref: ObjectRef, desired: dict, live: dict | None) -> None:
+        """An apply that names a resourceVersion fails when the object moved on since."""
+        wanted = (desired.get("metadata") or {}).get("resourceVersion")
+        if wanted and (live is None or live["metadata"]["resourceVersion"] != wanted):
+            raise TransientError(
+                f"Operation cannot be fulfilled on {ref}: the object has been modified",
+                status=409, reason="Conflict",
             )
 
     def _validate(self, ref: ObjectRef) -> None:

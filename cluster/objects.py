@@ -95,6 +95,9 @@ class ApplyResult:
     ref: ObjectRef
     action: Action
     object: dict  # the live object after this call
+    # Immutable paths where the desired object differs from the live one: kept as they
+    # are on the cluster (see `cluster.fields`), for the caller to report.
+    drift: tuple[str, ...] = ()
 
     @property
     def wrote(self) -> bool:
@@ -143,6 +146,11 @@ def comparable(desired: dict) -> dict:
     return out
 
 
+def _is_zero(value) -> bool:
+    return value is None or value is False or value == "" or value == {} or value == [] or (
+        type(value) is int and value == 0)
+
+
 def is_subset(desired, live) -> bool:
     """Every value we set is present and equal in `live`; extra live fields are fine.
 
@@ -156,8 +164,9 @@ def is_subset(desired, live) -> bool:
             return False
         for key, value in desired.items():
             if key not in live:
-                # The server drops nulls and (for most types) empty maps and lists.
-                if value is None or value == {} or value == []:
+                # The server drops nulls, and the zero value of a field it stores without a
+                # pointer (`hostNetwork: false`, `initialDelaySeconds: 0`, "", {}, []).
+                if _is_zero(value):
                     continue
                 return False
             if not is_subset(value, live[key]):

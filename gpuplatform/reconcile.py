@@ -13,6 +13,7 @@ from django.conf import settings
 from django.db import transaction
 
 from cluster import ObjectRef, TransientError, get_cluster
+from cluster.fields import Ownership
 from cluster.objects import ApplyResult
 
 log = logging.getLogger(__name__)
@@ -58,6 +59,11 @@ class Outcome:
     def writes(self) -> int:
         return sum(result.wrote for result in self.applied) + len(self.pruned)
 
+    @property
+    def drift(self) -> list[str]:
+        """``Kind name: path`` for each immutable field kept as the cluster has it."""
+        return [f"{r.ref}: {path}" for r in self.applied for path in r.drift]
+
     def lines(self) -> list[str]:
         """One line per object that changed, for commands and logs."""
         return [f"{r.action:<9} {r.ref}" for r in self.applied if r.wrote] + [f"pruned    {ref}" for ref in self.pruned]
@@ -66,14 +72,18 @@ class Outcome:
         return Outcome(self.applied + other.applied, self.pruned + other.pruned)
 
 
-def sync(cluster, desired: list[dict], *, selector: str, kinds: list[tuple[str, str]]) -> Outcome:
+def sync(
+    cluster, desired: list[dict], *, selector: str, kinds: list[tuple[str, str]],
+    rules: Ownership | None = None,
+) -> Outcome:
     """Apply ``desired``, then delete what ``selector`` finds of ``kinds`` beyond it.
 
     One LIST per kind serves both the no-op check of every object and the prune, so an
-    unchanged team costs a few reads and no writes.
+    unchanged team costs a few reads and no writes. ``rules`` name the fields of existing
+    objects that belong to other controllers (``cluster.fields``).
     """
     snapshot = cluster.snapshot(selector, kinds)
-    applied = cluster.apply(desired, snapshot=snapshot) if desired else []
+    applied = cluster.apply(desired, snapshot=snapshot, rules=rules) if desired else []
     pruned = cluster.prune(selector, desired, kinds, snapshot=snapshot)
     return Outcome(applied, pruned)
 

@@ -10,6 +10,7 @@ Whatever the user typed, every pod template gets the same hardened security sett
 user input only ever reaches image, command, args and env values.
 """
 
+from cluster.fields import FieldRules, Ownership
 from cluster.names import bounded_name
 from cluster.quantity import canonical, gib
 from gpuplatform.ownership import JOB_LABEL, ownership_labels, owned
@@ -29,6 +30,24 @@ JOB_KINDS = [
     ("batch/v1", "Job"), ("batch.volcano.sh/v1alpha1", "Job"), ("apps/v1", "Deployment"),
     ("v1", "Service"), ("autoscaling/v2", "HorizontalPodAutoscaler"),
 ]
+# Who decides which field of a workload once it exists (DESIGN.md section 8; the table in
+# docs/architecture.md says why for each). Everything not named here is ours for life.
+JOB_FIELDS: Ownership = {
+    # Kueue unsuspends the Job when it admits it and suspends it again to preempt; it may
+    # lower parallelism for a partial admission. The pod template (where Kueue injects the
+    # flavor's placement at admission), completions and completion mode cannot change.
+    ("batch", "Job"): FieldRules(
+        create_only=("spec.suspend", "spec.parallelism"),
+        immutable=("spec.template", "spec.completions", "spec.completionMode"),
+    ),
+    # Volcano's admission refuses spec changes to a Job other than its gang size and task
+    # replicas, which we never change either.
+    ("batch.volcano.sh", "Job"): FieldRules(immutable=("spec",)),
+    # The HPA (or `kubectl scale`) sets replicas through the scale subresource; we start
+    # the Deployment at the minimum. A Deployment's selector cannot change.
+    ("apps", "Deployment"): FieldRules(create_only=("spec.replicas",), immutable=("spec.selector",)),
+    ("", "Service"): FieldRules(immutable=("spec.clusterIP",)),
+}
 # Keeps "<name>-<index>" pod hostnames and "<name>-<task>-<index>" Volcano pod names
 # within the 63-character label limit.
 OBJECT_NAME_LIMIT = 45
@@ -93,9 +112,8 @@ def pod_spec(job: Job, container: dict, **extra) -> dict:
         "serviceAccountName": WORKLOAD_SERVICE_ACCOUNT,
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
-        "hostNetwork": False,
-        "hostPID": False,
-        "hostIPC": False,
+        # No hostNetwork/hostPID/hostIPC: false is their default, and the API server drops a
+        # false it is sent, so stating it would make every re-apply look like a change.
         "securityContext": {
             "runAsNonRoot": True,
             "runAsUser": RUN_AS_ID,

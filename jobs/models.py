@@ -289,6 +289,14 @@ class Job(models.Model):
                 return False
         return self.transition(target, reason=reason, message=message)
 
+    def note(self, reason: str, message: str) -> bool:
+        """Record something worth knowing that changes no state, once per reason and message."""
+        _, created = JobEvent.objects.get_or_create(
+            job=self, reason=reason, message=message,
+            defaults={"from_state": self.state, "to_state": self.state},
+        )
+        return created
+
     def submit(self) -> bool:
         return self.transition(State.SUBMITTED, reason="Submitted", message="Waiting for the cluster.")
 

@@ -11,7 +11,7 @@ from tenants.models import Team
 from tenants.tasks import sync_team
 
 from .lifecycle import State
-from .manifests import JOB_KINDS, render_job
+from .manifests import JOB_FIELDS, JOB_KINDS, render_job
 from .models import Job
 
 log = logging.getLogger(__name__)
@@ -19,7 +19,8 @@ log = logging.getLogger(__name__)
 
 def sync_job(cluster, job: Job) -> Outcome:
     """1. make sure the team's namespace and queues exist, 2. apply or remove the job's
-    objects as its state says, 3. record the move the apply implies."""
+    objects as its state says, never taking back what Kueue, the HPA or Volcano own,
+    3. record the move the apply implies, and any field the cluster keeps as created."""
     plan = job.cluster_plan()
     if plan is Job.Plan.LEAVE:
         return Outcome()
@@ -29,10 +30,15 @@ def sync_job(cluster, job: Job) -> Outcome:
         job.team.refresh_from_db(fields=["status"])  # another step may have made it ready
         if plan is Job.Plan.APPLY and job.team.status != Team.Status.READY:
             outcome += sync_team(cluster, job.team)
-        outcome += sync(cluster, desired, selector=job_selector(job.pk), kinds=JOB_KINDS)
+        outcome += sync(cluster, desired, selector=job_selector(job.pk), kinds=JOB_KINDS, rules=JOB_FIELDS)
     except PermanentError as err:
         job.transition(State.FAILED, reason="Rejected", message=f"The cluster refused the job: {err}")
         return outcome
+    if outcome.drift:
+        job.note("KeptAsCreated", (
+            "The cluster keeps this job as it was created: " + "; ".join(outcome.drift)
+            + " can no longer change, and the platform now renders it differently. "
+            "The job runs as submitted; submit it again to get the new settings."))
     if job.state == State.SUBMITTED:
         job.transition(State.QUEUED, reason="Queued", message="Waiting for the scheduler.")
     elif job.state == State.CANCELLING:

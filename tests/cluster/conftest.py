@@ -23,6 +23,15 @@ from pathlib import Path
 
 import pytest
 
+from jobs.models import Job
+from jobs.tasks import sync_job
+from quotas.models import Cohort, PriorityClass, Scheduler
+from quotas.tasks import sync_cluster_objects
+from tenants.models import Membership, Team
+from tenants.tasks import offboard, sync_team
+
+from ..builders import make_flavor, make_job, make_quota, make_user
+
 REPO = Path(__file__).resolve().parents[2]
 CLUSTER_SH = REPO / "deploy" / "local-cluster" / "cluster.sh"
 # A cold build of every component takes minutes; a warm start takes seconds.
@@ -171,3 +180,51 @@ def watcher(live):
     yield watcher
     watcher.stop()
     thread.join(timeout=30)
+
+
+# --- a team on the cluster, with one quota per scheduler -----------------------------------
+TOLERATION = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+TAINT = [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]
+
+
+@pytest.fixture
+def world(live):
+    """A team with an 8-GPU H100 quota (Kueue) and an 8-GPU A100 quota (Volcano)."""
+    slug = f"it-{uuid.uuid4().hex[:6]}"
+    owner = make_user(f"owner-{slug}")
+    team = Team.objects.create(slug=slug, display_name=slug)
+    Membership.objects.create(team=team, user=owner, role=Membership.Role.OWNER)
+    h100 = make_flavor(f"h100-{slug}", node_labels={"gpuplatform.io/pool": "h100"}, node_taints=TAINT,
+                       tolerations=TOLERATION)
+    a100 = make_flavor(f"a100-{slug}", scheduler=Scheduler.VOLCANO, node_labels={"gpuplatform.io/pool": "a100"},
+                       tolerations=TOLERATION)
+    make_quota(team, h100, nominal_gpus=8, cpu_cores=64, memory_gib=512)
+    make_quota(team, a100, nominal_gpus=8, cpu_cores=64, memory_gib=512)
+    sync_cluster_objects(live)
+    sync_team(live, team)
+    yield team, h100, a100
+    if Team.objects.filter(pk=team.pk).exists():
+        team.refresh_from_db()
+        offboard(live, team)
+    for flavor in (h100, a100):
+        flavor.quotas.all().delete()
+        flavor.jobs.all().delete()
+        flavor.delete()
+    PriorityClass.objects.filter(name__endswith=slug).delete()
+    Cohort.objects.filter(name__endswith=slug).delete()
+    sync_cluster_objects(live)
+
+
+def submit(live, team, flavor, **fields) -> Job:
+    fields = {"cpu_per_worker": 4, "memory_per_worker_gib": 2, **fields}  # more CPU than any default limit
+    job = make_job(team, flavor, name=f"j{uuid.uuid4().hex[:6]}", **fields)
+    job.submit()
+    sync_job(live, job)
+    return job
+
+
+def reaches(job, state, timeout=120):
+    def check():
+        job.refresh_from_db()
+        return job.state == state
+    wait_until(check, timeout=timeout, message=f"job {job.name} to become {state} (is {job.state}: {job.message})")

@@ -177,6 +177,10 @@ def test_apply_order_puts_dependencies_first_and_keeps_input_order_within_a_tier
         ("a null we set matches an absent field", {"sel": None}, {}, True),
         ("an empty map we set matches an absent field", {"m": {}}, {}, True),
         ("True is not 1", {"flag": True}, {"flag": 1}, False),
+        ("a false the server drops matches an absent field", {"hostNetwork": False}, {}, True),
+        ("a true never matches an absent field", {"hostNetwork": True}, {}, False),
+        ("a zero the server drops matches an absent field", {"initialDelaySeconds": 0}, {}, True),
+        ("a one never matches an absent field", {"initialDelaySeconds": 1}, {}, False),
     ],
 )
 def test_subset_comparison(case, desired, live, subset):

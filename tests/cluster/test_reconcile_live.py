@@ -12,61 +12,15 @@ from jobs.lifecycle import State
 from jobs.manifests import object_name
 from jobs.models import Job
 from jobs.tasks import sync_job
-from quotas.models import Cohort, PriorityClass, Quota, Scheduler
+from quotas.models import Cohort, PriorityClass, Quota
 from quotas.tasks import sync_cluster_objects
-from tenants.models import Membership, Team
+from tenants.models import Team
 from tenants.tasks import offboard, sync_team
 
-from ..builders import make_flavor, make_job, make_quota, make_user
-from .conftest import REPO, wait_until
+from ..builders import make_quota
+from .conftest import REPO, reaches, submit, wait_until
 
 pytestmark = [pytest.mark.cluster, pytest.mark.django_db(transaction=True)]
-
-TOLERATION = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
-TAINT = [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]
-
-
-@pytest.fixture
-def world(live):
-    """A team with an 8-GPU H100 quota (Kueue) and an 8-GPU A100 quota (Volcano)."""
-    slug = f"it-{uuid.uuid4().hex[:6]}"
-    owner = make_user(f"owner-{slug}")
-    team = Team.objects.create(slug=slug, display_name=slug)
-    Membership.objects.create(team=team, user=owner, role=Membership.Role.OWNER)
-    h100 = make_flavor(f"h100-{slug}", node_labels={"gpuplatform.io/pool": "h100"}, node_taints=TAINT,
-                       tolerations=TOLERATION)
-    a100 = make_flavor(f"a100-{slug}", scheduler=Scheduler.VOLCANO, node_labels={"gpuplatform.io/pool": "a100"},
-                       tolerations=TOLERATION)
-    make_quota(team, h100, nominal_gpus=8, cpu_cores=64, memory_gib=512)
-    make_quota(team, a100, nominal_gpus=8, cpu_cores=64, memory_gib=512)
-    sync_cluster_objects(live)
-    sync_team(live, team)
-    yield team, h100, a100
-    if Team.objects.filter(pk=team.pk).exists():
-        team.refresh_from_db()
-        offboard(live, team)
-    for flavor in (h100, a100):
-        flavor.quotas.all().delete()
-        flavor.jobs.all().delete()
-        flavor.delete()
-    PriorityClass.objects.filter(name__endswith=slug).delete()
-    Cohort.objects.filter(name__endswith=slug).delete()
-    sync_cluster_objects(live)
-
-
-def submit(live, team, flavor, **fields) -> Job:
-    fields = {"cpu_per_worker": 4, "memory_per_worker_gib": 2, **fields}  # more CPU than any default limit
-    job = make_job(team, flavor, name=f"j{uuid.uuid4().hex[:6]}", **fields)
-    job.submit()
-    sync_job(live, job)
-    return job
-
-
-def reaches(job, state, timeout=120):
-    def check():
-        job.refresh_from_db()
-        return job.state == state
-    wait_until(check, timeout=timeout, message=f"job {job.name} to become {state} (is {job.state}: {job.message})")
 
 
 def test_onboarding_creates_every_object_and_a_second_pass_writes_nothing(live, world):
@@ -138,7 +92,8 @@ def test_cancelling_removes_the_workload_and_ends_cancelled(live, world, watcher
     team, h100, _ = world
     job = submit(live, team, h100, workers=1, gpus_per_worker=8, env={"SLEEP": "1"})
     job.refresh_from_db()
-    job.transition(State.CANCELLING, reason="CancelRequested")
+    while not job.transition(State.CANCELLING, reason="CancelRequested"):
+        job.refresh_from_db()  # the watcher moved it on (queued -> admitted) in between
     sync_job(live, job)
     job.refresh_from_db()
     assert job.state == State.CANCELLED
@@ -231,6 +186,12 @@ def test_a_higher_priority_job_preempts_a_lower_one_and_the_victim_says_why(live
     assert event.reason == "Preempted"
     assert "higher-priority job of the same team" in event.message
     assert victim.state in (State.PREEMPTED, State.QUEUED)
+    # A sweep over the preempted victim and the running winner changes nothing of either.
+    live.reset_counts()
+    for job in (victim, urgent, victim):
+        job.refresh_from_db()
+        sync_job(live, job)
+    assert live.writes == 0, dict(live.requests)
 
 
 def test_borrowing_within_a_cohort_admits_a_job_beyond_the_nominal_quota(live, world, watcher):
