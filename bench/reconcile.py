@@ -33,14 +33,13 @@ from django.core.management import call_command  # noqa: E402
 from django.db import connections  # noqa: E402
 
 from cluster import Cluster  # noqa: E402
-from gpuplatform.ownership import selector  # noqa: E402
-from jobs.manifests import JOB_KINDS  # noqa: E402
-from quotas.manifests import render_cluster  # noqa: E402
+from core.ownership import selector  # noqa: E402
+from quotas.manifests import render_cluster, render_team_quotas  # noqa: E402
 from quotas.models import GpuFlavor, Quota  # noqa: E402
-from quotas.tasks import sync_cluster_objects  # noqa: E402
-from tenants.manifests import TEAM_KINDS, render_team  # noqa: E402
+from quotas.tasks import sync_cluster_objects, sync_team_quotas  # noqa: E402
+from tenants.manifests import render_team  # noqa: E402
 from tenants.models import Membership, Team  # noqa: E402
-from tenants.tasks import sync_team  # noqa: E402
+from tenants.tasks import OFFBOARD_KINDS, sync_team  # noqa: E402
 
 TEAMS = int(os.environ.get("BENCH_TEAMS", "200"))
 THREADS = int(os.environ.get("BENCH_THREADS", "16"))
@@ -73,7 +72,7 @@ def make_teams(prefix: str, flavor: GpuFlavor, users) -> list[Team]:
 def ours(cluster: Cluster, teams: list[Team]) -> tuple[float, int]:
     def one(team):
         try:
-            return sync_team(cluster, team).writes
+            return (sync_team(cluster, team) + sync_team_quotas(cluster, team)).writes
         finally:
             connections.close_all()
 
@@ -92,9 +91,8 @@ def kubectl(manifest: Path) -> float:
 
 
 def cleanup(cluster: Cluster, teams: list[Team]) -> None:
-    kinds = [*JOB_KINDS, *TEAM_KINDS, ("v1", "Namespace")]
     with ThreadPoolExecutor(max_workers=THREADS) as pool:
-        list(pool.map(lambda t: cluster.prune(selector(team=t.slug), [], kinds), teams))
+        list(pool.map(lambda t: cluster.prune(selector(team=t.slug), [], OFFBOARD_KINDS), teams))
 
 
 def main() -> None:
@@ -111,7 +109,9 @@ def main() -> None:
     cluster = Cluster(kubeconfig=KUBECONFIG, field_manager="gpuplatform")
 
     objects = render_cluster([flavor], [], []) + [
-        obj for team in kubectl_teams for obj in render_team(team, **team.render_inputs())]
+        obj for team in kubectl_teams
+        for obj in render_team(team, list(team.memberships.select_related("user")))
+        + render_team_quotas(team, list(Quota.objects.of_team(team)))]
     manifest = Path(tempfile.mkdtemp()) / "teams.yaml"
     manifest.write_text(yaml.safe_dump_all(objects, sort_keys=False))
     per_team = (len(objects) - 1) // TEAMS

@@ -50,7 +50,6 @@ APPLY_CONTENT_TYPE = "application/apply-patch+yaml"
 LIST_PAGE_SIZE = 500
 CONNECT_TIMEOUT = 10
 READ_TIMEOUT = 60
-VERBS = ("GET", "LIST", "WATCH", "POST", "PUT", "PATCH", "DELETE")
 
 
 class _MemoryDiscoverer(LazyDiscoverer):

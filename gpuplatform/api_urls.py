@@ -14,9 +14,10 @@ from rest_framework.views import APIView
 
 from jobs.api import JobViewSet
 from quotas.api import FlavorViewSet, QuotaRequestViewSet
-from tenants.api import TeamViewSet, TokenViewSet
+from console.api import TeamViewSet
+from tenants.api import TokenViewSet
 
-from .api_errors import not_found
+from core.api_errors import not_found
 
 router = SimpleRouter(trailing_slash=False)
 router.register("teams", TeamViewSet, basename="team")

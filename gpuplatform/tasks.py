@@ -3,14 +3,14 @@
 from celery import shared_task
 from django.utils import timezone
 
-from gpuplatform.ownership import JOB_LABEL, MANAGED_BY_LABEL, MANAGED_BY_VALUE, job_selector
-from gpuplatform.reconcile import RETRY_POLICY, NoCluster, current_cluster
+from core.ownership import JOB_LABEL, MANAGED_BY_LABEL, MANAGED_BY_VALUE, job_selector
+from core.reconcile import RETRY_POLICY, NoCluster, current_cluster
 from jobs.manifests import JOB_KINDS
 from jobs.models import RETAIN_FINISHED, Job
 from jobs.tasks import reconcile_job
 from quotas.emails import warn_expiring_grants
-from quotas.grants import apply_grants
-from quotas.tasks import reconcile_cluster_objects
+from quotas.actions import apply_grants
+from quotas.tasks import reconcile_cluster_objects, reconcile_team_quotas
 from tenants.models import Team
 from tenants.tasks import reconcile_team
 
@@ -20,7 +20,8 @@ ORPHAN_JOB_OBJECTS = f"{MANAGED_BY_LABEL}={MANAGED_BY_VALUE},{JOB_LABEL}"
 @shared_task(**RETRY_POLICY)
 def sweep(self) -> dict:
     """0. grants that start or end change their quotas (with or without a cluster), and
-    owners hear of grants ending soon, 1. cluster-wide objects, 2. every team, 3. every
+    owners hear of grants ending soon, 1. cluster-wide objects, 2. every team and its
+    quotas, 3. every
     live job (each as its own task), 4. delete job objects whose job is gone or finished
     long ago."""
     now = timezone.now()
@@ -34,6 +35,7 @@ def sweep(self) -> dict:
     teams = list(Team.objects.values_list("pk", flat=True))
     for team_id in teams:
         reconcile_team.delay(team_id)
+        reconcile_team_quotas.delay(team_id)
     live = list(Job.objects.live().exclude(state=Job.State.DRAFT).values_list("pk", flat=True))
     for job_id in live:
         reconcile_job.delay(job_id)

@@ -3,13 +3,12 @@
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from tenants.views import dashboard
+from console.views import dashboard
 
 urlpatterns = [
     path("", dashboard, name="dashboard"),
     path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("jobs/", include("jobs.urls")),
-    path("teams/", include("tenants.urls")),
-    path("quotas/", include("quotas.urls")),
+    path("", include("console.urls")),
 ]

@@ -10,7 +10,7 @@ import hashlib
 from decimal import Decimal
 import json
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import filters, mixins, serializers, status, viewsets
 from rest_framework.decorators import action
@@ -19,17 +19,19 @@ from rest_framework.pagination import CursorPagination
 from rest_framework.response import Response
 
 from cluster import ClusterError
-from gpuplatform.api_auth import token_of
-from gpuplatform.api_errors import Conflict, RefuseNulMixin, SlugRelatedField, Unavailable, error_response
-from gpuplatform.ownership import job_selector
-from gpuplatform.reconcile import NoCluster, current_cluster
+from tenants.auth import token_of
+from core.api_errors import Conflict, RefuseNulMixin, SlugRelatedField, Unavailable, error_response
+from core.ownership import job_selector
+from core.reconcile import NoCluster, current_cluster
 from quotas.models import GpuFlavor, PriorityClass
-from tenants.api import visible_teams
+from tenants.auth import visible_teams
 from tenants.models import Team
-from tenants.tokens import IdempotencyKey, Scope
+from tenants.tokens import Scope
 
+from . import actions
 from .filters import JobFilter
 from .manifests import render_job
+from .idempotency import KeyConflict
 from .models import Job, JobEvent
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
@@ -141,38 +143,27 @@ class JobViewSet(RefuseNulMixin, mixins.CreateModelMixin, viewsets.ReadOnlyModel
             return self._created(self._submit(serializer.validated_data))
         if len(key) > 255 or "\x00" in key:
             raise serializers.ValidationError({IDEMPOTENCY_HEADER: ["At most 255 characters, no null characters."]})
-        digest = request_digest(request.data)
-        token = token_of(request)
-        with transaction.atomic():
-            try:
-                # Concurrent duplicates wait here on the unique index until the first one
-                # commits, then fail: exactly one of them goes on to create the job.
-                with transaction.atomic():
-                    record = IdempotencyKey.objects.create(
-                        user=request.user, token=token, key=key, request_digest=digest
-                    )
-            except IntegrityError:
-                record = None
-            if record is not None:
-                record.job = self._submit(serializer.validated_data)
-                record.save(update_fields=["job"])
-                return self._created(record.job)
-        mine = IdempotencyKey.objects.filter(key=key, **({"token": token} if token else {"user": request.user, "token": None}))
-        record = mine.first()
-        if record is None:  # the job it named was deleted in between
-            raise Conflict(f"The {IDEMPOTENCY_HEADER} {key!r} is in use; retry.")
-        if record.request_digest != digest:
-            raise Conflict(f"The {IDEMPOTENCY_HEADER} {key!r} was already used for a different request.")
-        job = self.get_queryset().filter(pk=record.job_id).first()
+        data = dict(serializer.validated_data)
+        try:
+            job_id, created = actions.submit_once(
+                key=key, digest=request_digest(request.data), token=token_of(request),
+                team=data.pop("team"), submitter=request.user, **data)
+        except KeyConflict as err:
+            raise Conflict(str(err))
+        except IntegrityError:
+            raise Conflict("The team already has a live job with this name.")  # a racing same-name submit
+        job = self.get_queryset().filter(pk=job_id).first()
         if job is None:
             raise NotFound("The job this Idempotency-Key created is gone.")
+        if created:
+            return self._created(job)
         return Response(self.get_serializer(job).data, status=status.HTTP_200_OK)
 
     def _submit(self, data) -> Job:
         data = dict(data)
         team = data.pop("team")
         try:
-            return Job.objects.submit(team=team, submitter=self.request.user, **data)
+            return actions.submit(team=team, submitter=self.request.user, **data)
         except IntegrityError:
             # Two submissions of the same name raced past full_clean.
             raise Conflict("The team already has a live job with this name.")
@@ -188,9 +179,9 @@ class JobViewSet(RefuseNulMixin, mixins.CreateModelMixin, viewsets.ReadOnlyModel
     def cancel(self, request, pk=None):
         """Stop the job: it moves to cancelling and the platform removes its objects."""
         job = self.get_object()
-        if job.is_final or job.state == Job.State.CANCELLING:
+        if not job.is_cancellable:
             raise Conflict(f"The job is already {job.state}.")
-        job.request_cancel(request.user)
+        actions.cancel(job, request.user)
         job.refresh_from_db()
         return Response(self.get_serializer(job).data, status=status.HTTP_202_ACCEPTED)
 

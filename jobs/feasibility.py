@@ -1,6 +1,6 @@
-"""Will a job start, queue, or never run? And how much of each quota is in use?
+"""Will a job start, queue, or never run? And where does a waiting job stand in its queue?
 
-Model-level rules the web UI asks before a submission and on dashboards; computed from
+Model-level rules the web UI asks before a submission and on job pages; computed from
 the team's quota (nominal and what it can borrow), the GPUs held by its admitted and
 running jobs, the queue of its waiting jobs, and the flavor's node size. The scheduler has
 the last word; this is the honest estimate a researcher sees before pressing Submit.
@@ -8,93 +8,12 @@ the last word; this is the honest estimate a researcher sees before pressing Sub
 
 from dataclasses import dataclass
 
-from django.db.models import Case, Count, F, IntegerField, Q, Sum, When
+from django.db.models import F, Q
 from django.db.models.functions import Coalesce
 
-from quotas.models import GpuFlavor, Quota
-
-from .lifecycle import State
+from .lifecycle import WAITING_FOR_QUOTA
 from .models import Job
-
-# States whose pods hold quota, and states waiting for it.
-USING = (State.ADMITTED, State.RUNNING)
-WAITING = (State.SUBMITTED, State.QUEUED, State.PREEMPTED)
-
-# Job.total_gpus in SQL: replicas (max for inference) times GPUs per worker.
-TOTAL_GPUS = Case(
-    When(kind=Job.Kind.INFERENCE, then=Coalesce(F("max_replicas"), 1) * F("gpus_per_worker")),
-    default=F("workers") * F("gpus_per_worker"),
-    output_field=IntegerField(),
-)
-
-
-@dataclass
-class Usage:
-    """One team's quota on one flavor, with what its jobs hold and wait for."""
-
-    quota: Quota | None
-    flavor: GpuFlavor
-    in_use: int = 0
-    running: int = 0
-    queued: int = 0
-
-    @property
-    def nominal(self) -> int:
-        return self.quota.nominal_gpus if self.quota else 0
-
-    @property
-    def ceiling(self) -> int:
-        return self.quota.ceiling_gpus if self.quota else 0
-
-    @property
-    def borrowable(self) -> int:
-        return self.ceiling - self.nominal
-
-    @property
-    def free(self) -> int:
-        return max(0, self.ceiling - self.in_use)
-
-    @property
-    def free_nominal(self) -> int:
-        return max(0, self.nominal - self.in_use)
-
-    def bar(self) -> dict:
-        """Widths (percent of the bar) of the used part, the nominal quota and the borrowable part."""
-        scale = max(self.ceiling, self.in_use, 1)
-        return {
-            "used": round(100 * min(self.in_use, scale) / scale),
-            "nominal": round(100 * self.nominal / scale),
-            "borrowable": round(100 * self.borrowable / scale),
-        }
-
-
-def usage_for(teams) -> dict[tuple[int, int], Usage]:
-    """Usage per (team id, flavor id) for every quota of ``teams``, in two queries."""
-    quotas = (
-        Quota.objects.filter(team__in=teams).select_related("team", "flavor", "cohort").with_cohort_lendable()
-        .order_by("team__slug", "flavor__name")
-    )
-    usage = {(q.team_id, q.flavor_id): Usage(quota=q, flavor=q.flavor) for q in quotas}
-    counts = (
-        Job.objects.filter(team__in=teams, state__in=USING + WAITING)
-        .values("team_id", "flavor_id")
-        .annotate(
-            in_use=Coalesce(Sum(TOTAL_GPUS, filter=Q(state__in=USING)), 0),
-            running=Count("id", filter=Q(state=State.RUNNING)),
-            queued=Count("id", filter=Q(state__in=WAITING)),
-        )
-        .order_by()
-    )
-    for row in counts:
-        item = usage.get((row["team_id"], row["flavor_id"]))
-        if item is not None:  # jobs on a flavor whose quota was removed are not shown
-            item.in_use, item.running, item.queued = row["in_use"], row["running"], row["queued"]
-    return usage
-
-
-def usage_of(team, flavor) -> Usage:
-    return usage_for([team]).get((team.pk, flavor.pk)) or Usage(quota=None, flavor=flavor)
-
+from .usage import usage_of
 
 def _priority_value(job: Job) -> int:
     # Kueue gives workloads without a priority class the value 0.
@@ -104,7 +23,7 @@ def _priority_value(job: Job) -> int:
 def _waiting_ahead(team, flavor, priority: int, *, before=None):
     """The team's waiting jobs on ``flavor`` that the scheduler considers first:
     higher priority, or the same priority and submitted earlier."""
-    waiting = Job.objects.filter(team=team, flavor=flavor, state__in=WAITING)
+    waiting = Job.objects.filter(team=team, flavor=flavor, state__in=WAITING_FOR_QUOTA)
     priority_value = Coalesce(F("priority__value"), 0)
     waiting = waiting.alias(pv=priority_value)
     if before is None:  # a new job: everything waiting at its priority or above is ahead
@@ -117,7 +36,7 @@ def _waiting_ahead(team, flavor, priority: int, *, before=None):
 
 def queue_position(job: Job) -> int | None:
     """How many of the team's jobs wait ahead of ``job`` on its flavor; None if not waiting."""
-    if job.state not in WAITING:
+    if job.state not in WAITING_FOR_QUOTA:
         return None
     return _waiting_ahead(job.team, job.flavor, _priority_value(job), before=job).count()
 

@@ -2,21 +2,35 @@
 
 from django.db import models
 
+from schedulers import Phase
+
 
 class State(models.TextChoices):
+    """What the platform says about a job: the phases every scheduler reports
+    (`schedulers.Phase`), and the steps only the platform knows."""
+
     DRAFT = "draft", "Draft"
     SUBMITTED = "submitted", "Submitted"
-    QUEUED = "queued", "Queued"
-    ADMITTED = "admitted", "Admitted"
-    RUNNING = "running", "Running"
-    SUCCEEDED = "succeeded", "Succeeded"
-    FAILED = "failed", "Failed"
+    QUEUED = Phase.QUEUED.value, "Queued"
+    ADMITTED = Phase.ADMITTED.value, "Admitted"
+    RUNNING = Phase.RUNNING.value, "Running"
+    SUCCEEDED = Phase.SUCCEEDED.value, "Succeeded"
+    FAILED = Phase.FAILED.value, "Failed"
     CANCELLING = "cancelling", "Cancelling"
     CANCELLED = "cancelled", "Cancelled"
-    PREEMPTED = "preempted", "Preempted"
+    PREEMPTED = Phase.PREEMPTED.value, "Preempted"
 
 
+# The groups of states every part of the platform asks about; defined here only.
 FINAL_STATES = frozenset({State.SUCCEEDED, State.FAILED, State.CANCELLED})
+# Sorted: a stable migration for the constraint that names them.
+FINAL_STATE_VALUES = sorted(str(s) for s in FINAL_STATES)
+# Pods that hold quota: what a team uses, and what GPU-hours count.
+HOLDING_QUOTA = (State.ADMITTED, State.RUNNING)
+# Waiting for quota: what a team waits for, and the queue a new job joins.
+WAITING_FOR_QUOTA = (State.SUBMITTED, State.QUEUED, State.PREEMPTED)
+# Not running yet: where the cluster's last warning about a job is worth showing.
+NOT_STARTED = frozenset({State.SUBMITTED, State.QUEUED, State.ADMITTED})
 
 # Allowed moves. Anything live can fail (a permanent error) or start cancelling; a
 # preempted job goes back to the queue.

@@ -10,7 +10,7 @@ from django.db import models, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from gpuplatform.validators import (
+from core.validators import (
     validate_dns1123_label,
     validate_env,
     validate_image,
@@ -20,7 +20,8 @@ from quotas.models import GpuFlavor, PriorityClass
 from tenants.models import Membership, Team
 from tenants.roles import is_quota_manager
 
-from .lifecycle import FINAL_STATES, TIMESTAMP_ON_ENTRY, TRANSITIONS, InvalidTransition, State, path
+from .idempotency import IdempotencyKey  # noqa: F401  (a model of this app)
+from .lifecycle import FINAL_STATE_VALUES, FINAL_STATES, TIMESTAMP_ON_ENTRY, TRANSITIONS, InvalidTransition, State, path
 
 JOB_NAME_MAX_LENGTH = 40
 # How long a finished training job's objects stay on the cluster, so its logs can be read.
@@ -29,7 +30,6 @@ RETAIN_FINISHED = timedelta(days=1)
 RESERVED_ENV_NAMES = frozenset(
     {"MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "NODE_RANK", "NNODES", "NPROC_PER_NODE"}
 )
-_FINAL = sorted(str(s) for s in FINAL_STATES)  # sorted: a stable migration
 
 
 class JobQuerySet(models.QuerySet):
@@ -38,11 +38,11 @@ class JobQuerySet(models.QuerySet):
         return self.filter(team__in=Team.objects.visible_to(user))
 
     def live(self):
-        return self.exclude(state__in=_FINAL)
+        return self.exclude(state__in=FINAL_STATE_VALUES)
 
     def submit(self, *, team: Team, submitter, **fields) -> "Job":
-        """The one way a job enters the platform, for the web UI and the API alike:
-        check the submitter may, validate, save as submitted, reconcile after commit."""
+        """Check the submitter may, validate, save as submitted (`jobs.actions.submit`
+        then reconciles it)."""
         if not team.can_submit(submitter):
             raise PermissionDenied(f"Only owners and members of {team.slug} can submit jobs.")
         job = Job(team=team, submitter=submitter, **fields)
@@ -50,9 +50,6 @@ class JobQuerySet(models.QuerySet):
         with transaction.atomic():
             job.save()
             job.submit()
-            from .tasks import reconcile_job_soon  # tasks import this module
-
-            reconcile_job_soon(job)
         return job
 
 
@@ -131,7 +128,7 @@ class Job(models.Model):
         constraints = [
             models.UniqueConstraint(
                 fields=["team", "name"],
-                condition=~Q(state__in=_FINAL),
+                condition=~Q(state__in=FINAL_STATE_VALUES),
                 name="job_name_unique_among_live_jobs",
                 violation_error_message="The team already has a live job with this name.",
             ),
@@ -171,27 +168,27 @@ class Job(models.Model):
         replicas = self.max_replicas if self.kind == self.Kind.INFERENCE else self.workers
         return (replicas or 1) * self.gpus_per_worker
 
+    @property
+    def is_cancellable(self) -> bool:
+        """Whether the job can still be stopped, whoever asks."""
+        return not self.is_final and self.state != State.CANCELLING
+
     def can_cancel(self, user) -> bool:
-        if self.is_final or self.state == State.CANCELLING:
+        if not self.is_cancellable:
             return False
         role = self.team.role_of(user)
         return role in (Membership.Role.OWNER, Membership.Role.MEMBER) or is_quota_manager(user)
 
     def request_cancel(self, user) -> bool:
         """Stop the job for ``user``: a draft ends at once, anything live starts cancelling
-        and the reconciler removes its objects. Returns whether this call changed it."""
+        (`jobs.actions.cancel` then has the reconciler remove its objects). Returns whether
+        this call changed it."""
         if not self.can_cancel(user):
             raise PermissionDenied("You cannot cancel this job.")
         who = user.get_username()
         if self.state == State.DRAFT:
             return self.transition(State.CANCELLED, reason="Cancelled", message=f"Cancelled by {who}.")
-        with transaction.atomic():
-            if not self.transition(State.CANCELLING, reason="CancelRequested", message=f"Cancelled by {who}."):
-                return False
-            from .tasks import reconcile_job_soon
-
-            reconcile_job_soon(self)
-        return True
+        return self.transition(State.CANCELLING, reason="CancelRequested", message=f"Cancelled by {who}.")
 
     def cluster_plan(self, now=None) -> "Job.Plan":
         if self.state == State.DRAFT:

@@ -5,13 +5,12 @@ import logging
 from celery import shared_task
 
 from cluster import PermanentError
-from gpuplatform.ownership import job_selector
-from gpuplatform.reconcile import RETRY_POLICY, NoCluster, Outcome, current_cluster, enqueue, sync
-from tenants.models import Team
-from tenants.tasks import sync_team
+from core.ownership import job_selector
+from core.reconcile import RETRY_POLICY, NoCluster, Outcome, current_cluster, sync
+from quotas.tasks import sync_team_quotas
 
 from .lifecycle import State
-from .manifests import JOB_FIELDS, JOB_KINDS, render_job
+from .manifests import JOB_KINDS, job_fields, render_job
 from .models import Job
 
 log = logging.getLogger(__name__)
@@ -27,10 +26,10 @@ def sync_job(cluster, job: Job) -> Outcome:
     outcome = Outcome()
     desired = render_job(job) if plan is Job.Plan.APPLY else []
     try:
-        job.team.refresh_from_db(fields=["status"])  # another step may have made it ready
-        if plan is Job.Plan.APPLY and job.team.status != Team.Status.READY:
-            outcome += sync_team(cluster, job.team)
-        outcome += sync(cluster, desired, selector=job_selector(job.pk), kinds=JOB_KINDS, rules=JOB_FIELDS)
+        if job.state == State.SUBMITTED:
+            # A new job needs its team's namespace and queues; a few reads when they exist.
+            outcome += sync_team_quotas(cluster, job.team)
+        outcome += sync(cluster, desired, selector=job_selector(job.pk), kinds=JOB_KINDS, rules=job_fields(job))
     except PermanentError as err:
         job.transition(State.FAILED, reason="Rejected", message=f"The cluster refused the job: {err}")
         return outcome
@@ -56,7 +55,3 @@ def reconcile_job(self, job_id: int) -> int:
     except NoCluster:
         return 0
     return sync_job(cluster, job).writes
-
-
-def reconcile_job_soon(job: Job) -> None:
-    enqueue(reconcile_job, job.pk)

@@ -15,11 +15,11 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from cluster import ClusterError
-from gpuplatform.ownership import job_selector
-from gpuplatform.reconcile import NoCluster, current_cluster
+from core.ownership import job_selector
+from core.reconcile import NoCluster, current_cluster
 from tenants.models import Team
 
-from . import feasibility
+from . import actions, feasibility, usage
 from .filters import JobFilter
 from .forms import PRESETS, JobForm, clone_initial
 from .manifests import render_job
@@ -60,7 +60,7 @@ def job_list(request):
 # --- submit -------------------------------------------------------------------------------------
 def _form(request, data=None, initial=None) -> JobForm:
     teams = Team.objects.submittable_by(request.user)
-    return JobForm(data, initial=initial, user=request.user, usage_by_team=feasibility.usage_for(teams))
+    return JobForm(data, initial=initial, user=request.user, usage_by_team=usage.usage_for(teams))
 
 
 def _initial(request) -> dict:
@@ -87,7 +87,7 @@ def job_submit(request):
         if form.is_valid():
             team = form.cleaned_data["team"]
             try:
-                job = Job.objects.submit(team=team, submitter=request.user, **form.submit_fields())
+                job = actions.submit(team=team, submitter=request.user, **form.submit_fields())
             except PermissionDenied:
                 return HttpResponseForbidden("You cannot submit jobs for this team.")
             except ValidationError as err:
@@ -118,7 +118,7 @@ def job_preview(request):
     else:
         job = form.sizing_job()
     if job is not None:
-        context.update(feasibility=feasibility.assess(job), usage=feasibility.usage_of(job.team, job.flavor))
+        context.update(feasibility=feasibility.assess(job), usage=usage.usage_of(job.team, job.flavor))
     return render(request, "jobs/partials/preview.html", context)
 
 
@@ -191,7 +191,7 @@ def job_cancel(request, pk):
     job = get_object_or_404(_visible_jobs(request), pk=pk)
     status = 200
     try:
-        if job.request_cancel(request.user):
+        if actions.cancel(job, request.user):
             messages.success(request, f"Cancelling {job.name}: its pods are being removed.")
     except PermissionDenied:
         if job.is_final or job.state == Job.State.CANCELLING:

@@ -18,30 +18,51 @@ from collections import defaultdict
 from django.db import connections
 
 from cluster import ClusterError
-from gpuplatform.ownership import JOB_LABEL, MANAGED_BY_LABEL, MANAGED_BY_VALUE
-from quotas.models import Quota, Scheduler
+from core.ownership import JOB_LABEL, MANAGED_BY_LABEL, MANAGED_BY_VALUE
+from quotas.models import Quota
+from schedulers import SCHEDULERS, Kind
+from schedulers.workloads import DEPLOYMENT
 
-from .lifecycle import State
+from .lifecycle import NOT_STARTED, State
 from .manifests import object_name
 from .models import Job
-from .status import observe_inference, observe_kueue_training, observe_volcano_training
+from .status import observe
 
 log = logging.getLogger(__name__)
 
 OURS = f"{MANAGED_BY_LABEL}={MANAGED_BY_VALUE}"
-WORKLOAD = ("kueue.x-k8s.io/v1beta2", "Workload")
-BATCH_JOB = ("batch/v1", "Job")
-VOLCANO_JOB = ("batch.volcano.sh/v1alpha1", "Job")
-PODGROUP = ("scheduling.volcano.sh/v1beta1", "PodGroup")
-DEPLOYMENT = ("apps/v1", "Deployment")
 POD = ("v1", "Pod")
 EVENT = ("v1", "Event")
-# Kueue Workloads and Volcano PodGroups do not carry our labels; they are found through
-# their owner (our batch Job or Volcano Job). Events through the object they are about.
-WATCHED = [(BATCH_JOB, OURS), (VOLCANO_JOB, OURS), (DEPLOYMENT, OURS), (POD, OURS), (WORKLOAD, None),
-           (PODGROUP, None), (EVENT, None)]
-# Where a job still waits, the cluster's last warning about it is worth showing.
-WAITING = {State.SUBMITTED, State.QUEUED, State.ADMITTED}
+# Each scheduler's workloads carry our labels; its bookkeeping objects (Kueue Workloads,
+# Volcano PodGroups) do not and are found through their owner, our workload. Events are
+# found through the object they are about.
+WATCHED: list[tuple[Kind, str | None]] = [
+    (kind, OURS if labelled else None) for scheduler in SCHEDULERS.values() for kind, labelled in scheduler.watched
+] + [(DEPLOYMENT, OURS), (POD, OURS), (EVENT, None)]
+LABELLED = [kind for kind, selector in WATCHED if selector]
+
+
+class _Seen:
+    """One job's objects in the watcher's cache (`schedulers.Seen`); read under its lock."""
+
+    def __init__(self, watcher: "StatusWatcher", job: Job):
+        self._watcher, self._job = watcher, job
+        self._namespace, self._name = job.team.namespace_name, object_name(job)
+
+    def named(self, kind: Kind) -> dict | None:
+        return self._watcher._cache[kind].get((self._namespace, self._name))
+
+    def owned(self, kind: Kind) -> dict | None:
+        return self._watcher._owned_by(kind, self._namespace, self._name)
+
+    def pods(self) -> list[dict]:
+        return [p for (ns, _), p in self._watcher._cache[POD].items()
+                if ns == self._namespace and (p["metadata"].get("labels") or {}).get(JOB_LABEL) == str(self._job.pk)]
+
+    def ceiling_gpus(self) -> int | None:
+        quota = (Quota.objects.filter(team_id=self._job.team_id, flavor_id=self._job.flavor_id)
+                 .with_cohort_lendable().first())
+        return quota.ceiling_gpus if quota else None
 
 
 class StatusWatcher:
@@ -104,8 +125,7 @@ class StatusWatcher:
         with self._lock:
             # Kept by the object it is about: the pod may reach our cache after its event.
             self._warnings[key] = (next(self._sequence), f"{obj.get('reason', 'Warning')}: {obj.get('message', '')}")
-            cache = {"Pod": POD, "Job": BATCH_JOB, "Deployment": DEPLOYMENT}.get(key[0])
-            subject = self._cache[cache].get(key[1:]) if cache else None
+            subject = self._cache.get((about.get("apiVersion", ""), key[0]), {}).get(key[1:])
             job_id = ((subject or {}).get("metadata", {}).get("labels") or {}).get(JOB_LABEL)
             if job_id is not None and str(job_id).isdigit():
                 self._dirty.add(int(job_id))
@@ -122,7 +142,9 @@ class StatusWatcher:
 
     def _owner_job(self, namespace: str, owners: list[dict]) -> str | None:
         for owner in owners:
-            kind = BATCH_JOB if owner.get("apiVersion") == "batch/v1" else VOLCANO_JOB
+            kind = (owner.get("apiVersion", ""), owner.get("kind", ""))
+            if kind not in LABELLED:
+                continue
             parent = self._cache[kind].get((namespace, owner.get("name", "")))
             if parent is not None:
                 return (parent["metadata"].get("labels") or {}).get(JOB_LABEL)
@@ -139,33 +161,19 @@ class StatusWatcher:
         seen = self._observe(job)
         with self._lock:
             warning = self._last_warning(job)
-        if seen is not None and warning and seen.state in WAITING:
+        if seen is not None and warning and seen.state in NOT_STARTED:
             return replace(seen, message=f"{seen.message} Last warning from the cluster: {warning}")
         return seen
 
     def _observe(self, job: Job):
-        name, namespace = object_name(job), job.team.namespace_name
         with self._lock:
-            if job.kind == Job.Kind.INFERENCE:
-                pods = [p for (ns, _), p in self._cache[POD].items()
-                        if ns == namespace and (p["metadata"].get("labels") or {}).get(JOB_LABEL) == str(job.pk)]
-                return observe_inference(job, self._cache[DEPLOYMENT].get((namespace, name)), pods)
-            if job.flavor.scheduler == Scheduler.VOLCANO:
-                return observe_volcano_training(job, self._cache[VOLCANO_JOB].get((namespace, name)),
-                                                self._owned_by(PODGROUP, namespace, name), self._ceiling(job))
-            return observe_kueue_training(job, self._owned_by(WORKLOAD, namespace, name),
-                                          self._cache[BATCH_JOB].get((namespace, name)))
-
-    @staticmethod
-    def _ceiling(job: Job) -> int | None:
-        quota = Quota.objects.filter(team_id=job.team_id, flavor_id=job.flavor_id).with_cohort_lendable().first()
-        return quota.ceiling_gpus if quota else None
+            return observe(job, _Seen(self, job))
 
     def evaluate(self, job_ids) -> int:
         """Bring the given jobs up to date with the cache; returns how many changed."""
         changed = 0
         jobs = (Job.objects.select_related("team", "flavor").filter(pk__in=list(job_ids))
-                .exclude(state__in=[State.DRAFT, State.SUCCEEDED, State.FAILED, State.CANCELLED]))
+                .live().exclude(state=State.DRAFT))
         for job in jobs:
             seen = self.observe(job)
             if seen is not None and job.observe(seen.state, reason=seen.reason, message=seen.message):

@@ -3,7 +3,22 @@
 from django.contrib import admin
 from simple_history.admin import SimpleHistoryAdmin
 
+from tenants.admin import TeamAdmin
+
+from .actions import apply_grants
+
 from .models import Cohort, GpuFlavor, PriorityClass, Quota, QuotaGrant, QuotaRequest
+
+
+class QuotaInline(admin.TabularInline):
+    model = Quota
+    extra = 0
+    fields = ["flavor", "cohort", "nominal_gpus", "borrowing_limit_gpus", "lending_limit_gpus",
+              "cpu_cores", "memory_gib", "weight"]
+
+
+# A team's page in the admin shows its quotas too; tenants cannot know of quotas.
+TeamAdmin.inlines = [*TeamAdmin.inlines, QuotaInline]
 
 
 @admin.register(GpuFlavor)
@@ -54,15 +69,19 @@ class QuotaGrantAdmin(SimpleHistoryAdmin):
     readonly_fields = ["applied", "expiry_warning_sent_at", "request"]
     autocomplete_fields = ["team"]
 
-    def save_model(self, request, obj, form, change):
-        from .grants import apply_grants
+    def get_readonly_fields(self, request, obj=None):
+        # A grant stays on the quota it was added to; the sweep only recomputes that one.
+        return [*self.readonly_fields, "team", "flavor"] if obj is not None else self.readonly_fields
 
-        super().save_model(request, obj, form, change)
+    def save_model(self, request, obj, form, change):
+        if change:
+            super().save_model(request, obj, form, change)
+        else:  # the first grant on a quota keeps the quota's numbers as a standing grant
+            obj._history_user = request.user
+            QuotaGrant.objects.add(obj)
         apply_grants(team=obj.team, flavor=obj.flavor)  # an edit takes effect now, not at the next sweep
 
     def delete_model(self, request, obj):
-        from .grants import apply_grants
-
         super().delete_model(request, obj)
         apply_grants(team=obj.team, flavor=obj.flavor)
 

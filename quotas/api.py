@@ -10,8 +10,8 @@ from rest_framework import exceptions, mixins, serializers, status, viewsets
 from rest_framework.pagination import CursorPagination
 from rest_framework.response import Response
 
-from gpuplatform.api_auth import token_of
-from gpuplatform.api_errors import RefuseNulMixin, SlugRelatedField
+from tenants.auth import token_of, visible_teams
+from core.api_errors import RefuseNulMixin, SlugRelatedField
 from tenants.models import Team
 from tenants.tokens import Scope
 
@@ -85,13 +85,6 @@ class FlavorViewSet(RefuseNulMixin, viewsets.ReadOnlyModelViewSet):
 # ``QuotaRequest.objects.visible_to`` decides what a caller sees (a token narrows it to its
 # team), ``QuotaRequest.objects.submit`` is the only way one is filed (owners only,
 # ``full_clean``). Deciding (approve/deny) stays in the quota console.
-
-
-def _visible_teams(request):
-    # tenants.api imports this module (QuotaSerializer) at load time: import it late.
-    from tenants.api import visible_teams
-
-    return visible_teams(request)
 
 
 class QuotaRequestFilter(django_filters.FilterSet):
@@ -170,7 +163,7 @@ class QuotaRequestSerializer(serializers.ModelSerializer):
         request = self.context.get("request")
         # Only teams the caller may see (and the token's team) can be named; any other is
         # "does not exist" (400), as for jobs.
-        self.fields["team"].queryset = _visible_teams(request) if request else Team.objects.none()
+        self.fields["team"].queryset = visible_teams(request) if request else Team.objects.none()
 
     def validate_team(self, team):
         # A team the caller sees but does not own: refused whatever the other fields say.

@@ -13,7 +13,7 @@ from tenants.models import Membership, Team
 
 from .models import GpuFlavor, Quota, QuotaGrant, QuotaRequest
 
-# URL key -> model; the keys appear in /quotas/console/history/<key>/<pk>/.
+# URL key -> model; the keys appear in /console/history/<key>/<pk>/.
 TRACKED = {
     "team": Team,
     "membership": Membership,

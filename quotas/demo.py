@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from tenants.models import Team
 
-from . import grants
+from . import actions
 from .models import GpuFlavor, QuotaGrant, QuotaRequest
 
 PENDING = "Two weeks of extra H100s for the CVPR camera-ready ablations (ViT-L, 3 seeds)."
@@ -31,11 +31,11 @@ def seed_console(users: dict) -> int:
         request = QuotaRequest.objects.submit(team=nlp, requested_by=users["bob"], flavor=a100, gpus=4,
                                               starts_on=today, ends_on=today + timedelta(days=5),
                                               justification=EXPIRING)
-        request.approve(users["quinn"], gpus=4, borrowing_limit_gpus=None, starts_on=today,
+        actions.approve(request, users["quinn"], gpus=4, borrowing_limit_gpus=None, starts_on=today,
                         ends_on=today + timedelta(days=5), cpu_cores=48, memory_gib=480,
                         reason="Approved for the sprint; ask again if the demo moves.")
         created += 1
     # seed_demo resets the quota rows it knows; grants have the last word on theirs.
     for team_id, flavor_id in set(QuotaGrant.objects.values_list("team_id", "flavor_id")):
-        grants.apply_grants(team=Team(pk=team_id), flavor=GpuFlavor(pk=flavor_id))
+        actions.apply_grants(team=Team(pk=team_id), flavor=GpuFlavor(pk=flavor_id))
     return created

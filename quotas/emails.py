@@ -51,7 +51,7 @@ def warn_expiring_grants(now=None, *, days: int | None = None) -> int:
             send_mail(
                 subject=f"[GPU Platform] {grant.team.slug}: {grant.gpus:+d} {grant.flavor.name} GPUs end "
                         f"on {timezone.localtime(grant.ends_at):%Y-%m-%d %H:%M %Z}",
-                message=render_to_string("quotas/console/grant_expiry_email.txt", context),
+                message=render_to_string("quotas/grant_expiry_email.txt", context),
                 from_email=None, recipient_list=recipients,
             )
         warned += 1

@@ -1,12 +1,16 @@
 """GPU flavors (hardware pools), cohorts, team quotas and priority classes."""
 
+import math
+
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import F, OuterRef, Q, Subquery, Sum
 from django.db.models.functions import Coalesce
+from simple_history.models import HistoricalRecords
 
-from gpuplatform.validators import (
+import schedulers
+from core.validators import (
     validate_dns1123_label,
     validate_node_labels,
     validate_resource_name,
@@ -15,10 +19,13 @@ from gpuplatform.validators import (
 )
 from tenants.models import Team
 
+from .grants import CPU_CORES_PER_GPU, MEMORY_GIB_PER_GPU
+from .models_grants import QuotaGrant, QuotaRequest  # noqa: F401  (models of this app)
 
-class Scheduler(models.TextChoices):
-    KUEUE = "kueue", "Kueue"
-    VOLCANO = "volcano", "Volcano"
+
+# Which scheduler governs a flavor: one choice per module in `schedulers/`.
+Scheduler = models.TextChoices(
+    "Scheduler", [(s.name.upper(), (s.name, s.label)) for s in schedulers.SCHEDULERS.values()])
 
 
 class GpuFlavor(models.Model):
@@ -43,6 +50,8 @@ class GpuFlavor(models.Model):
         validators=[MinValueValidator(0)],
         help_text="Optional price of one GPU-hour, for accounting.",
     )
+
+    history = HistoricalRecords()  # the audit trail (quotas/audit.py)
 
     class Meta:
         ordering = ["name"]
@@ -85,6 +94,21 @@ class QuotaQuerySet(models.QuerySet):
     def visible_to(self, user):
         return self.filter(team__in=Team.objects.visible_to(user))
 
+    def resources_for(self, team, flavor, gpus: int) -> tuple[int, int]:
+        """CPU cores and memory (GiB) to grant with ``gpus``, in the ratio the team's quota
+        for the flavor has (a default ratio when it has no GPUs)."""
+        quota = self.filter(team=team, flavor=flavor).first()
+        if quota and quota.nominal_gpus:
+            cpu, memory = quota.cpu_cores / quota.nominal_gpus, quota.memory_gib / quota.nominal_gpus
+        else:
+            cpu, memory = CPU_CORES_PER_GPU, MEMORY_GIB_PER_GPU
+        rounded = math.ceil if gpus >= 0 else math.floor
+        return int(rounded(gpus * cpu)), int(rounded(gpus * memory))
+
+    def of_team(self, team):
+        """A team's quotas as the renderers need them: flavor, cohort, what it can borrow."""
+        return self.filter(team=team).select_related("flavor", "cohort").with_cohort_lendable()
+
     def with_cohort_lendable(self):
         """Annotate how many GPUs the other quotas of the same cohort and flavor lend."""
         peers = (
@@ -123,6 +147,7 @@ class Quota(models.Model):
         help_text="Fair-sharing weight when the cohort's spare GPUs are shared out.",
     )
 
+    history = HistoricalRecords()
     objects = QuotaQuerySet.as_manager()
 
     class Meta:
@@ -155,15 +180,6 @@ class Quota(models.Model):
         return f"{self.team.slug} / {self.flavor.name}: {self.nominal_gpus} GPUs"
 
     @property
-    def max_gpus(self) -> int | None:
-        """Nominal plus what may be borrowed; ``None`` when borrowing is unbounded."""
-        if self.cohort_id is None:
-            return self.nominal_gpus
-        if self.borrowing_limit_gpus is None:
-            return None
-        return self.nominal_gpus + self.borrowing_limit_gpus
-
-    @property
     def ceiling_gpus(self) -> int:
         """The most GPUs this quota can ever put to work: nominal plus what it can borrow.
 
@@ -182,6 +198,13 @@ class Quota(models.Model):
             )
         borrowable = lendable if self.borrowing_limit_gpus is None else min(lendable, self.borrowing_limit_gpus)
         return self.nominal_gpus + borrowable
+
+    def with_ceiling(self, amount: int) -> int:
+        """CPU cores or GiB of memory that go with the GPUs this quota can reach when it
+        borrows: `amount` (per nominal quota) grown in proportion to ``ceiling_gpus``."""
+        if not self.nominal_gpus:
+            return amount
+        return math.ceil(amount * self.ceiling_gpus / self.nominal_gpus)
 
     def clean(self) -> None:
         errors = {}
@@ -218,6 +241,3 @@ class PriorityClass(models.Model):
     def __str__(self) -> str:
         return f"{self.name} ({self.value})"
 
-
-# Requests, grants and the audit trail (history of teams, memberships, flavors, quotas).
-from .models_grants import QuotaGrant, QuotaRequest  # noqa: E402,F401

@@ -13,10 +13,11 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import models, transaction
 from django.db.models import F, Q
 from django.utils import timezone
-from simple_history import register
 from simple_history.models import HistoricalRecords
 
 from tenants.models import Membership, Team
+
+from . import grants
 from tenants.roles import is_quota_manager
 
 
@@ -143,10 +144,8 @@ class QuotaRequest(models.Model):
     def approve(self, user, *, gpus: int, borrowing_limit_gpus: int | None, starts_on, ends_on,
                 cpu_cores: int, memory_gib: int, reason: str = "", now=None) -> "QuotaGrant | None":
         """Approve with the given numbers (the request's or changed ones): record the
-        decision, create the grant, and apply it at once when it starts today or earlier.
-        Returns the grant, or ``None`` when someone else decided first."""
-        from . import grants  # grants imports the models
-
+        decision and create the grant (`quotas.actions.approve` applies it). Returns the
+        grant, or ``None`` when someone else decided first."""
         now = now or timezone.now()
         with transaction.atomic():
             locked = self._lock_pending(user)
@@ -158,12 +157,11 @@ class QuotaRequest(models.Model):
             locked._history_user = user
             locked.save()
             starts_at, ends_at = grants.window(starts_on, ends_on)
-            grant = grants.grant(
+            grant = QuotaGrant.objects.add(QuotaGrant(
                 team=self.team, flavor=self.flavor, request=locked, granted_by=user, gpus=gpus,
                 borrowing_limit_gpus=borrowing_limit_gpus, cpu_cores=cpu_cores, memory_gib=memory_gib,
-                starts_at=starts_at, ends_at=ends_at, note=reason, now=now,
-            )
-            grants.apply_grants(now, team=self.team, flavor=self.flavor)
+                starts_at=starts_at, ends_at=ends_at, note=reason,
+            ), now=now)
         self._take_decision(locked)
         return grant
 
@@ -196,6 +194,30 @@ class QuotaGrantQuerySet(models.QuerySet):
 
     def current_or_upcoming(self, at):
         return self.filter(Q(ends_at__isnull=True) | Q(ends_at__gt=at))
+
+    def add(self, grant: "QuotaGrant", *, now=None) -> "QuotaGrant":
+        """The one way a grant is created (approvals, the console, the admin). Once grants
+        manage a quota its numbers are their sum, so the first grant on a quota that exists
+        is preceded by a standing grant with its current numbers: a change adds to what the
+        team had instead of replacing it."""
+        now = now or timezone.now()
+        with transaction.atomic():
+            # The team row serialises this with the sweep, so two first grants make one standing grant.
+            Team.objects.select_for_update().filter(pk=grant.team_id).first()
+            if not QuotaGrant.objects.filter(team_id=grant.team_id, flavor_id=grant.flavor_id).exists():
+                quota = grant.team.quotas.filter(flavor_id=grant.flavor_id).first()
+                if quota is not None:
+                    QuotaGrant.objects.create(
+                        team_id=grant.team_id, flavor_id=grant.flavor_id, gpus=quota.nominal_gpus,
+                        borrowing_limit_gpus=quota.borrowing_limit_gpus, cpu_cores=quota.cpu_cores,
+                        memory_gib=quota.memory_gib, starts_at=now, applied=True,
+                        note="Standing quota when grants took over this quota.",
+                    )
+            grant.full_clean(exclude=["team", "flavor"])
+            if grant.granted_by is not None:
+                grant._history_user = grant.granted_by
+            grant.save()
+        return grant
 
 
 class QuotaGrant(models.Model):
@@ -241,13 +263,8 @@ class QuotaGrant(models.Model):
     def __str__(self) -> str:
         return f"#{self.pk} {self.team.slug} {self.gpus:+d} {self.flavor.name}"
 
-    def is_active(self, at) -> bool:
-        return self.starts_at <= at and (self.ends_at is None or at < self.ends_at)
-
     def end_now(self, user, *, now=None) -> bool:
-        """End the grant early (quota managers); the quota drops back at once."""
-        from . import grants
-
+        """End the grant early (quota managers; `quotas.actions.end_grant` applies it)."""
         if not is_quota_manager(user):
             raise PermissionDenied("Only quota managers end grants.")
         now = now or timezone.now()
@@ -259,21 +276,5 @@ class QuotaGrant(models.Model):
             locked._change_reason = f"ended early by {user.get_username()}"
             locked._history_user = user
             locked.save()
-            grants.apply_grants(now, team=self.team, flavor=self.flavor)
         self.ends_at = locked.ends_at
         return True
-
-
-def _register_history() -> None:
-    """Audit trail for the models of other modules; their history tables live in this app."""
-    from .models import GpuFlavor, Quota
-
-    for model in (Team, Membership):
-        if not hasattr(model, "history"):
-            register(model, app="quotas")
-    for model in (GpuFlavor, Quota):
-        if not hasattr(model, "history"):
-            register(model)
-
-
-_register_history()

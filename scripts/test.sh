@@ -6,5 +6,7 @@ cd "$(dirname "$0")/.."
 scripts/venv.sh dev
 env_lines=$(scripts/services.sh up)
 while IFS= read -r line; do [ -n "$line" ] && export "$line"; done <<<"$env_lines"
+echo "==> import layers (lint-imports, contracts in pyproject.toml)"
+.venv/bin/lint-imports --no-cache >/dev/null || { .venv/bin/lint-imports --no-cache; exit 1; }
 echo "==> tests on ${DATABASE_URL%%@*}@… and ${REDIS_URL}"
 exec .venv/bin/pytest "$@"

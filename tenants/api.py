@@ -1,4 +1,4 @@
-"""REST API for teams (with quotas and usage) and for the caller's own API tokens."""
+"""REST API for the caller's own API tokens (teams, with quotas and usage: `console.api`)."""
 
 from datetime import timedelta
 
@@ -8,78 +8,11 @@ from rest_framework.pagination import CursorPagination
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 
-from gpuplatform.api_auth import SessionOnly, token_of
-from gpuplatform.api_errors import RefuseNulMixin, SlugRelatedField
-from jobs.lifecycle import State
-from jobs.models import Job
-from quotas.api import QuotaSerializer
+from tenants.auth import SessionOnly
+from core.api_errors import RefuseNulMixin, SlugRelatedField
 
 from .models import Team
 from .tokens import ALL_SCOPES, ApiToken
-
-RUNNING_STATES = {State.ADMITTED, State.RUNNING}
-
-
-def visible_teams(request):
-    """``Team.objects.visible_to`` narrowed to the request's token team, if any."""
-    teams = Team.objects.visible_to(request.user)
-    token = token_of(request)
-    return token.narrow(teams, team_field="") if token else teams
-
-
-class TeamSerializer(serializers.ModelSerializer):
-    namespace = serializers.CharField(source="namespace_name", read_only=True)
-
-    class Meta:
-        model = Team
-        fields = ["slug", "display_name", "description", "status", "status_message", "namespace"]
-        read_only_fields = fields
-
-
-class TeamDetailSerializer(TeamSerializer):
-    role = serializers.SerializerMethodField()
-    quotas = serializers.SerializerMethodField()
-
-    class Meta(TeamSerializer.Meta):
-        fields = TeamSerializer.Meta.fields + ["role", "quotas"]
-        read_only_fields = fields
-
-    def get_role(self, team) -> str | None:
-        """Your role in the team (owner, member, viewer), or null (quota managers)."""
-        return team.role_of(self.context["request"].user)
-
-    def _usage(self, team) -> dict:
-        usage: dict[int, dict] = {}
-        for job in Job.objects.filter(team=team).live().only(
-            "flavor_id", "kind", "state", "workers", "gpus_per_worker", "max_replicas"
-        ):
-            bucket = usage.setdefault(job.flavor_id, {"running": 0, "pending": 0})
-            bucket["running" if job.state in RUNNING_STATES else "pending"] += job.total_gpus
-        return usage
-
-    def get_quotas(self, team) -> QuotaSerializer(many=True):
-        quotas = team.quotas.select_related("flavor", "cohort").with_cohort_lendable()
-        return QuotaSerializer(quotas, many=True, context={**self.context, "usage": self._usage(team)}).data
-
-
-class TeamPagination(CursorPagination):
-    ordering = "slug"
-    page_size = 50
-
-
-class TeamViewSet(RefuseNulMixin, viewsets.ReadOnlyModelViewSet):
-    """Your teams (every team for quota managers); a token sees only its own team."""
-
-    lookup_field = "slug"
-    pagination_class = TeamPagination
-    filterset_fields = ["status"]
-
-    def get_queryset(self):
-        return visible_teams(self.request)
-
-    def get_serializer_class(self):
-        return TeamDetailSerializer if self.action == "retrieve" else TeamSerializer
-
 
 class TokenSerializer(serializers.ModelSerializer):
     team = SlugRelatedField(slug_field="slug", read_only=True, allow_null=True)

@@ -1,25 +1,23 @@
-"""Render a team's namespace and everything in it. Pure: models in, dicts out.
+"""Render a team's namespace and what the team itself needs in it. Pure: models in, dicts out.
 
-Namespace (Pod Security Admission), ResourceQuota, LimitRange, the workload
-ServiceAccount, Roles and RoleBindings for members, NetworkPolicies, and the team's
-queues (rendered by ``quotas.manifests``).
+Namespace (Pod Security Admission), LimitRange, the workload ServiceAccount, Roles and
+RoleBindings for members, NetworkPolicies. The team's ResourceQuota and queues come from
+its quotas (``quotas.manifests``).
 """
 
 from django.conf import settings
 
-from gpuplatform.ownership import owned
-from quotas.manifests import QUEUE_KINDS, namespace_ceilings, render_team_queues
-from quotas.models import Quota
+from core.ownership import WORKLOAD_SERVICE_ACCOUNT, owned
 
 from .models import Membership, Team
 
-WORKLOAD_SERVICE_ACCOUNT = "workload"
-# Kinds inside a team's namespace and its queues (the Namespace itself is never pruned
-# by a team reconcile, only by offboarding).
+# Kinds inside a team's namespace that the team's own reconcile keeps (the Namespace
+# itself is never pruned by a team reconcile, only by offboarding; the ResourceQuota and the
+# queues are the team's quotas, kept by `quotas.tasks`).
 TEAM_KINDS = [
-    ("v1", "ResourceQuota"), ("v1", "LimitRange"), ("v1", "ServiceAccount"),
+    ("v1", "LimitRange"), ("v1", "ServiceAccount"),
     ("rbac.authorization.k8s.io/v1", "Role"), ("rbac.authorization.k8s.io/v1", "RoleBinding"),
-    ("networking.k8s.io/v1", "NetworkPolicy"), *QUEUE_KINDS,
+    ("networking.k8s.io/v1", "NetworkPolicy"),
 ]
 EDITOR_ROLE = "gpuplatform-workload-editor"
 VIEWER_ROLE = "gpuplatform-workload-viewer"
@@ -56,12 +54,6 @@ def render_namespace(team: Team) -> dict:
     labels["pod-security.kubernetes.io/enforce-version"] = "latest"
     return owned({"apiVersion": "v1", "kind": "Namespace",
                   "metadata": {"name": team.namespace_name, "labels": labels}}, team=team.slug)
-
-
-def render_resource_quota(team: Team, quotas: list[Quota]) -> dict:
-    return owned({"apiVersion": "v1", "kind": "ResourceQuota",
-                  "metadata": {"name": "team-quota", "namespace": team.namespace_name},
-                  "spec": {"hard": namespace_ceilings(quotas)}}, team=team.slug)
 
 
 def render_limit_range(team: Team) -> dict:
@@ -120,14 +112,12 @@ def render_network_policies(team: Team) -> list[dict]:
     ]
 
 
-def render_team(team: Team, *, memberships: list[Membership], quotas: list[Quota]) -> list[dict]:
-    """Every object of one team, namespace first."""
+def render_team(team: Team, memberships: list[Membership]) -> list[dict]:
+    """The team's namespace and what lives in it for the team itself, namespace first."""
     return [
         render_namespace(team),
-        render_resource_quota(team, quotas),
         render_limit_range(team),
         render_service_account(team),
         *render_rbac(team, memberships),
         *render_network_policies(team),
-        *render_team_queues(quotas, team.namespace_name, team.slug),
     ]

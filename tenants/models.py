@@ -2,13 +2,15 @@
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.db import models
+from django.db import models, transaction
 from django.db.models import Q
+from simple_history.models import HistoricalRecords
 
 from cluster.names import DNS1123_LABEL_MAX
-from gpuplatform.validators import validate_dns1123_label
+from core.validators import validate_dns1123_label
 
 from .roles import is_quota_manager
+from .tokens import ApiToken  # noqa: F401  (a model of this app: API tokens)
 
 SLUG_MAX_LENGTH = 40
 
@@ -51,6 +53,8 @@ class Team(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
+    # The audit trail; its table was first made by the quotas app, hence the name.
+    history = HistoricalRecords(table_name="quotas_historicalteam")
     objects = TeamQuerySet.as_manager()
 
     class Meta:
@@ -96,20 +100,32 @@ class Team(models.Model):
     def can_submit(self, user) -> bool:
         return self.role_of(user) in (Membership.Role.OWNER, Membership.Role.MEMBER)
 
-    def render_inputs(self) -> dict:
-        """What ``tenants.manifests.render_team`` needs, loaded in two queries."""
-        return {
-            "memberships": list(self.memberships.select_related("user")),
-            "quotas": list(self.quotas.select_related("flavor", "cohort").with_cohort_lendable()),
-        }
-
     def set_status(self, status: str, message: str = "") -> bool:
-        """Write the lifecycle status only when it changed; returns whether it did."""
-        changed = Team.objects.filter(pk=self.pk).exclude(
-            status=status, status_message=message
-        ).update(status=status, status_message=message)
+        """Write the lifecycle status only when it changed; returns whether it did.
+        A team being offboarded stays so: a reconcile that started before cannot undo it."""
+        rows = Team.objects.filter(pk=self.pk).exclude(status=status, status_message=message)
+        if status != Team.Status.DELETING:
+            rows = rows.exclude(status=Team.Status.DELETING)
+        changed = rows.update(status=status, status_message=message)
         self.status, self.status_message = status, message
         return bool(changed)
+
+    def start_offboarding(self, user) -> bool:
+        """Mark the team for offboarding; its next reconcile deletes everything it has on
+        the cluster, namespace last, and then the team itself. Recorded in the audit trail
+        under ``user``. Returns ``False`` when the team was already being offboarded."""
+        with transaction.atomic():
+            locked = Team.objects.select_for_update().get(pk=self.pk)
+            if locked.status == Team.Status.DELETING:
+                return False
+            locked.status = Team.Status.DELETING
+            locked.status_message = (f"Offboarding, asked by {user.get_username()}: deleting the "
+                                     f"namespace {locked.namespace_name} and everything in it.")
+            locked._change_reason = "offboarding"
+            locked._history_user = user
+            locked.save(update_fields=["status", "status_message", "updated_at"])
+        self.status, self.status_message = locked.status, locked.status_message
+        return True
 
 
 class Membership(models.Model):
@@ -124,6 +140,7 @@ class Membership(models.Model):
     )
     role = models.CharField(max_length=10, choices=Role, default=Role.MEMBER)
     created_at = models.DateTimeField(auto_now_add=True)
+    history = HistoricalRecords(table_name="quotas_historicalmembership")
 
     class Meta:
         ordering = ["team__slug", "user__username"]
@@ -143,11 +160,17 @@ class Membership(models.Model):
     def __str__(self) -> str:
         return f"{self.user} in {self.team.slug} ({self.role})"
 
-    @property
-    def is_last_owner(self) -> bool:
-        """A team always keeps an owner: the last one cannot be removed."""
-        return (self.role == self.Role.OWNER
-                and not self.team.memberships.filter(role=self.Role.OWNER).exclude(pk=self.pk).exists())
-
-
-from .tokens import ApiToken, IdempotencyKey  # noqa: E402,F401  (API tokens: see tenants/tokens.py)
+    def remove(self) -> None:
+        """Take the person out of the team. A team always keeps an owner, so the last one
+        cannot be removed (``ValidationError``). The team's owner rows are locked before the
+        check, so two owners removing each other at once cannot both succeed."""
+        with transaction.atomic():
+            owners = list(Membership.objects.select_for_update().filter(
+                team_id=self.team_id, role=self.Role.OWNER).order_by("pk").values_list("pk", flat=True))
+            current = Membership.objects.select_for_update().filter(pk=self.pk).first()
+            if current is None:  # removed meanwhile: nothing left to do
+                return
+            if current.role == self.Role.OWNER and not [pk for pk in owners if pk != self.pk]:
+                raise ValidationError(
+                    f"{self.user.get_username()} is the last owner of {self.team.slug}; add another owner first.")
+            current.delete()

@@ -1,23 +1,31 @@
-"""Reconcile a team's namespace and queues onto the cluster, and offboard teams."""
+"""Reconcile a team's namespace, RBAC and policies onto the cluster, and offboard teams."""
 
 import logging
 
 from celery import shared_task
 
+import schedulers
 from cluster import PermanentError
-from gpuplatform.ownership import selector, team_selector
-from gpuplatform.reconcile import RETRY_POLICY, NoCluster, Outcome, current_cluster, enqueue, sync
+from core.ownership import selector, team_selector
+from core.reconcile import RETRY_POLICY, NoCluster, Outcome, current_cluster, enqueue, sync
 
 from .manifests import TEAM_KINDS, render_team
 from .models import Team
 
 log = logging.getLogger(__name__)
 
+# Everything that can carry a team's label: its own objects, its jobs' workloads, its
+# quotas' ResourceQuota and (cluster-scoped) queues, and the namespace, deleted last.
+OFFBOARD_KINDS = [
+    *schedulers.all_kinds("workload_kinds"), *TEAM_KINDS, ("v1", "ResourceQuota"),
+    *schedulers.all_kinds("queue_kinds"), ("v1", "Namespace"),
+]
+
 
 def sync_team(cluster, team: Team) -> Outcome:
     """1. render, 2. apply, 3. prune the team's objects that are no longer desired,
     4. record the outcome on the team (only when it changed)."""
-    desired = render_team(team, **team.render_inputs())
+    desired = render_team(team, list(team.memberships.select_related("user")))
     try:
         outcome = sync(cluster, desired, selector=team_selector(team.slug), kinds=TEAM_KINDS)
     except PermanentError as err:
@@ -29,10 +37,7 @@ def sync_team(cluster, team: Team) -> Outcome:
 
 def offboard(cluster, team: Team) -> Outcome:
     """Delete everything the team owns on the cluster (namespace last), then the row."""
-    from jobs.manifests import JOB_KINDS
-
-    kinds = [*JOB_KINDS, *TEAM_KINDS, ("v1", "Namespace")]
-    outcome = sync(cluster, [], selector=selector(team=team.slug), kinds=kinds)
+    outcome = sync(cluster, [], selector=selector(team=team.slug), kinds=OFFBOARD_KINDS)
     team.delete()
     return outcome
 

@@ -13,6 +13,7 @@ import secrets
 from datetime import timedelta
 
 from django.conf import settings
+from django.core.exceptions import PermissionDenied
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
@@ -45,17 +46,9 @@ def validate_scopes(value) -> None:
 
 
 class ApiTokenQuerySet(models.QuerySet):
-    def usable(self, now=None):
-        now = now or timezone.now()
-        return self.filter(revoked_at__isnull=True, expires_at__gt=now)
-
     def issue(self, *, user, name: str, team=None, scopes=None, lifetime=DEFAULT_LIFETIME):
         """Create a token; returns ``(token, secret)``. The secret is never stored."""
-        from django.core.exceptions import PermissionDenied
-
-        from .models import Team  # this module is imported by tenants.models
-
-        if team is not None and not Team.objects.visible_to(user).filter(pk=team.pk).exists():
+        if team is not None and not type(team).objects.visible_to(user).filter(pk=team.pk).exists():
             raise PermissionDenied(f"You cannot act for team {team.slug}.")
         secret = f"{TOKEN_PREFIX}{secrets.token_hex(LOOKUP_LENGTH // 2)}{secrets.token_urlsafe(32)}"
         token = self.model(
@@ -137,33 +130,3 @@ class ApiToken(models.Model):
             return
         ApiToken.objects.filter(pk=self.pk).update(last_used_at=now)
         self.last_used_at = now
-
-
-class IdempotencyKey(models.Model):
-    """One ``Idempotency-Key`` of a job submission, held by a token (or, in a browser
-    session, by its user): the unique constraints make concurrent duplicates collide in the
-    database, so exactly one of them creates the job."""
-
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
-    token = models.ForeignKey(ApiToken, on_delete=models.CASCADE, null=True, blank=True, related_name="+")
-    key = models.CharField(max_length=255)
-    request_digest = models.CharField(max_length=64, help_text="SHA-256 of the canonical request body.")
-    job = models.ForeignKey("jobs.Job", on_delete=models.CASCADE, null=True, blank=True, related_name="+")
-    created_at = models.DateTimeField(auto_now_add=True)
-
-    class Meta:
-        constraints = [
-            models.UniqueConstraint(
-                fields=["token", "key"], condition=Q(token__isnull=False),
-                name="idempotency_key_unique_per_token",
-                violation_error_message="This Idempotency-Key was already used with this token.",
-            ),
-            models.UniqueConstraint(
-                fields=["user", "key"], condition=Q(token__isnull=True),
-                name="idempotency_key_unique_per_session_user",
-                violation_error_message="This Idempotency-Key was already used.",
-            ),
-        ]
-
-    def __str__(self) -> str:
-        return self.key

@@ -5,7 +5,9 @@ import itertools
 from django.contrib.auth import get_user_model
 
 from jobs.models import Job
+from quotas.manifests import render_team_quotas
 from quotas.models import GpuFlavor, Quota, Scheduler
+from tenants.manifests import render_team
 from tenants.models import Membership, Team
 from tenants.roles import ensure_quota_manager_group
 
@@ -64,3 +66,9 @@ def make_job(team: Team, flavor: GpuFlavor, **fields) -> Job:
     job.full_clean()
     job.save()
     return job
+
+
+def render_team_and_quotas(team: Team) -> list[dict]:
+    """Everything a team has on the cluster before any job: what `reconcile --team` applies."""
+    return (render_team(team, list(team.memberships.select_related("user")))
+            + render_team_quotas(team, list(Quota.objects.of_team(team))))

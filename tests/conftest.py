@@ -59,7 +59,7 @@ def flavor(db):
 @pytest.fixture
 def fake(monkeypatch):
     """Every task, view and command in this process talks to one in-memory cluster."""
-    from gpuplatform import reconcile
+    from core import reconcile
 
     cluster = FakeCluster()
     monkeypatch.setattr(reconcile, "cluster_configured", lambda: True)

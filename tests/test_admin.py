@@ -1,10 +1,17 @@
-"""The admin console: every changelist loads for a quota manager and is refused to researchers."""
+"""The admin console: every changelist loads for a quota manager and is refused to researchers;
+writes made there follow the same rules as the console's."""
+
+from datetime import timedelta
 
 import pytest
 from django.urls import reverse
+from django.utils import timezone
 
 from jobs.models import Job
-from quotas.models import Cohort, PriorityClass
+from jobs.tasks import reconcile_job
+from quotas.models import Cohort, PriorityClass, Quota, QuotaGrant
+from tenants import tasks as team_tasks
+from tenants.models import Team
 
 from .builders import make_job, make_quota
 
@@ -72,3 +79,62 @@ def test_quota_manager_can_search_jobs_by_team(client, quota_manager, data):
     assert response.context["cl"].result_count == 1
     response = client.get(reverse("admin:jobs_job_changelist"), {"q": "no-such-team"})
     assert response.context["cl"].result_count == 0
+
+
+def test_a_first_grant_added_in_the_admin_keeps_the_quotas_numbers_as_a_standing_grant(client, quota_manager, team, flavor):
+    quota = make_quota(team, flavor, nominal_gpus=8, cpu_cores=96, memory_gib=960)
+    start = timezone.localtime() - timedelta(days=1)
+    client.force_login(quota_manager)
+    response = client.post(reverse("admin:quotas_quotagrant_add"), {
+        "team": team.pk, "flavor": flavor.pk, "gpus": 4, "borrowing_limit_gpus": "", "cpu_cores": 48,
+        "memory_gib": 480, "starts_at_0": start.date().isoformat(), "starts_at_1": start.strftime("%H:%M:%S"),
+        "ends_at_0": "", "ends_at_1": "", "note": "Deadline push.", "granted_by": "",
+    })
+    assert response.status_code == 302
+    standing = QuotaGrant.objects.get(team=team, flavor=flavor, gpus=8)
+    assert (standing.cpu_cores, standing.memory_gib, standing.ends_at) == (96, 960, None)
+    assert QuotaGrant.history.get(note="Deadline push.").history_user == quota_manager
+    quota = Quota.objects.get(pk=quota.pk)
+    assert (quota.nominal_gpus, quota.cpu_cores, quota.memory_gib) == (12, 144, 1440)
+
+
+def offboard(client, team, **confirm):
+    return client.post(reverse("admin:tenants_team_changelist"),
+                       {"action": "offboard", "_selected_action": [team.pk], **confirm})
+
+
+def test_offboarding_a_team_in_the_admin_asks_for_confirmation_first(client, quota_manager, team):
+    client.force_login(quota_manager)
+    response = offboard(client, team)
+    assert response.status_code == 200 and b"This cannot be undone" in response.content
+    assert b"team-vision" in response.content
+    team.refresh_from_db()
+    assert team.status == Team.Status.PENDING
+
+
+def test_offboarding_a_team_in_the_admin_removes_its_objects_and_then_the_team(
+    client, quota_manager, team, flavor, fake, monkeypatch, django_capture_on_commit_callbacks
+):
+    make_quota(team, flavor)
+    job = make_job(team, flavor)
+    job.submit()
+    team_tasks.reconcile_team(team.pk)
+    reconcile_job(job.pk)
+    assert fake.stored(kind="Namespace") != []
+    monkeypatch.setattr(team_tasks.reconcile_team, "delay", lambda pk: team_tasks.reconcile_team.apply(args=(pk,)))
+    client.force_login(quota_manager)
+    with django_capture_on_commit_callbacks(execute=True):
+        response = offboard(client, team, post="yes")
+    assert response.status_code == 302
+    assert fake.stored() == []
+    assert not Team.objects.filter(pk=team.pk).exists()
+    [marked] = Team.history.filter(id=team.pk, status=Team.Status.DELETING, history_type="~")
+    assert marked.history_user == quota_manager and marked.history_change_reason == "offboarding"
+
+
+def test_teams_cannot_be_deleted_in_the_admin_without_offboarding(client, quota_manager, team):
+    client.force_login(quota_manager)
+    assert client.get(reverse("admin:tenants_team_delete", args=[team.pk])).status_code == 403
+    actions = client.get(reverse("admin:tenants_team_changelist")).context["action_form"].fields["action"].choices
+    assert [name for name, _ in actions if name] == ["offboard"]
+

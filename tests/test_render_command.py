@@ -6,9 +6,9 @@ from django.core.management import CommandError, call_command
 
 from jobs.manifests import render_job
 from jobs.models import Job
-from tenants.manifests import render_team
 from tenants.models import Team
 
+from .builders import render_team_and_quotas
 from .schemas import validate
 
 pytestmark = pytest.mark.django_db
@@ -27,7 +27,7 @@ def render(*args, capsys) -> list[dict]:
 def test_render_team_prints_every_team_object(demo, capsys):
     team = Team.objects.get(slug="vision")
     printed = render("team", "vision", capsys=capsys)
-    assert printed == render_team(team, **team.render_inputs())
+    assert printed == render_team_and_quotas(team)
     assert {o["kind"] for o in printed} >= {"Namespace", "ResourceQuota", "ClusterQueue", "LocalQueue", "Queue"}
 
 

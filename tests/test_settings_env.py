@@ -1,5 +1,9 @@
 """The typed settings helpers accept good values and refuse bad ones loudly."""
 
+import os
+import subprocess
+import sys
+
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
@@ -104,3 +108,22 @@ def test_bad_namespace_prefix_stops_settings_import():
     )
     assert result.returncode != 0
     assert "TEAM_NAMESPACE_PREFIX='Team_'" in result.stderr
+
+
+def _sweep_interval(value: str) -> subprocess.CompletedProcess:
+    """Settings are read once per process: load them in a fresh one with the value set."""
+    env = {**os.environ, "SWEEP_INTERVAL_SECONDS": value, "DJANGO_SETTINGS_MODULE": "gpuplatform.settings"}
+    code = "import django; django.setup(); from django.conf import settings; print(settings.SWEEP_INTERVAL_SECONDS)"
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False)
+
+
+def test_sweep_interval_may_be_as_short_as_two_seconds_for_the_soak():
+    result = _sweep_interval("2")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "2"
+
+
+def test_sweep_interval_below_two_seconds_is_refused_naming_the_variable():
+    result = _sweep_interval("1")
+    assert result.returncode != 0
+    assert "SWEEP_INTERVAL_SECONDS=1 is below the minimum of 2" in result.stderr

@@ -10,6 +10,7 @@
 #   cluster.sh status   show processes, ports and nodes
 #   cluster.sh built    exit 0 when every binary is already built (nothing else)
 #   cluster.sh reset    down, then delete the cluster state (etcd data, certs); binaries stay
+#   cluster.sh restart-apiserver   stop kube-apiserver and start it again (a fault the soak injects)
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -567,6 +568,17 @@ cmd_down() {
   log "stopped"
 }
 
+# The API server goes away and comes back with the same flags and state (etcd keeps
+# everything); clients see refused connections, then watches that must resume or relist.
+cmd_restart_apiserver() {
+  is_running kube-apiserver || die "kube-apiserver is not running (cluster.sh up first)"
+  local t0=$SECONDS
+  stop_group kube-apiserver
+  rm -f "$PIDS/kube-apiserver.pid"
+  start_apiserver
+  log "kube-apiserver restarted in $((SECONDS - t0))s"
+}
+
 cmd_status() {
   local name state rc=0
   for name in etcd kube-apiserver kube-controller-manager kube-scheduler kwok kueue vc-controller-manager vc-scheduler; do
@@ -594,7 +606,7 @@ lock() {
 }
 
 case "${1:-}" in
-  probe|build|up|down|reset) lock ;;
+  probe|build|up|down|reset|restart-apiserver) lock ;;
 esac
 case "${1:-}" in
   probe) cmd_probe ;;
@@ -604,5 +616,6 @@ case "${1:-}" in
   status) cmd_status ;;
   built) all_built ;;  # exit 0 when every binary is cached (make demo asks before starting)
   reset) cmd_reset ;;
-  *) echo "usage: $0 {probe|build|up|down|status|built|reset}" >&2; exit 2 ;;
+  restart-apiserver) cmd_restart_apiserver ;;
+  *) echo "usage: $0 {probe|build|up|down|status|built|reset|restart-apiserver}" >&2; exit 2 ;;
 esac

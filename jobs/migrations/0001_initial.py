@@ -3,7 +3,7 @@
 import django.core.validators
 import django.db.models.deletion
 import django.utils.timezone
-import gpuplatform.validators
+import core.validators
 from django.conf import settings
 from django.db import migrations, models
 
@@ -23,12 +23,12 @@ class Migration(migrations.Migration):
             name='Job',
             fields=[
                 ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=40, validators=[gpuplatform.validators.validate_dns1123_label])),
+                ('name', models.CharField(max_length=40, validators=[core.validators.validate_dns1123_label])),
                 ('kind', models.CharField(choices=[('training', 'Training'), ('inference', 'Inference')], default='training', max_length=10)),
-                ('image', models.CharField(max_length=512, validators=[gpuplatform.validators.validate_image])),
-                ('command', models.JSONField(blank=True, default=list, validators=[gpuplatform.validators.validate_string_list])),
-                ('args', models.JSONField(blank=True, default=list, validators=[gpuplatform.validators.validate_string_list])),
-                ('env', models.JSONField(blank=True, default=dict, validators=[gpuplatform.validators.validate_env])),
+                ('image', models.CharField(max_length=512, validators=[core.validators.validate_image])),
+                ('command', models.JSONField(blank=True, default=list, validators=[core.validators.validate_string_list])),
+                ('args', models.JSONField(blank=True, default=list, validators=[core.validators.validate_string_list])),
+                ('env', models.JSONField(blank=True, default=dict, validators=[core.validators.validate_env])),
                 ('workers', models.PositiveSmallIntegerField(default=1, validators=[django.core.validators.MinValueValidator(1), django.core.validators.MaxValueValidator(512)])),
                 ('gpus_per_worker', models.PositiveSmallIntegerField(default=1, validators=[django.core.validators.MinValueValidator(1)])),
                 ('cpu_per_worker', models.DecimalField(decimal_places=2, default=4, help_text='CPU cores per worker.', max_digits=6, validators=[django.core.validators.MinValueValidator(0.1)])),

@@ -2,7 +2,7 @@
 
 import django.core.validators
 import django.db.models.deletion
-import gpuplatform.validators
+import core.validators
 from django.db import migrations, models
 
 
@@ -19,7 +19,7 @@ class Migration(migrations.Migration):
             name='Cohort',
             fields=[
                 ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=63, unique=True, validators=[gpuplatform.validators.validate_dns1123_label])),
+                ('name', models.CharField(max_length=63, unique=True, validators=[core.validators.validate_dns1123_label])),
                 ('description', models.TextField(blank=True)),
             ],
             options={
@@ -30,16 +30,16 @@ class Migration(migrations.Migration):
             name='GpuFlavor',
             fields=[
                 ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=63, unique=True, validators=[gpuplatform.validators.validate_dns1123_label])),
+                ('name', models.CharField(max_length=63, unique=True, validators=[core.validators.validate_dns1123_label])),
                 ('display_name', models.CharField(blank=True, max_length=100)),
                 ('description', models.TextField(blank=True)),
-                ('resource_name', models.CharField(help_text='Extended resource the nodes expose, e.g. nvidia.com/gpu or nvidia.com/mig-1g.10gb.', max_length=253, validators=[gpuplatform.validators.validate_resource_name])),
+                ('resource_name', models.CharField(help_text='Extended resource the nodes expose, e.g. nvidia.com/gpu or nvidia.com/mig-1g.10gb.', max_length=253, validators=[core.validators.validate_resource_name])),
                 ('gpu_memory_gib', models.PositiveIntegerField(help_text='Memory of one GPU (or slice), in GiB.')),
                 ('gpus_per_node', models.PositiveSmallIntegerField(validators=[django.core.validators.MinValueValidator(1)])),
                 ('scheduler', models.CharField(choices=[('kueue', 'Kueue'), ('volcano', 'Volcano')], default='kueue', max_length=10)),
-                ('node_labels', models.JSONField(blank=True, default=dict, validators=[gpuplatform.validators.validate_node_labels])),
-                ('node_taints', models.JSONField(blank=True, default=list, validators=[gpuplatform.validators.JsonSchemaValidator({'items': {'additionalProperties': False, 'properties': {'effect': {'enum': ['NoSchedule', 'PreferNoSchedule', 'NoExecute']}, 'key': {'minLength': 1, 'type': 'string'}, 'value': {'type': 'string'}}, 'required': ['key', 'effect'], 'type': 'object'}, 'type': 'array'}, 'node taints')])),
-                ('tolerations', models.JSONField(blank=True, default=list, validators=[gpuplatform.validators.JsonSchemaValidator({'items': {'additionalProperties': False, 'properties': {'effect': {'enum': ['NoSchedule', 'PreferNoSchedule', 'NoExecute']}, 'key': {'type': 'string'}, 'operator': {'enum': ['Equal', 'Exists']}, 'tolerationSeconds': {'minimum': 0, 'type': 'integer'}, 'value': {'type': 'string'}}, 'type': 'object'}, 'type': 'array'}, 'tolerations')])),
+                ('node_labels', models.JSONField(blank=True, default=dict, validators=[core.validators.validate_node_labels])),
+                ('node_taints', models.JSONField(blank=True, default=list, validators=[core.validators.JsonSchemaValidator({'items': {'additionalProperties': False, 'properties': {'effect': {'enum': ['NoSchedule', 'PreferNoSchedule', 'NoExecute']}, 'key': {'minLength': 1, 'type': 'string'}, 'value': {'type': 'string'}}, 'required': ['key', 'effect'], 'type': 'object'}, 'type': 'array'}, 'node taints')])),
+                ('tolerations', models.JSONField(blank=True, default=list, validators=[core.validators.JsonSchemaValidator({'items': {'additionalProperties': False, 'properties': {'effect': {'enum': ['NoSchedule', 'PreferNoSchedule', 'NoExecute']}, 'key': {'type': 'string'}, 'operator': {'enum': ['Equal', 'Exists']}, 'tolerationSeconds': {'minimum': 0, 'type': 'integer'}, 'value': {'type': 'string'}}, 'type': 'object'}, 'type': 'array'}, 'tolerations')])),
                 ('cost_per_gpu_hour', models.DecimalField(blank=True, decimal_places=2, help_text='Optional price of one GPU-hour, for accounting.', max_digits=8, null=True, validators=[django.core.validators.MinValueValidator(0)])),
             ],
             options={
@@ -51,7 +51,7 @@ class Migration(migrations.Migration):
             name='PriorityClass',
             fields=[
                 ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=63, unique=True, validators=[gpuplatform.validators.validate_dns1123_label])),
+                ('name', models.CharField(max_length=63, unique=True, validators=[core.validators.validate_dns1123_label])),
                 ('value', models.IntegerField(validators=[django.core.validators.MinValueValidator(-1000000000), django.core.validators.MaxValueValidator(1000000000)])),
                 ('description', models.TextField(blank=True)),
             ],

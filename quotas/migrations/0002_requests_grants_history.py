@@ -2,7 +2,7 @@
 
 import django.core.validators
 import django.db.models.deletion
-import gpuplatform.validators
+import core.validators
 import simple_history.models
 from django.conf import settings
 from django.db import migrations, models
@@ -21,16 +21,16 @@ class Migration(migrations.Migration):
             name='HistoricalGpuFlavor',
             fields=[
                 ('id', models.BigIntegerField(auto_created=True, blank=True, db_index=True, verbose_name='ID')),
-                ('name', models.CharField(db_index=True, max_length=63, validators=[gpuplatform.validators.validate_dns1123_label])),
+                ('name', models.CharField(db_index=True, max_length=63, validators=[core.validators.validate_dns1123_label])),
                 ('display_name', models.CharField(blank=True, max_length=100)),
                 ('description', models.TextField(blank=True)),
-                ('resource_name', models.CharField(help_text='Extended resource the nodes expose, e.g. nvidia.com/gpu or nvidia.com/mig-1g.10gb.', max_length=253, validators=[gpuplatform.validators.validate_resource_name])),
+                ('resource_name', models.CharField(help_text='Extended resource the nodes expose, e.g. nvidia.com/gpu or nvidia.com/mig-1g.10gb.', max_length=253, validators=[core.validators.validate_resource_name])),
                 ('gpu_memory_gib', models.PositiveIntegerField(help_text='Memory of one GPU (or slice), in GiB.')),
                 ('gpus_per_node', models.PositiveSmallIntegerField(validators=[django.core.validators.MinValueValidator(1)])),
                 ('scheduler', models.CharField(choices=[('kueue', 'Kueue'), ('volcano', 'Volcano')], default='kueue', max_length=10)),
-                ('node_labels', models.JSONField(blank=True, default=dict, validators=[gpuplatform.validators.validate_node_labels])),
-                ('node_taints', models.JSONField(blank=True, default=list, validators=[gpuplatform.validators.JsonSchemaValidator({'items': {'additionalProperties': False, 'properties': {'effect': {'enum': ['NoSchedule', 'PreferNoSchedule', 'NoExecute']}, 'key': {'minLength': 1, 'type': 'string'}, 'value': {'type': 'string'}}, 'required': ['key', 'effect'], 'type': 'object'}, 'type': 'array'}, 'node taints')])),
-                ('tolerations', models.JSONField(blank=True, default=list, validators=[gpuplatform.validators.JsonSchemaValidator({'items': {'additionalProperties': False, 'properties': {'effect': {'enum': ['NoSchedule', 'PreferNoSchedule', 'NoExecute']}, 'key': {'type': 'string'}, 'operator': {'enum': ['Equal', 'Exists']}, 'tolerationSeconds': {'minimum': 0, 'type': 'integer'}, 'value': {'type': 'string'}}, 'type': 'object'}, 'type': 'array'}, 'tolerations')])),
+                ('node_labels', models.JSONField(blank=True, default=dict, validators=[core.validators.validate_node_labels])),
+                ('node_taints', models.JSONField(blank=True, default=list, validators=[core.validators.JsonSchemaValidator({'items': {'additionalProperties': False, 'properties': {'effect': {'enum': ['NoSchedule', 'PreferNoSchedule', 'NoExecute']}, 'key': {'minLength': 1, 'type': 'string'}, 'value': {'type': 'string'}}, 'required': ['key', 'effect'], 'type': 'object'}, 'type': 'array'}, 'node taints')])),
+                ('tolerations', models.JSONField(blank=True, default=list, validators=[core.validators.JsonSchemaValidator({'items': {'additionalProperties': False, 'properties': {'effect': {'enum': ['NoSchedule', 'PreferNoSchedule', 'NoExecute']}, 'key': {'type': 'string'}, 'operator': {'enum': ['Equal', 'Exists']}, 'tolerationSeconds': {'minimum': 0, 'type': 'integer'}, 'value': {'type': 'string'}}, 'type': 'object'}, 'type': 'array'}, 'tolerations')])),
                 ('cost_per_gpu_hour', models.DecimalField(blank=True, decimal_places=2, help_text='Optional price of one GPU-hour, for accounting.', max_digits=8, null=True, validators=[django.core.validators.MinValueValidator(0)])),
                 ('history_id', models.AutoField(primary_key=True, serialize=False)),
                 ('history_date', models.DateTimeField(db_index=True)),
@@ -130,7 +130,7 @@ class Migration(migrations.Migration):
             name='HistoricalTeam',
             fields=[
                 ('id', models.BigIntegerField(auto_created=True, blank=True, db_index=True, verbose_name='ID')),
-                ('slug', models.SlugField(help_text="Lowercase letters, digits and '-'. The namespace is named from it.", max_length=40, validators=[gpuplatform.validators.validate_dns1123_label])),
+                ('slug', models.SlugField(help_text="Lowercase letters, digits and '-'. The namespace is named from it.", max_length=40, validators=[core.validators.validate_dns1123_label])),
                 ('display_name', models.CharField(max_length=100)),
                 ('description', models.TextField(blank=True)),
                 ('status', models.CharField(choices=[('pending', 'Pending'), ('ready', 'Ready'), ('error', 'Error'), ('deleting', 'Deleting')], default='pending', max_length=10)),

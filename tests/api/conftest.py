@@ -28,7 +28,7 @@ def fresh_throttle_buckets():
 def scheduled_reconciles(monkeypatch):
     """The job pks a submission or cancellation asked to reconcile (no broker needed)."""
     scheduled = []
-    monkeypatch.setattr("jobs.tasks.reconcile_job_soon", lambda job: scheduled.append(job.pk))
+    monkeypatch.setattr("jobs.actions.reconcile_soon", lambda job: scheduled.append(job.pk))
     return scheduled
 
 
@@ -68,7 +68,7 @@ def job(team, flavor, member):
 
 
 def add_pod(cluster, job, name: str, log: str) -> None:
-    from gpuplatform.ownership import ownership_labels
+    from core.ownership import ownership_labels
 
     cluster.put({
         "apiVersion": "v1", "kind": "Pod",

@@ -84,7 +84,7 @@ def test_cancelling_a_finished_job_is_a_409(client_as, member, job):
 def test_a_token_over_its_rate_gets_a_429_with_retry_after_and_others_are_not_slowed(
     client_as, member, owner, team, settings, monkeypatch
 ):
-    from gpuplatform.api_auth import TokenRateThrottle
+    from tenants.auth import TokenRateThrottle
 
     monkeypatch.setattr(TokenRateThrottle, "THROTTLE_RATES", {"api": "3/minute"})
     busy = client_as(token=issue_token(member))
@@ -97,7 +97,7 @@ def test_a_token_over_its_rate_gets_a_429_with_retry_after_and_others_are_not_sl
 
 
 def test_logs_say_clearly_when_no_cluster_is_configured(client_as, member, job, monkeypatch):
-    from gpuplatform import reconcile
+    from core import reconcile
 
     monkeypatch.setattr(reconcile, "cluster_configured", lambda: False)
     response = client_as(member).get(f"/api/v1/jobs/{job.pk}/logs")

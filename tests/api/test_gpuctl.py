@@ -192,7 +192,7 @@ def test_an_unreachable_server_is_reported(monkeypatch, capsys):
 
 def test_status_list_cancel_and_logs(gpuctl, job_file, monkeypatch):
     from cluster import FakeCluster
-    from gpuplatform import reconcile
+    from core import reconcile
 
     gpuctl("submit", "-f", str(job_file))
     job = Job.objects.get()

@@ -9,7 +9,7 @@ import urllib.request
 import pytest
 
 from jobs.models import Job
-from tenants.tokens import IdempotencyKey
+from jobs.idempotency import IdempotencyKey
 
 from .conftest import JOB_BODY, issue_token
 

@@ -12,6 +12,7 @@ import pytest
 from django.utils import timezone
 from hypothesis import HealthCheck, settings
 
+from quotas import actions
 from quotas.models import QuotaRequest
 from tenants.models import Membership
 
@@ -163,7 +164,7 @@ def test_the_requester_reads_the_decision_its_reason_and_what_was_granted(
 ):
     today = timezone.localdate()
     approved = file_request(team, owner, flavor, gpus=8)
-    approved.approve(quota_manager, gpus=4, borrowing_limit_gpus=2, starts_on=today, ends_on=today + timedelta(days=6),
+    actions.approve(approved, quota_manager, gpus=4, borrowing_limit_gpus=2, starts_on=today, ends_on=today + timedelta(days=6),
                      cpu_cores=48, memory_gib=480, reason="Half for now.")
     denied = file_request(team, owner, flavor, gpus=64)
     denied.deny(quota_manager, "The cluster has no 64 spare H100s.")
@@ -273,7 +274,7 @@ def mixed(team, flavor, owner, quota_manager):
     reqs = [file_request(team, owner, flavor, gpus=n) for n in (1, 2, 3, 4, 5)]
     reqs[1].deny(quota_manager, "No.")
     today = timezone.localdate()
-    reqs[3].approve(quota_manager, gpus=4, borrowing_limit_gpus=None, starts_on=today, ends_on=None,
+    actions.approve(reqs[3], quota_manager, gpus=4, borrowing_limit_gpus=None, starts_on=today, ends_on=None,
                     cpu_cores=48, memory_gib=480)
     return reqs
 
@@ -332,8 +333,7 @@ def owners_bearer(db, owner, team, flavor, quota_manager, requests_keep_the_test
     make_flavor("a100")
     today = timezone.localdate()
     file_request(team, owner, flavor)
-    file_request(team, owner, flavor, gpus=2, ends_on=None).approve(
-        quota_manager, gpus=1, borrowing_limit_gpus=3, starts_on=today, ends_on=None, cpu_cores=12, memory_gib=120)
+    actions.approve(file_request(team, owner, flavor, gpus=2, ends_on=None), quota_manager, gpus=1, borrowing_limit_gpus=3, starts_on=today, ends_on=None, cpu_cores=12, memory_gib=120)
     file_request(team, owner, flavor, gpus=-1).deny(quota_manager, "Keep them.")
     return {"Authorization": f"Bearer {issue_token(owner)}"}
 

@@ -26,7 +26,7 @@ import pytest
 from jobs.models import Job
 from jobs.tasks import sync_job
 from quotas.models import Cohort, PriorityClass, Scheduler
-from quotas.tasks import sync_cluster_objects
+from quotas.tasks import sync_cluster_objects, sync_team_quotas
 from tenants.models import Membership, Team
 from tenants.tasks import offboard, sync_team
 
@@ -159,7 +159,7 @@ def make_namespace(api_client):
 def live(kube_cluster, monkeypatch):
     """The platform's tasks, commands and views talk to the local cluster through one door."""
     from cluster import Cluster
-    from gpuplatform import reconcile
+    from core import reconcile
 
     cluster = Cluster(kubeconfig=kube_cluster)
     monkeypatch.setattr(reconcile, "cluster_configured", lambda: True)
@@ -202,6 +202,7 @@ def world(live):
     make_quota(team, a100, nominal_gpus=8, cpu_cores=64, memory_gib=512)
     sync_cluster_objects(live)
     sync_team(live, team)
+    sync_team_quotas(live, team)
     yield team, h100, a100
     if Team.objects.filter(pk=team.pk).exists():
         team.refresh_from_db()

@@ -8,12 +8,13 @@ from pathlib import Path
 
 import pytest
 
+from jobs import actions
 from jobs.lifecycle import State
 from jobs.manifests import object_name
 from jobs.models import Job
 from jobs.tasks import sync_job
 from quotas.models import Cohort, PriorityClass, Quota
-from quotas.tasks import sync_cluster_objects
+from quotas.tasks import sync_cluster_objects, sync_team_quotas
 from tenants.models import Team
 from tenants.tasks import offboard, sync_team
 
@@ -39,7 +40,7 @@ def test_onboarding_creates_every_object_and_a_second_pass_writes_nothing(live, 
     assert team.status == Team.Status.READY
 
     live.reset_counts()
-    outcome = sync_cluster_objects(live) + sync_team(live, team)
+    outcome = sync_cluster_objects(live) + sync_team(live, team) + sync_team_quotas(live, team)
     assert outcome.writes == 0, outcome.lines()
     assert sum(live.requests[v] for v in ("POST", "PUT", "PATCH", "DELETE")) == 0, live.requests
 
@@ -53,7 +54,7 @@ def test_hand_edits_on_the_cluster_are_healed(live, world):
     quota["metadata"].pop("managedFields", None)
     live.apply([{"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "team-quota", "namespace": ns,
                  "labels": quota["metadata"]["labels"]}, "spec": {"hard": quota["spec"]["hard"]}}])
-    outcome = sync_team(live, team)
+    outcome = sync_team(live, team) + sync_team_quotas(live, team)
     assert outcome.writes >= 2
     assert live.get("kueue.x-k8s.io/v1beta2", "LocalQueue", h100.name, ns)
     assert live.get("v1", "ResourceQuota", "team-quota", ns)["spec"]["hard"]["requests.nvidia.com/gpu"] == "16"
@@ -105,6 +106,7 @@ def test_a_gang_that_cannot_fit_stays_queued_with_its_reason(live, world, watche
     team, _, a100 = world
     Quota.objects.filter(team=team, flavor=a100).update(nominal_gpus=32)  # the quota is not the limit
     sync_team(live, team)
+    sync_team_quotas(live, team)
     job = submit(live, team, a100, workers=3, gpus_per_worker=8)  # 24 GPUs; the a100 pool has 16
     wait_until(lambda: (job.refresh_from_db(), job.reason == "WaitingForResources")[1], timeout=90,
                message="the gang's reason")
@@ -202,7 +204,9 @@ def test_borrowing_within_a_cohort_admits_a_job_beyond_the_nominal_quota(live, w
     make_quota(lender, h100, nominal_gpus=8, lending_limit_gpus=8, cohort=cohort, cpu_cores=64, memory_gib=512)
     sync_cluster_objects(live)
     sync_team(live, team)
+    sync_team_quotas(live, team)
     sync_team(live, lender)
+    sync_team_quotas(live, lender)
     try:
         job = submit(live, team, h100, workers=2, gpus_per_worker=8, env=LONG_RUN)  # 16 > nominal 8
         reaches(job, State.RUNNING, timeout=120)
@@ -267,8 +271,8 @@ def test_after_a_redis_flush_the_sweep_restores_convergence(live, world):
 
     team, h100, _ = world
     owner = team.memberships.get().user
-    job = Job.objects.submit(team=team, submitter=owner, flavor=h100, name=f"j{uuid.uuid4().hex[:6]}",
-                             image="ghcr.io/x/train:1", cpu_per_worker=1, memory_per_worker_gib=2)
+    job = actions.submit(team=team, submitter=owner, flavor=h100, name=f"j{uuid.uuid4().hex[:6]}",
+                         image="ghcr.io/x/train:1", cpu_per_worker=1, memory_per_worker_gib=2)
     redis.Redis.from_url(settings.CELERY_BROKER_URL).flushall()  # the reconcile message is lost
     job.refresh_from_db()
     assert job.state == State.SUBMITTED
@@ -288,7 +292,7 @@ def test_after_a_redis_flush_the_sweep_restores_convergence(live, world):
 def test_tasks_retry_while_the_api_server_is_down_and_the_watcher_carries_on(live, world, worker, watcher):
     import subprocess
 
-    from tenants.tasks import reconcile_team
+    from quotas.tasks import reconcile_team_quotas
 
     from .conftest import CLUSTER_SH
 
@@ -297,14 +301,15 @@ def test_tasks_retry_while_the_api_server_is_down_and_the_watcher_carries_on(liv
     make_quota(late, h100, nominal_gpus=8, cpu_cores=64, memory_gib=512)
     subprocess.run([str(CLUSTER_SH), "down"], check=True, capture_output=True)
     try:
-        reconcile_team.delay(late.pk)
+        reconcile_team_quotas.delay(late.pk)
         # While the API server is away the task fails, backs off and tries again.
         wait_until(lambda: not Team.objects.filter(pk=late.pk, status=Team.Status.READY).exists(), timeout=5)
     finally:
         subprocess.run([str(CLUSTER_SH), "up"], check=True, capture_output=True)
     wait_until(lambda: Team.objects.filter(pk=late.pk, status=Team.Status.READY).exists(), timeout=180,
                message="the retried reconcile to converge")
-    assert live.get("kueue.x-k8s.io/v1beta2", "LocalQueue", h100.name, late.namespace_name)
+    wait_until(lambda: live.get("kueue.x-k8s.io/v1beta2", "LocalQueue", h100.name, late.namespace_name),
+               timeout=60, message="the late team's LocalQueue")
     # The watcher that lived through the restart still brings status back.
     job = submit(live, team, h100, workers=1, gpus_per_worker=1)
     reaches(job, State.SUCCEEDED, timeout=180)
@@ -321,7 +326,7 @@ def test_a_worker_killed_mid_task_loses_nothing(live, world, kube_cluster, tmp_p
     from django.conf import settings
     from django.db import connection
 
-    from tenants.tasks import reconcile_team
+    from quotas.tasks import reconcile_team_quotas
 
     from .conftest import CLUSTER_SH
 
@@ -343,7 +348,7 @@ def test_a_worker_killed_mid_task_loses_nothing(live, world, kube_cluster, tmp_p
         try:
             first = start_worker(log)
             try:
-                reconcile_team.delay(late.pk)
+                reconcile_team_quotas.delay(late.pk)
                 # The worker takes the task, cannot reach the API server and holds its retry.
                 wait_until(lambda: broker.hlen("unacked") > 0, timeout=60, message="the worker to hold the task")
             finally:
@@ -353,10 +358,10 @@ def test_a_worker_killed_mid_task_loses_nothing(live, world, kube_cluster, tmp_p
             subprocess.run([str(CLUSTER_SH), "up"], check=True, capture_output=True)
         second = start_worker(log)
         try:
-            wait_until(lambda: Team.objects.filter(pk=late.pk, status=Team.Status.READY).exists(), timeout=180,
-                       message="a new worker to run the killed worker's task")
+            wait_until(lambda: live.get("kueue.x-k8s.io/v1beta2", "LocalQueue", h100.name, late.namespace_name),
+                       timeout=180, message="a new worker to run the killed worker's task")
         finally:
             os.killpg(second.pid, signal.SIGTERM)
             second.wait(timeout=30)
-    assert live.get("kueue.x-k8s.io/v1beta2", "LocalQueue", h100.name, late.namespace_name)
+    assert Team.objects.filter(pk=late.pk, status=Team.Status.READY).exists()
     offboard(live, late)

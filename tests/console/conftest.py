@@ -2,6 +2,8 @@
 
 import pytest
 
+from quotas import tasks as quota_tasks
+
 from ..builders import make_quota
 
 
@@ -9,9 +11,7 @@ from ..builders import make_quota
 def reconciles(monkeypatch):
     """Record the teams whose reconcile was asked for instead of sending to a broker."""
     sent = []
-    from tenants import tasks
-
-    monkeypatch.setattr(tasks.reconcile_team, "delay", lambda pk: sent.append(pk))
+    monkeypatch.setattr(quota_tasks.reconcile_team_quotas, "delay", lambda pk: sent.append(pk))
     return sent
 
 

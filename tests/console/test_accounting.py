@@ -11,7 +11,7 @@ from django.core.management import CommandError, call_command
 from django.urls import reverse
 
 from jobs.lifecycle import State
-from quotas.accounting import admitted_intervals, month_window, split_by_day, usage_rows
+from console.accounting import admitted_intervals, month_window, split_by_day, usage_rows
 
 from ..builders import make_flavor, make_job
 
@@ -136,7 +136,7 @@ def csv_rows(response):
 
 
 def test_the_csv_has_one_row_per_day_team_flavor_and_user(client_for, quota_manager, two_teams):
-    response = client_for(quota_manager).get(reverse("quotas:usage-csv"), {"month": "2026-11"})
+    response = client_for(quota_manager).get(reverse("console:usage-csv"), {"month": "2026-11"})
     assert response["Content-Type"].startswith("text/csv")
     assert 'filename="gpu-usage-2026-11.csv"' in response["Content-Disposition"]
     assert csv_rows(response) == [
@@ -149,20 +149,20 @@ def test_the_csv_has_one_row_per_day_team_flavor_and_user(client_for, quota_mana
 @pytest.mark.parametrize("who", ["owner", "member", "viewer"])
 def test_team_people_see_only_their_teams_usage(request, client_for, two_teams, who):
     client = client_for(request.getfixturevalue(who))
-    rows = csv_rows(client.get(reverse("quotas:usage-csv"), {"month": "2026-11"}))
+    rows = csv_rows(client.get(reverse("console:usage-csv"), {"month": "2026-11"}))
     assert [r[1] for r in rows[1:]] == ["vision"]
-    html = client.get(reverse("quotas:usage"), {"month": "2026-11"}).content.decode()
+    html = client.get(reverse("console:usage"), {"month": "2026-11"}).content.decode()
     assert "8.00" in html and "other-team" not in html
 
 
 def test_the_usage_page_shows_totals_and_a_chart(client_for, quota_manager, two_teams):
-    html = client_for(quota_manager).get(reverse("quotas:usage"), {"month": "2026-11"}).content.decode()
+    html = client_for(quota_manager).get(reverse("console:usage"), {"month": "2026-11"}).content.decode()
     assert "Total: <strong>9.00 GPU-hours</strong>" in html and "cost 31.50" in html
     assert "<svg" in html and "2026-11-05 vision: 8.00 GPU-hours" in html
 
 
 def test_a_team_filter_narrows_the_csv(client_for, quota_manager, two_teams):
-    rows = csv_rows(client_for(quota_manager).get(reverse("quotas:usage-csv"), {"month": "2026-11", "team": "other-team"}))
+    rows = csv_rows(client_for(quota_manager).get(reverse("console:usage-csv"), {"month": "2026-11", "team": "other-team"}))
     assert [r[1] for r in rows[1:]] == ["other-team"]
 
 

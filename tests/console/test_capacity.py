@@ -4,7 +4,7 @@ import pytest
 from django.urls import reverse
 
 from jobs.lifecycle import State
-from quotas.capacity import overview
+from console.capacity import overview
 from quotas.models import Cohort
 
 from ..builders import make_job, make_quota, make_team
@@ -64,13 +64,13 @@ def test_without_a_cluster_the_size_is_unknown_and_said_so(busy, settings, tmp_p
 
 def test_the_capacity_page_for_quota_managers(client_for, quota_manager, busy, settings, tmp_path):
     settings.KUBECONFIG = str(tmp_path / "missing")
-    html = client_for(quota_manager).get(reverse("quotas:console")).content.decode()
+    html = client_for(quota_manager).get(reverse("console:capacity")).content.decode()
     assert "Cluster GPUs are unknown" in html and "research" in html and "<svg" in html
     assert "vision" in html and "other-team" in html
 
 
 def test_the_console_link_is_shown_to_quota_managers_only(client_for, quota_manager, owner, team):
-    console = reverse("quotas:console")
+    console = reverse("console:capacity")
     assert console in client_for(quota_manager).get(reverse("dashboard")).content.decode()
     assert console not in client_for(owner).get(reverse("dashboard")).content.decode()
 
@@ -78,8 +78,8 @@ def test_the_console_link_is_shown_to_quota_managers_only(client_for, quota_mana
 def test_the_capacity_page_pins_its_queries(client_for, quota_manager, busy, settings, tmp_path, django_assert_max_num_queries):
     settings.KUBECONFIG = str(tmp_path / "missing")
     client = client_for(quota_manager)
-    client.get(reverse("quotas:console"))
+    client.get(reverse("console:capacity"))
     for index in range(5):
         make_quota(make_team(f"extra{index}"), busy.quotas.first().flavor, nominal_gpus=1)
     with django_assert_max_num_queries(12):
-        client.get(reverse("quotas:console"))
+        client.get(reverse("console:capacity"))

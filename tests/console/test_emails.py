@@ -5,7 +5,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.core import mail
 
-from quotas import grants
+from quotas import actions
 from quotas.emails import warn_expiring_grants
 from tenants.models import Membership
 
@@ -27,7 +27,7 @@ def owners(team, owner):
 
 
 def a_grant(team, flavor, ends_at, gpus=8):
-    return grants.grant(team=team, flavor=flavor, gpus=gpus, cpu_cores=0, memory_gib=0,
+    return actions.grant(team=team, flavor=flavor, gpus=gpus, cpu_cores=0, memory_gib=0,
                         starts_at=T0 - 10 * DAY, ends_at=ends_at, now=T0 - 10 * DAY)
 
 

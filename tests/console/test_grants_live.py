@@ -7,12 +7,13 @@ import uuid
 import pytest
 from django.utils import timezone
 
+from quotas import actions
 from jobs.lifecycle import State
 from jobs.models import Job
 from jobs.tasks import sync_job
 from quotas.models import QuotaRequest
-from quotas.tasks import sync_cluster_objects
-from tenants import tasks as team_tasks
+from quotas import tasks as quota_tasks
+from quotas.tasks import sync_cluster_objects, sync_team_quotas
 from tenants.models import Membership, Team
 from tenants.tasks import offboard, sync_team
 
@@ -27,8 +28,9 @@ TOLERATION = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSched
 
 @pytest.fixture(autouse=True)
 def reconcile_teams_inline(monkeypatch):
-    """The worker's part: run the team reconcile the grant step asks for, here and now."""
-    monkeypatch.setattr(team_tasks.reconcile_team, "delay", lambda pk: team_tasks.reconcile_team.apply(args=[pk]))
+    """The worker's part: run the team-quota reconcile the grant step asks for, here and now."""
+    monkeypatch.setattr(quota_tasks.reconcile_team_quotas, "delay",
+                        lambda pk: quota_tasks.reconcile_team_quotas.apply(args=[pk]))
 
 
 @pytest.fixture
@@ -42,6 +44,7 @@ def world(live):
     make_quota(team, h100, nominal_gpus=8, cpu_cores=64, memory_gib=512)
     sync_cluster_objects(live)
     sync_team(live, team)
+    sync_team_quotas(live, team)
     yield team, h100, owner, manager
     team.refresh_from_db()
     offboard(live, team)
@@ -70,7 +73,7 @@ def test_approving_a_grant_admits_a_job_that_waited_for_quota(live, world, watch
 
     request = QuotaRequest.objects.submit(team=team, requested_by=owner, flavor=h100, gpus=8,
                                           starts_on=timezone.localdate(), justification="A 16-GPU run.")
-    grant = request.approve(manager, gpus=8, borrowing_limit_gpus=None, starts_on=timezone.localdate(),
+    grant = actions.approve(request, manager, gpus=8, borrowing_limit_gpus=None, starts_on=timezone.localdate(),
                             ends_on=None, cpu_cores=64, memory_gib=512)
     assert cluster_queue_gpus(live, team, h100) == "16"
     assert live.get("v1", "ResourceQuota", "team-quota", team.namespace_name)["spec"]["hard"][
@@ -78,5 +81,5 @@ def test_approving_a_grant_admits_a_job_that_waited_for_quota(live, world, watch
     wait_until(lambda: Job.objects.get(pk=job.pk).admitted_at is not None, timeout=120,
                message="the job to be admitted once the grant applies")
 
-    grant.end_now(manager)
+    actions.end_grant(grant, manager)
     assert cluster_queue_gpus(live, team, h100) == "8"

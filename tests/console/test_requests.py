@@ -8,6 +8,7 @@ from django.core.exceptions import PermissionDenied
 from django.urls import reverse
 from django.utils import timezone
 
+from quotas import actions
 from quotas.models import Quota, QuotaGrant, QuotaRequest
 
 from ..web.conftest import htmx
@@ -18,7 +19,7 @@ ROLES = ["owner", "member", "viewer", "outsider", "quota_manager"]
 
 
 def team_page(team):
-    return reverse("tenants:detail", args=[team.slug])
+    return reverse("console:team", args=[team.slug])
 
 
 def ask(client, team, flavor, **overrides):
@@ -26,7 +27,7 @@ def ask(client, team, flavor, **overrides):
     data = {"flavor": flavor.pk, "gpus": 8, "borrowing_limit_gpus": "", "starts_on": today.isoformat(),
             "ends_on": (today + timedelta(days=30)).isoformat(), "justification": "Paper deadline: ViT-L runs."}
     data.update(overrides)
-    return client.post(reverse("quotas:request-create", args=[team.slug]), data)
+    return client.post(reverse("console:request-create", args=[team.slug]), data)
 
 
 @pytest.fixture
@@ -65,7 +66,7 @@ def test_an_owners_request_is_pending_and_shown_on_the_team_page(client_for, own
 def test_a_bad_request_is_explained_and_what_was_typed_is_kept(client_for, owner, team, flavor):
     yesterday = (timezone.localdate() - timedelta(days=1)).isoformat()
     response = client_for(owner).post(
-        reverse("quotas:request-create", args=[team.slug]),
+        reverse("console:request-create", args=[team.slug]),
         {"flavor": flavor.pk, "gpus": 8, "starts_on": yesterday, "justification": "Keep this text"},
         **htmx("quota-requests"),
     )
@@ -100,7 +101,7 @@ def test_only_owners_see_the_request_form(request, client_for, team, who):
 ])
 def test_only_quota_managers_approve(request, client_for, pending, who, status, reconciles):
     response = client_for(request.getfixturevalue(who)).post(
-        reverse("quotas:console-approve", args=[pending.pk]), approve_data())
+        reverse("console:approve", args=[pending.pk]), approve_data())
     assert response.status_code == status
     pending.refresh_from_db()
     assert pending.status == ("approved" if status == 302 else "pending")
@@ -112,23 +113,23 @@ def test_only_quota_managers_approve(request, client_for, pending, who, status, 
 ])
 def test_only_quota_managers_deny(request, client_for, pending, who, status):
     response = client_for(request.getfixturevalue(who)).post(
-        reverse("quotas:console-deny", args=[pending.pk]), {"reason": "The cluster is full until January."})
+        reverse("console:deny", args=[pending.pk]), {"reason": "The cluster is full until January."})
     assert response.status_code == status
     pending.refresh_from_db()
     assert pending.status == ("denied" if status == 302 else "pending")
 
 
 @pytest.mark.parametrize("who", ["owner", "member", "viewer", "outsider"])
-@pytest.mark.parametrize("page", ["console", "console-requests", "console-grants", "console-history"])
+@pytest.mark.parametrize("page", ["capacity", "requests", "grants", "history"])
 def test_the_console_is_for_quota_managers_only(request, client_for, who, page):
-    assert client_for(request.getfixturevalue(who)).get(reverse(f"quotas:{page}")).status_code == 403
+    assert client_for(request.getfixturevalue(who)).get(reverse(f"console:{page}")).status_code == 403
 
 
 def test_approving_with_changed_numbers_grants_those_and_applies_them_now(
     client_for, quota_manager, pending, quota, reconciles, django_capture_on_commit_callbacks
 ):
     with django_capture_on_commit_callbacks(execute=True):
-        response = client_for(quota_manager).post(reverse("quotas:console-approve", args=[pending.pk]), approve_data())
+        response = client_for(quota_manager).post(reverse("console:approve", args=[pending.pk]), approve_data())
     assert response.status_code == 302
     pending.refresh_from_db()
     assert (pending.status, pending.decided_by, pending.decision_reason) == ("approved", quota_manager, "Half for now.")
@@ -142,19 +143,19 @@ def test_approving_with_changed_numbers_grants_those_and_applies_them_now(
 
 def test_approving_a_later_start_changes_nothing_yet(quota_manager, pending, quota, reconciles):
     later = timezone.localdate() + timedelta(days=5)
-    grant = pending.approve(quota_manager, gpus=8, borrowing_limit_gpus=None, starts_on=later, ends_on=None,
+    grant = actions.approve(pending, quota_manager, gpus=8, borrowing_limit_gpus=None, starts_on=later, ends_on=None,
                             cpu_cores=96, memory_gib=960)
     assert not grant.applied and Quota.objects.get(pk=quota.pk).nominal_gpus == 8
 
 
 def test_the_approve_form_starts_from_what_was_asked(client_for, quota_manager, pending, quota):
-    html = client_for(quota_manager).get(reverse("quotas:console-request", args=[pending.pk])).content.decode()
+    html = client_for(quota_manager).get(reverse("console:request", args=[pending.pk])).content.decode()
     assert 'name="gpus" value="8"' in html and 'name="cpu_cores" value="96"' in html
     assert "Deadline." in html
 
 
 def test_a_denial_needs_a_reason(client_for, quota_manager, pending):
-    response = client_for(quota_manager).post(reverse("quotas:console-deny", args=[pending.pk]), {"reason": "  "})
+    response = client_for(quota_manager).post(reverse("console:deny", args=[pending.pk]), {"reason": "  "})
     assert response.status_code == 400 and "This field is required." in response.content.decode()
     pending.refresh_from_db()
     assert pending.status == "pending"
@@ -175,7 +176,7 @@ def test_a_request_is_decided_once(quota_manager, pending, reconciles):
     assert pending.deny(quota_manager, "No.") is True
     stale = QuotaRequest.objects.get(pk=pending.pk)
     stale.status = "pending"  # a second manager's page, loaded before the first decision
-    assert stale.approve(quota_manager, gpus=8, borrowing_limit_gpus=None, starts_on=timezone.localdate(),
+    assert actions.approve(stale, quota_manager, gpus=8, borrowing_limit_gpus=None, starts_on=timezone.localdate(),
                          ends_on=None, cpu_cores=1, memory_gib=1) is None
     assert not QuotaGrant.objects.exists()
     assert QuotaRequest.objects.get(pk=pending.pk).status == "denied"
@@ -190,29 +191,29 @@ def test_the_queue_lists_open_requests_and_recent_decisions(client_for, quota_ma
     other = QuotaRequest.objects.submit(team=team, requested_by=owner, flavor=flavor, gpus=2,
                                         starts_on=timezone.localdate(), justification="More.")
     other.deny(quota_manager, "Not now.")
-    html = client_for(quota_manager).get(reverse("quotas:console-requests")).content.decode()
+    html = client_for(quota_manager).get(reverse("console:requests")).content.decode()
     assert f"#{pending.pk}" in html and f"#{other.pk}" in html and "Not now." in html and "1 open" in html
 
 
 def test_a_quota_manager_ends_a_grant_early(client_for, quota_manager, pending, quota, reconciles):
-    grant = pending.approve(quota_manager, gpus=8, borrowing_limit_gpus=None, starts_on=timezone.localdate(),
+    grant = actions.approve(pending, quota_manager, gpus=8, borrowing_limit_gpus=None, starts_on=timezone.localdate(),
                             ends_on=None, cpu_cores=96, memory_gib=960)
     assert Quota.objects.get(pk=quota.pk).nominal_gpus == 16
-    response = client_for(quota_manager).post(reverse("quotas:console-grant-end", args=[grant.pk]))
+    response = client_for(quota_manager).post(reverse("console:grant-end", args=[grant.pk]))
     assert response.status_code == 302
     assert Quota.objects.get(pk=quota.pk).nominal_gpus == 8
 
 
 @pytest.mark.parametrize("who", ["owner", "member", "viewer"])
 def test_only_quota_managers_end_grants(request, client_for, quota_manager, pending, quota, reconciles, who):
-    grant = pending.approve(quota_manager, gpus=8, borrowing_limit_gpus=None, starts_on=timezone.localdate(),
+    grant = actions.approve(pending, quota_manager, gpus=8, borrowing_limit_gpus=None, starts_on=timezone.localdate(),
                             ends_on=None, cpu_cores=96, memory_gib=960)
-    response = client_for(request.getfixturevalue(who)).post(reverse("quotas:console-grant-end", args=[grant.pk]))
+    response = client_for(request.getfixturevalue(who)).post(reverse("console:grant-end", args=[grant.pk]))
     assert response.status_code == 403 and Quota.objects.get(pk=quota.pk).nominal_gpus == 16
 
 
 def test_members_and_viewers_see_the_teams_grants(client_for, member, viewer, quota_manager, pending, quota, reconciles):
-    pending.approve(quota_manager, gpus=8, borrowing_limit_gpus=None, starts_on=timezone.localdate(),
+    actions.approve(pending, quota_manager, gpus=8, borrowing_limit_gpus=None, starts_on=timezone.localdate(),
                     ends_on=None, cpu_cores=96, memory_gib=960)
     for person in (member, viewer):
         html = client_for(person).get(team_page(pending.team)).content.decode()
@@ -220,14 +221,14 @@ def test_members_and_viewers_see_the_teams_grants(client_for, member, viewer, qu
 
 
 def test_the_grants_page_lists_active_and_upcoming_grants(client_for, quota_manager, pending, quota, reconciles):
-    now_grant = pending.approve(quota_manager, gpus=8, borrowing_limit_gpus=None, starts_on=timezone.localdate(),
+    now_grant = actions.approve(pending, quota_manager, gpus=8, borrowing_limit_gpus=None, starts_on=timezone.localdate(),
                                 ends_on=None, cpu_cores=96, memory_gib=960)
-    html = client_for(quota_manager).get(reverse("quotas:console-grants")).content.decode()
+    html = client_for(quota_manager).get(reverse("console:grants")).content.decode()
     active, upcoming = html.split('id="upcoming-h"')
     assert f"#{now_grant.pk}" in active and "Standing quota" in active and "End now" in active
     assert "None." in upcoming
 
 
 def test_the_history_page_lists_recent_changes(client_for, quota_manager, pending):
-    html = client_for(quota_manager).get(reverse("quotas:console-history")).content.decode()
+    html = client_for(quota_manager).get(reverse("console:history")).content.decode()
     assert f"request #{pending.pk}" in html and "olivia" in html and "created" in html

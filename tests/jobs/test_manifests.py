@@ -7,7 +7,7 @@ from typing import Callable
 
 import pytest
 
-from gpuplatform.ownership import JOB_LABEL, MANAGED_BY_LABEL, TEAM_LABEL
+from core.ownership import JOB_LABEL, MANAGED_BY_LABEL, TEAM_LABEL
 from jobs.manifests import object_name, pod_templates_of, render_job
 from jobs.models import Job
 from quotas.models import PriorityClass, Scheduler

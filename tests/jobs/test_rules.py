@@ -1,8 +1,9 @@
-"""Submitting and cancelling: the model rules the web UI and the API both call."""
+"""Submitting and cancelling: the model rules, and the actions the web UI and the API both call."""
 
 import pytest
 from django.core.exceptions import PermissionDenied, ValidationError
 
+from jobs import actions
 from jobs.lifecycle import State
 from jobs.models import Job
 
@@ -18,7 +19,7 @@ FIELDS = dict(name="train", image="ghcr.io/x/train:1", command=["python"], args=
 def test_owners_and_members_submit_and_a_reconcile_is_scheduled(request, team, flavor, who, django_capture_on_commit_callbacks):
     person = request.getfixturevalue(who)
     with django_capture_on_commit_callbacks() as callbacks:
-        job = Job.objects.submit(team=team, submitter=person, flavor=flavor, **FIELDS)
+        job = actions.submit(team=team, submitter=person, flavor=flavor, **FIELDS)
     assert job.state == State.SUBMITTED and job.submitter == person
     assert len(callbacks) == 1  # the reconcile, sent only after the commit
 
@@ -41,15 +42,25 @@ def test_cancelling_a_live_job_schedules_its_removal(team, flavor, member, djang
     job = make_job(team, flavor)
     job.submit()
     with django_capture_on_commit_callbacks() as callbacks:
-        assert job.request_cancel(member) is True
+        assert actions.cancel(job, member) is True
     assert job.state == State.CANCELLING and "Cancelled by max" in job.message
     assert len(callbacks) == 1
 
 
-def test_cancelling_a_draft_ends_it_at_once(team, flavor, owner):
+def test_cancelling_a_draft_ends_it_at_once_with_nothing_to_remove(team, flavor, owner,
+                                                                   django_capture_on_commit_callbacks):
     job = make_job(team, flavor)
-    assert job.request_cancel(owner)
+    with django_capture_on_commit_callbacks() as callbacks:
+        assert actions.cancel(job, owner)
     assert job.state == State.CANCELLED
+    assert callbacks == []
+
+
+def test_the_model_rules_never_enqueue(team, flavor, owner, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks() as callbacks:
+        job = Job.objects.submit(team=team, submitter=owner, flavor=flavor, **FIELDS)
+        job.request_cancel(owner)
+    assert job.state == State.CANCELLING and callbacks == []
 
 
 @pytest.mark.parametrize("who", ["viewer", "outsider"])

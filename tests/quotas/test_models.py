@@ -97,17 +97,6 @@ def test_negative_quota_cannot_be_stored(team, flavor):
         Quota.objects.filter(pk=quota.pk).update(nominal_gpus=-1)
 
 
-@pytest.mark.parametrize(
-    "cohort, borrow, expected",
-    [(False, None, 8), (True, None, None), (True, 4, 12)],
-    ids=["no cohort: nominal only", "cohort without limit: unbounded", "cohort with limit"],
-)
-def test_max_gpus_adds_the_borrowing_limit(team, flavor, cohort, borrow, expected):
-    quota = make_quota(team, flavor, nominal_gpus=8, borrowing_limit_gpus=borrow,
-                       cohort=Cohort.objects.create(name="c") if cohort else None)
-    assert quota.max_gpus == expected
-
-
 def test_quotas_visible_only_to_their_team(team, flavor, owner, outsider, quota_manager):
     quota = make_quota(team, flavor)
     assert list(Quota.objects.visible_to(owner)) == [quota]

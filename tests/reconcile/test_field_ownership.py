@@ -7,7 +7,7 @@ import pytest
 
 from cluster import FakeCluster, TransientError
 from cluster.fields import FieldRules, for_existing
-from jobs.manifests import JOB_FIELDS, object_name, render_job
+from jobs.manifests import job_fields, object_name, render_job
 from jobs.tasks import reconcile_job
 from quotas.models import Scheduler
 
@@ -107,7 +107,7 @@ def test_an_apply_loses_a_race_with_a_controller_instead_of_overwriting_it(fake,
     controller_writes(fake, live_object(fake, job, "Job", "batch/v1"), "spec.suspend", False)
 
     with pytest.raises(TransientError, match="modified"):
-        fake.apply(render_job(job)[1:], snapshot=snapshot, rules=JOB_FIELDS)
+        fake.apply(render_job(job)[1:], snapshot=snapshot, rules=job_fields(job))
     assert live_object(fake, job, "Job", "batch/v1")["spec"]["suspend"] is False
 
 

@@ -4,11 +4,13 @@ import pytest
 from django.core.management import call_command
 
 from cluster import PermanentError, TransientError
+from jobs import actions
 from jobs.lifecycle import State
 from jobs.models import Job
 from jobs.tasks import reconcile_job
 from quotas.models import Scheduler
-from quotas.tasks import reconcile_cluster_objects
+from quotas.manifests import QUOTA_KINDS
+from quotas.tasks import reconcile_cluster_objects, reconcile_team_quotas
 from tenants.manifests import TEAM_KINDS
 from tenants.models import Team
 from tenants.tasks import reconcile_team
@@ -16,6 +18,11 @@ from tenants.tasks import reconcile_team
 from ..builders import make_flavor, make_job, make_quota
 
 pytestmark = pytest.mark.django_db
+
+
+def reconcile_whole_team(team_id: int) -> int:
+    """What the sweep does for a team: its own objects, then its quotas'."""
+    return reconcile_team(team_id) + reconcile_team_quotas(team_id)
 
 
 def names(fake, kind):
@@ -30,7 +37,7 @@ def submitted(team, flavor, **fields) -> Job:
 
 def test_reconciling_a_team_creates_its_objects_and_marks_it_ready(fake, team, flavor):
     make_quota(team, flavor)
-    assert reconcile_team(team.pk) > 0
+    assert reconcile_whole_team(team.pk) > 0
     assert names(fake, "Namespace") == ["team-vision"]
     assert names(fake, "ClusterQueue") == ["team-vision-h100"]
     team.refresh_from_db()
@@ -39,20 +46,20 @@ def test_reconciling_a_team_creates_its_objects_and_marks_it_ready(fake, team, f
 
 def test_a_second_team_reconcile_writes_nothing(fake, team, flavor):
     make_quota(team, flavor)
-    reconcile_team(team.pk)
+    reconcile_whole_team(team.pk)
     fake.reset_counts()
-    assert reconcile_team(team.pk) == 0
+    assert reconcile_whole_team(team.pk) == 0
     assert fake.writes == 0
     # One LIST per kind answers for every object; only the Namespace (not a pruned kind) is read alone.
-    assert dict(fake.requests) == {"LIST": len(TEAM_KINDS), "GET": 1}
+    assert dict(fake.requests) == {"LIST": len(TEAM_KINDS) + len(QUOTA_KINDS), "GET": 1}
 
 
 def test_removing_a_quota_prunes_its_queues_only(fake, team, flavor):
     quota = make_quota(team, flavor)
     make_quota(team, make_flavor("a100", scheduler=Scheduler.VOLCANO))
-    reconcile_team(team.pk)
+    reconcile_whole_team(team.pk)
     quota.delete()
-    reconcile_team(team.pk)
+    reconcile_whole_team(team.pk)
     assert names(fake, "ClusterQueue") == [] and names(fake, "LocalQueue") == []
     assert names(fake, "Queue") == ["team-vision-a100"]
     assert names(fake, "Namespace") == ["team-vision"]
@@ -118,7 +125,7 @@ def test_cancelling_removes_the_objects_and_ends_cancelled(fake, team, flavor):
 
 def test_a_job_the_cluster_refuses_fails_with_the_message(fake, team, flavor):
     job = submitted(team, flavor)
-    reconcile_team(team.pk)
+    reconcile_whole_team(team.pk)
     fake.fail_next("PATCH", PermanentError('Job.batch "x" is invalid: spec.template: Invalid value', status=422))
     reconcile_job(job.pk)
     job.refresh_from_db()
@@ -155,7 +162,7 @@ def test_offboarding_removes_everything_and_the_row(fake, team, flavor):
     make_quota(team, flavor)
     reconcile_job(submitted(team, flavor).pk)
     Team.objects.filter(pk=team.pk).update(status=Team.Status.DELETING)
-    reconcile_team(team.pk)
+    reconcile_whole_team(team.pk)
     assert fake.stored() == []
     assert not Team.objects.filter(pk=team.pk).exists()
 
@@ -167,7 +174,7 @@ def test_reconcile_command_prints_changes_and_request_counts(fake, team, flavor,
     first = capsys.readouterr().out
     assert "created   Namespace team-vision" in first and "created   ClusterQueue" in first
     assert "[3/3] job vision/" in first and "API requests:" in first
-    assert "already up to date" not in first.splitlines()[-1] or "(0 objects already up to date" in first
+    assert not first.splitlines()[-1].startswith("0 writes")
     call_command("reconcile", "--all", "--parallel", "1")
     second = capsys.readouterr().out
     assert "0 writes" in second and "PATCH" not in second
@@ -197,7 +204,7 @@ def test_an_unreachable_broker_does_not_fail_the_submission(team, flavor, owner,
 
     monkeypatch.setattr(reconcile_job, "delay", broker_down)
     with django_capture_on_commit_callbacks(execute=True):
-        job = Job.objects.submit(team=team, submitter=owner, flavor=flavor, name="offline",
+        job = actions.submit(team=team, submitter=owner, flavor=flavor, name="offline",
                                  image="ghcr.io/x/train:1")
     assert Job.objects.get(pk=job.pk).state == State.SUBMITTED
     assert "the sweep will pick it up" in caplog.text

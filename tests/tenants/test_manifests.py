@@ -6,19 +6,18 @@ matter, and validates every object against the real schemas.
 
 import pytest
 
-from gpuplatform.ownership import MANAGED_BY_LABEL, TEAM_LABEL
+from core.ownership import MANAGED_BY_LABEL, TEAM_LABEL
 from quotas.models import Cohort, Scheduler
-from tenants.manifests import render_team
 from tenants.models import Membership
 
-from ..builders import make_flavor, make_quota, make_team, make_user
+from ..builders import make_flavor, make_quota, make_team, make_user, render_team_and_quotas
 from ..schemas import validate
 
 pytestmark = pytest.mark.django_db
 
 
 def rendered(team) -> dict[tuple[str, str], dict]:
-    objects = render_team(team, **team.render_inputs())
+    objects = render_team_and_quotas(team)
     for obj in objects:
         validate(obj)
         assert obj["metadata"]["labels"][MANAGED_BY_LABEL] == "gpuplatform"
@@ -27,7 +26,7 @@ def rendered(team) -> dict[tuple[str, str], dict]:
 
 
 def test_namespace_comes_first_and_enforces_restricted_pod_security(team):
-    objects = render_team(team, **team.render_inputs())
+    objects = render_team_and_quotas(team)
     assert objects[0]["kind"] == "Namespace"
     labels = objects[0]["metadata"]["labels"]
     assert labels["pod-security.kubernetes.io/enforce"] == "restricted"
@@ -126,4 +125,4 @@ def test_baseline_pod_security_when_configured(team, settings):
 def test_rendering_is_deterministic(team):
     make_quota(team, make_flavor("h100"))
     make_team("spare", members={make_user(): Membership.Role.OWNER})
-    assert render_team(team, **team.render_inputs()) == render_team(team, **team.render_inputs())
+    assert render_team_and_quotas(team) == render_team_and_quotas(team)

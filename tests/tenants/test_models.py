@@ -1,14 +1,16 @@
 """Team and membership rules: slugs, namespaces, roles, visibility, constraints."""
 
+import threading
+
 import pytest
 from django.core.exceptions import ValidationError
-from django.db import IntegrityError
+from django.db import IntegrityError, connection, connections
 from django.test import override_settings
 
 from tenants.models import Membership, Team
 from tenants.roles import QUOTA_MANAGER_GROUP, is_quota_manager
 
-from ..builders import make_user
+from ..builders import make_team, make_user
 
 pytestmark = pytest.mark.django_db
 
@@ -118,3 +120,54 @@ def test_is_quota_manager_by_group_or_superuser(owner, quota_manager):
     assert is_quota_manager(admin)
     assert not is_quota_manager(owner)
 
+
+def test_a_reconcile_that_ends_after_offboarding_started_does_not_bring_the_team_back(team, quota_manager):
+    stale = Team.objects.get(pk=team.pk)  # what a reconcile that was already running holds
+    assert team.start_offboarding(quota_manager) is True
+    assert stale.set_status(Team.Status.READY) is False
+    team.refresh_from_db()
+    assert team.status == Team.Status.DELETING and "asked by quinn" in team.status_message
+
+
+def test_offboarding_twice_changes_nothing_the_second_time(team, quota_manager):
+    assert team.start_offboarding(quota_manager) is True
+    assert team.start_offboarding(quota_manager) is False
+    assert team.history.filter(status=Team.Status.DELETING).count() == 1
+
+
+def test_the_last_owner_cannot_remove_themselves(team, owner):
+    with pytest.raises(ValidationError, match="olivia is the last owner of vision"):
+        team.memberships.get(user=owner).remove()
+    assert team.memberships.filter(user=owner).exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_owners_removing_each_other_at_once_leave_exactly_one_owner():
+    """Eight owners, each thread with its own connection removing the next one: every
+    check passes before any delete unless the check and the delete hold a lock."""
+    if connection.vendor != "postgresql":
+        pytest.skip("needs a database with row locks and real concurrency")
+    owners = [make_user(f"owner{number}") for number in range(8)]
+    team = make_team("crowd", members=dict.fromkeys(owners, Membership.Role.OWNER))
+    barrier = threading.Barrier(len(owners))
+    outcomes: list[str] = []
+
+    def remove(user):
+        theirs = Membership.objects.select_related("team", "user").get(team=team, user=user)
+        barrier.wait()
+        try:
+            theirs.remove()
+            outcomes.append("removed")
+        except ValidationError:
+            outcomes.append("refused")
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=remove, args=(owners[(i + 1) % len(owners)],)) for i in range(len(owners))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert sorted(outcomes) == ["refused"] + ["removed"] * (len(owners) - 1)
+    assert team.memberships.filter(role=Membership.Role.OWNER).count() == 1

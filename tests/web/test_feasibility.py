@@ -4,6 +4,7 @@ import pytest
 
 from jobs import feasibility
 from jobs.feasibility import Feasibility
+from jobs.usage import usage_for
 from jobs.lifecycle import State
 from quotas.models import Cohort, PriorityClass
 
@@ -97,6 +98,6 @@ def test_usage_counts_gpus_of_admitted_and_running_jobs_and_waiting_jobs(team, f
     running(team, flavor, 4, workers=1)
     queued(team, flavor, 2)
     make_job(team, flavor)  # a draft holds nothing
-    item = feasibility.usage_for([team])[(team.pk, flavor.pk)]
+    item = usage_for([team])[(team.pk, flavor.pk)]
     assert (item.in_use, item.running, item.queued, item.nominal, item.free) == (4, 1, 1, 8, 4)
     assert item.bar() == {"used": 50, "nominal": 100, "borrowable": 0}

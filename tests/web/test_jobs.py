@@ -131,7 +131,7 @@ def test_a_queued_job_shows_its_place_in_the_queue(client_for, owner, team, flav
 
 # --- pods and logs ------------------------------------------------------------------------------
 def test_without_a_cluster_the_page_says_pods_and_logs_cannot_be_shown(client_for, owner, running_job, monkeypatch):
-    from gpuplatform import reconcile
+    from core import reconcile
 
     monkeypatch.setattr(reconcile, "cluster_configured", lambda: False)
     html = client_for(owner).get(reverse("jobs:pods", args=[running_job.pk])).content.decode()

@@ -5,7 +5,7 @@ from django.urls import reverse
 
 pytestmark = pytest.mark.django_db
 
-PAGES = ["dashboard", "jobs:list", "jobs:submit", "quotas:list"]
+PAGES = ["dashboard", "jobs:list", "jobs:submit", "console:quotas"]
 
 
 @pytest.mark.parametrize("page", PAGES)

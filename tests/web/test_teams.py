@@ -12,15 +12,15 @@ pytestmark = pytest.mark.django_db
 
 
 def page(team):
-    return reverse("tenants:detail", args=[team.slug])
+    return reverse("console:team", args=[team.slug])
 
 
 def add(team):
-    return reverse("tenants:member-add", args=[team.slug])
+    return reverse("console:member-add", args=[team.slug])
 
 
 def remove(team, user):
-    return reverse("tenants:member-remove", args=[team.slug, team.memberships.get(user=user).pk])
+    return reverse("console:member-remove", args=[team.slug, team.memberships.get(user=user).pk])
 
 
 @pytest.mark.parametrize("who, role", [("owner", "owner"), ("member", "member"), ("viewer", "viewer")])

@@ -7,10 +7,10 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import connections
 
 from cluster import ClusterError
-from gpuplatform.reconcile import NoCluster, Outcome, current_cluster
+from core.reconcile import NoCluster, Outcome, current_cluster
 from jobs.models import Job
 from jobs.tasks import sync_job
-from quotas.tasks import sync_cluster_objects
+from quotas.tasks import sync_cluster_objects, sync_team_quotas
 from tenants.models import Team
 from tenants.tasks import sync_team
 
@@ -82,7 +82,7 @@ class Command(BaseCommand):
             team = Team.objects.filter(slug=slug).first()
             if team is None:
                 raise CommandError(f"No team {slug!r}.")
-            return [[(f"team {slug}", lambda c: sync_team(c, team))]]
+            return [[(f"team {slug}", lambda c: sync_team(c, team) + sync_team_quotas(c, team))]]
         if job_id:
             job = jobs.filter(pk=job_id).first()
             if job is None:
@@ -91,6 +91,6 @@ class Command(BaseCommand):
         live = jobs.live().exclude(state=Job.State.DRAFT)
         return [
             [("cluster-wide objects", sync_cluster_objects)],
-            [(f"team {t.slug}", lambda c, t=t: sync_team(c, t)) for t in Team.objects.all()],
+            [(f"team {t.slug}", lambda c, t=t: sync_team(c, t) + sync_team_quotas(c, t)) for t in Team.objects.all()],
             [(f"job {j}", lambda c, j=j: sync_job(c, j)) for j in live],
         ]

@@ -5,8 +5,8 @@ from django.core.management.base import BaseCommand, CommandError
 
 from jobs.manifests import render_job
 from jobs.models import Job
-from quotas.manifests import render_cluster
-from quotas.models import Cohort, GpuFlavor, PriorityClass
+from quotas.manifests import render_cluster, render_team_quotas
+from quotas.models import Cohort, GpuFlavor, PriorityClass, Quota
 from tenants.manifests import render_team
 from tenants.models import Team
 
@@ -24,7 +24,8 @@ class Command(BaseCommand):
                                      list(PriorityClass.objects.all()))
         elif what == "team":
             team = self._get(Team.objects, slug=key, what="team")
-            objects = render_team(team, **team.render_inputs())
+            objects = (render_team(team, list(team.memberships.select_related("user")))
+                       + render_team_quotas(team, list(Quota.objects.of_team(team))))
         else:
             if not (key or "").isdigit():
                 raise CommandError("render job needs the job's numeric id.")

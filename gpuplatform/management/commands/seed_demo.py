@@ -6,6 +6,7 @@ from django.db import transaction
 
 from jobs.lifecycle import State
 from jobs.models import Job
+from quotas.demo import seed_console
 from quotas.models import Cohort, GpuFlavor, PriorityClass, Quota, Scheduler
 from tenants.models import Membership, Team
 from tenants.roles import ensure_quota_manager_group
@@ -113,9 +114,7 @@ class Command(BaseCommand):
                                   cpu_cores=nominal * 12, memory_gib=nominal * 120),
                 )
         created = self._jobs(users, flavors, priorities["normal"])
-        from quotas.demo import seed_console  # a pending request and a grant ending soon
-
-        seed_console(users)
+        seed_console(users)  # a pending request and a grant ending soon
 
         self.stdout.write(self.style.SUCCESS(
             f"Demo data ready: {len(flavors)} flavors, {len(TEAMS)} teams, {created} new jobs."

@@ -4,7 +4,7 @@ import signal
 
 from django.core.management.base import BaseCommand, CommandError
 
-from gpuplatform.reconcile import NoCluster, current_cluster
+from core.reconcile import NoCluster, current_cluster
 from jobs.watcher import StatusWatcher
 
 

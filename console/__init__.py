@@ -1,0 +1,1 @@
+"""The console app: cross-app pages and API (see apps.py)."""

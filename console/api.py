@@ -1,0 +1,60 @@
+"""REST API for teams, with their quotas and what their jobs use of them."""
+
+from rest_framework import serializers, viewsets
+from rest_framework.pagination import CursorPagination
+
+from core.api_errors import RefuseNulMixin
+from jobs.usage import job_gpus
+from quotas.api import QuotaSerializer
+from tenants.auth import visible_teams
+from tenants.models import Team
+
+class TeamSerializer(serializers.ModelSerializer):
+    namespace = serializers.CharField(source="namespace_name", read_only=True)
+
+    class Meta:
+        model = Team
+        fields = ["slug", "display_name", "description", "status", "status_message", "namespace"]
+        read_only_fields = fields
+
+
+class TeamDetailSerializer(TeamSerializer):
+    role = serializers.SerializerMethodField()
+    quotas = serializers.SerializerMethodField()
+
+    class Meta(TeamSerializer.Meta):
+        fields = TeamSerializer.Meta.fields + ["role", "quotas"]
+        read_only_fields = fields
+
+    def get_role(self, team) -> str | None:
+        """Your role in the team (owner, member, viewer), or null (quota managers)."""
+        return team.role_of(self.context["request"].user)
+
+    def _usage(self, team) -> dict:
+        return {flavor_id: {"running": gpus.in_use, "pending": gpus.waiting}
+                for (_, flavor_id), gpus in job_gpus([team]).items()}
+
+    def get_quotas(self, team) -> QuotaSerializer(many=True):
+        quotas = team.quotas.select_related("flavor", "cohort").with_cohort_lendable()
+        return QuotaSerializer(quotas, many=True, context={**self.context, "usage": self._usage(team)}).data
+
+
+class TeamPagination(CursorPagination):
+    ordering = "slug"
+    page_size = 50
+
+
+class TeamViewSet(RefuseNulMixin, viewsets.ReadOnlyModelViewSet):
+    """Your teams (every team for quota managers); a token sees only its own team."""
+
+    lookup_field = "slug"
+    pagination_class = TeamPagination
+    filterset_fields = ["status"]
+
+    def get_queryset(self):
+        return visible_teams(self.request)
+
+    def get_serializer_class(self):
+        return TeamDetailSerializer if self.action == "retrieve" else TeamSerializer
+
+

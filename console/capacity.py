@@ -1,0 +1,129 @@
+"""Capacity at a glance: per flavor, cohort and team, what the cluster has, what is
+promised (the sum of nominal quotas), in use, borrowed and waiting.
+
+Cluster GPUs come from the nodes matching each flavor's node labels (one LIST of Nodes);
+without a configured or reachable cluster the page says so and shows the rest.
+"""
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from cluster import ClusterError
+from core.reconcile import NoCluster, current_cluster
+from jobs.usage import JobGpus, job_gpus
+from quotas.models import GpuFlavor, Quota
+
+
+@dataclass
+class Line:
+    """One row of the capacity tables: a flavor, a cohort on a flavor, or a team's quota."""
+
+    label: str
+    flavor: GpuFlavor
+    nominal: int = 0
+    in_use: int = 0
+    borrowed: int = 0
+    queued: int = 0
+    cluster: int | None = None
+    quotas: list = field(default_factory=list)
+
+    @property
+    def commitment(self) -> str:
+        if self.cluster is None:
+            return "unknown"
+        if self.nominal > self.cluster:
+            return "over"
+        return "under" if self.nominal < self.cluster else "exact"
+
+    @property
+    def commitment_text(self) -> str:
+        if self.cluster is None:
+            return "cluster size unknown"
+        gap = self.nominal - self.cluster
+        if gap > 0:
+            return f"over-committed by {gap}"
+        return f"{-gap} not promised" if gap < 0 else "exactly committed"
+
+    def bar(self) -> dict:
+        """Percent positions for the SVG bar: nominal, in use, queued after it, cluster mark."""
+        scale = max(self.cluster or 0, self.nominal, self.in_use + self.queued, 1)
+        pct = lambda n: round(100 * n / scale, 2)  # noqa: E731
+        return {"nominal": pct(self.nominal), "used": pct(self.in_use), "queued_x": pct(self.in_use),
+                "queued": pct(self.queued), "cluster": None if self.cluster is None else pct(self.cluster)}
+
+
+def cluster_gpus(flavors) -> tuple[dict[int, int], str]:
+    """GPUs per flavor id from the nodes, and a sentence when they could not be counted."""
+    try:
+        nodes = current_cluster().list("v1", "Node")
+    except NoCluster as err:
+        return {}, str(err)
+    except ClusterError as err:
+        return {}, f"The cluster could not be reached: {err}"
+    counts = {}
+    for flavor in flavors:
+        total = 0
+        for node in nodes:
+            labels = node.get("metadata", {}).get("labels") or {}
+            if not flavor.node_labels or any(labels.get(k) != v for k, v in flavor.node_labels.items()):
+                continue
+            status = node.get("status") or {}
+            amount = (status.get("allocatable") or {}).get(flavor.resource_name) or (
+                status.get("capacity") or {}).get(flavor.resource_name)
+            try:
+                total += int(amount) if amount is not None else flavor.gpus_per_node
+            except (TypeError, ValueError):
+                total += flavor.gpus_per_node
+        counts[flavor.pk] = total
+    return counts, ""
+
+
+def overview() -> dict:
+    """Lines per flavor, per cohort and flavor, and per team quota; plus a note on the
+    cluster's size. Four queries and at most one LIST of Nodes."""
+    flavors = list(GpuFlavor.objects.all())
+    quotas = list(Quota.objects.select_related("team", "flavor", "cohort").order_by("flavor__name", "team__slug"))
+    jobs = job_gpus()
+    counts, note = cluster_gpus(flavors)
+    by_flavor = {f.pk: Line(f.display_name or f.name, f, cluster=counts.get(f.pk)) for f in flavors}
+    by_cohort: dict = {}
+    teams = []
+    quota_keys = set()
+    for quota in quotas:
+        gpus = jobs.get((quota.team_id, quota.flavor_id), JobGpus())
+        in_use, queued = gpus.in_use, gpus.waiting
+        quota_keys.add((quota.team_id, quota.flavor_id))
+        line = Line(quota.team.slug, quota.flavor, nominal=quota.nominal_gpus, in_use=in_use,
+                    borrowed=max(0, in_use - quota.nominal_gpus), queued=queued, quotas=[quota])
+        teams.append(line)
+        targets = [by_flavor[quota.flavor_id]]
+        if quota.cohort_id:
+            key = (quota.cohort.name, quota.flavor_id)
+            targets.append(by_cohort.setdefault(key, Line(quota.cohort.name, quota.flavor)))
+        for target in targets:
+            target.nominal += line.nominal
+            target.in_use += line.in_use
+            target.borrowed += line.borrowed
+            target.queued += line.queued
+            target.quotas.append(quota)
+    # Jobs on a flavor where their team has no quota still use (or wait for) GPUs.
+    for (team_id, flavor_id), gpus in jobs.items():
+        if (team_id, flavor_id) not in quota_keys and flavor_id in by_flavor:
+            by_flavor[flavor_id].in_use += gpus.in_use
+            by_flavor[flavor_id].queued += gpus.waiting
+    return {
+        "flavors": list(by_flavor.values()),
+        "cohorts": [by_cohort[k] for k in sorted(by_cohort, key=lambda k: (k[0], by_cohort[k].flavor.name))],
+        "teams": teams,
+        "cluster_note": note,
+    }
+
+
+def team_totals(teams: list[Line]) -> list[dict]:
+    """Per team across flavors, for the summary table."""
+    out: dict = defaultdict(lambda: {"nominal": 0, "in_use": 0, "borrowed": 0, "queued": 0})
+    for line in teams:
+        row = out[line.label]
+        for key in ("nominal", "in_use", "borrowed", "queued"):
+            row[key] += getattr(line, key)
+    return [{"team": k, **v} for k, v in sorted(out.items())]

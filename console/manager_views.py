@@ -1,0 +1,170 @@
+"""The quota managers' console: capacity at a glance, the request queue and decisions,
+grants, and the audit trail. Every view here is for quota managers only (403 otherwise)."""
+
+import functools
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
+from django.views.decorators.http import require_GET, require_POST
+
+from tenants.roles import is_quota_manager
+
+from quotas import actions, audit
+from quotas.forms import ApproveForm, DenyForm
+from quotas.models import Quota, QuotaGrant, QuotaRequest
+
+from . import capacity
+
+RECENT_DECISIONS = 20
+
+
+def quota_manager_required(view):
+    @login_required
+    @functools.wraps(view)
+    def wrapped(request, *args, **kwargs):
+        if not is_quota_manager(request.user):
+            raise PermissionDenied("Only quota managers use the console.")
+        return view(request, *args, **kwargs)
+
+    return wrapped
+
+
+def _nav(request, section: str) -> dict:
+    return {"section": section, "pending_count": QuotaRequest.objects.pending().count()}
+
+
+@quota_manager_required
+@require_GET
+def capacity_page(request):
+    data = capacity.overview()
+    context = {**_nav(request, "capacity"), **data, "team_totals": capacity.team_totals(data["teams"])}
+    return render(request, "console/capacity.html", context)
+
+
+@quota_manager_required
+@require_GET
+def request_list(request):
+    base = QuotaRequest.objects.select_related("team", "flavor", "requested_by", "decided_by")
+    context = {
+        **_nav(request, "requests"),
+        "pending": list(base.pending().order_by("created_at", "id")),
+        "decided": list(base.exclude(status=QuotaRequest.Status.PENDING).order_by("-decided_at", "-id")[:RECENT_DECISIONS]),
+    }
+    return render(request, "console/requests.html", context)
+
+
+def _approve_initial(quota_request: QuotaRequest) -> dict:
+    cpu, memory = Quota.objects.resources_for(quota_request.team, quota_request.flavor, quota_request.gpus)
+    return {"gpus": quota_request.gpus, "borrowing_limit_gpus": quota_request.borrowing_limit_gpus,
+            "cpu_cores": cpu, "memory_gib": memory, "starts_on": quota_request.starts_on,
+            "ends_on": quota_request.ends_on}
+
+
+def _request_page(request, quota_request, approve_form=None, deny_form=None, status=200):
+    quota = Quota.objects.filter(team=quota_request.team, flavor=quota_request.flavor).select_related("cohort").first()
+    context = {
+        **_nav(request, "requests"),
+        "req": quota_request,
+        "quota": quota,
+        "team_grants": QuotaGrant.objects.filter(team=quota_request.team, flavor=quota_request.flavor)
+        .current_or_upcoming(timezone.now()).order_by("starts_at"),
+        "approve_form": approve_form or ApproveForm(initial=_approve_initial(quota_request)),
+        "deny_form": deny_form or DenyForm(),
+    }
+    return render(request, "console/request_detail.html", context, status=status)
+
+
+@quota_manager_required
+@require_GET
+def request_detail(request, pk):
+    quota_request = get_object_or_404(QuotaRequest.objects.select_related("team", "flavor", "requested_by"), pk=pk)
+    return _request_page(request, quota_request)
+
+
+@quota_manager_required
+@require_POST
+def request_approve(request, pk):
+    quota_request = get_object_or_404(QuotaRequest.objects.select_related("team", "flavor"), pk=pk)
+    form = ApproveForm(request.POST)
+    if not form.is_valid():
+        return _request_page(request, quota_request, approve_form=form, status=400)
+    data = form.cleaned_data
+    try:
+        grant = actions.approve(
+            quota_request, request.user, gpus=data["gpus"], borrowing_limit_gpus=data["borrowing_limit_gpus"],
+            starts_on=data["starts_on"], ends_on=data["ends_on"], cpu_cores=data["cpu_cores"],
+            memory_gib=data["memory_gib"], reason=data["reason"].strip(),
+        )
+    except ValidationError as err:
+        for field, errors in err.message_dict.items():
+            form.add_error(field if field in form.fields else None, errors)
+        return _request_page(request, quota_request, approve_form=form, status=400)
+    if grant is None:
+        messages.error(request, f"Request #{quota_request.pk} was already decided.")
+        return redirect("console:request", pk=quota_request.pk)
+    messages.success(request, f"Approved request #{quota_request.pk}: grant #{grant.pk} for {quota_request.team.slug}.")
+    return redirect("console:requests")
+
+
+@quota_manager_required
+@require_POST
+def request_deny(request, pk):
+    quota_request = get_object_or_404(QuotaRequest.objects.select_related("team", "flavor"), pk=pk)
+    form = DenyForm(request.POST)
+    if not form.is_valid():
+        return _request_page(request, quota_request, deny_form=form, status=400)
+    if not quota_request.deny(request.user, form.cleaned_data["reason"]):
+        messages.error(request, f"Request #{quota_request.pk} was already decided.")
+        return redirect("console:request", pk=quota_request.pk)
+    messages.success(request, f"Denied request #{quota_request.pk} of {quota_request.team.slug}.")
+    return redirect("console:requests")
+
+
+@quota_manager_required
+@require_GET
+def grant_list(request):
+    now = timezone.now()
+    base = QuotaGrant.objects.select_related("team", "flavor", "request", "granted_by")
+    context = {
+        **_nav(request, "grants"),
+        "now": now,
+        "active": list(base.active_at(now).order_by("ends_at", "team__slug")),
+        "upcoming": list(base.filter(starts_at__gt=now).order_by("starts_at")),
+        "ended": list(base.filter(ends_at__lte=now).order_by("-ends_at")[:RECENT_DECISIONS]),
+    }
+    return render(request, "console/grants.html", context)
+
+
+@quota_manager_required
+@require_POST
+def grant_end(request, pk):
+    grant = get_object_or_404(QuotaGrant.objects.select_related("team", "flavor"), pk=pk)
+    if actions.end_grant(grant, request.user):
+        messages.success(request, f"Ended grant #{grant.pk}; the quota of {grant.team.slug} follows now.")
+    else:
+        messages.error(request, f"Grant #{grant.pk} had already ended.")
+    return redirect("console:grants")
+
+
+@quota_manager_required
+@require_GET
+def history(request):
+    key = request.GET.get("kind") or None
+    if key is not None:
+        audit.model_for(key)
+    context = {**_nav(request, "history"), "entries": audit.recent(key=key), "kind": key, "kinds": list(audit.TRACKED)}
+    return render(request, "console/history.html", context)
+
+
+@quota_manager_required
+@require_GET
+def object_history(request, key, pk):
+    entries = audit.object_history(key, pk)
+    model = audit.model_for(key)
+    current = model._default_manager.filter(pk=pk).first()
+    title = str(current) if current else (str(entries[0].record.instance) if entries else f"{key} #{pk}")
+    context = {**_nav(request, "history"), "entries": entries, "kind": key, "title": title, "pk": pk}
+    return render(request, "console/object_history.html", context)

@@ -1,0 +1,157 @@
+"""The pages that bring the apps together: the dashboard, a team's page (members,
+namespace, quotas with usage, quota requests and grants, recent jobs) and the quota list."""
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_GET, require_POST
+
+from django.utils import timezone
+
+from jobs.usage import usage_for
+from jobs.models import Job
+from quotas.forms import QuotaRequestForm
+from quotas.models import QuotaGrant, QuotaRequest
+from tenants.forms import MemberForm
+from tenants.models import Membership, Team
+from tenants.roles import is_quota_manager
+
+RECENT_JOBS = 10
+TEAM_REQUESTS = 10
+
+
+def _recent_jobs(jobs):
+    return list(jobs.select_related("team", "flavor", "submitter")[:RECENT_JOBS])
+
+
+def _team_rows(teams, usage, roles):
+    """Per team, the person's role and its quotas' usage in flavor order."""
+    return [
+        {"team": team, "role": roles.get(team.pk),
+         "usage": [item for (team_id, _), item in usage.items() if team_id == team.pk]}
+        for team in teams
+    ]
+
+
+@login_required
+@require_GET
+def dashboard(request):
+    jobs = _recent_jobs(Job.objects.visible_to(request.user))
+    context = {"jobs": jobs, "live": any(not job.is_final for job in jobs)}
+    if request.htmx and request.htmx.target == "recent-jobs":
+        return render(request, "jobs/partials/recent_jobs.html", context)
+    teams = list(Team.objects.visible_to(request.user))
+    roles = dict(Membership.objects.filter(user=request.user).values_list("team_id", "role"))
+    context.update(teams=_team_rows(teams, usage_for(teams), roles))
+    return render(request, "console/dashboard.html", context)
+
+
+def _team(request, slug) -> Team:
+    return get_object_or_404(Team.objects.visible_to(request.user), slug=slug)
+
+
+def _team_page(request, team: Team, form=None, status=200, request_form=None):
+    usage = usage_for([team])
+    context = {
+        "team": team,
+        "memberships": team.memberships.select_related("user").order_by("role", "user__username"),
+        "usage": list(usage.values()),
+        "jobs": _recent_jobs(team.jobs.all()),
+        "role": team.role_of(request.user),
+        "can_manage": team.can_manage_members(request.user),
+        "can_submit": team.can_submit(request.user),
+        "form": form or MemberForm(team=team),
+        **team_quota_context(request, team, request_form),
+    }
+    if request.htmx and request.htmx.target == "quota-requests":
+        return render(request, "console/partials/team_requests.html", context, status=status)
+    if request.htmx and request.htmx.target == "members":
+        return render(request, "console/partials/members.html", context, status=status)
+    return render(request, "console/team_detail.html", context, status=status)
+
+
+@login_required
+@require_GET
+def team_detail(request, slug):
+    return _team_page(request, _team(request, slug))
+
+
+@login_required
+@require_POST
+def member_add(request, slug):
+    team = _team(request, slug)
+    if not team.can_manage_members(request.user):
+        raise PermissionDenied("Only the team's owners can add members.")
+    form = MemberForm(request.POST, team=team)
+    if not form.is_valid():
+        return _team_page(request, team, form=form, status=400)
+    membership = form.save()
+    messages.success(request, f"Added {membership.user.username} to {team.slug} as {membership.get_role_display().lower()}.")
+    if request.htmx:
+        return _team_page(request, team)
+    return redirect("console:team", slug=team.slug)
+
+
+@login_required
+@require_POST
+def member_remove(request, slug, pk):
+    team = _team(request, slug)
+    if not team.can_manage_members(request.user):
+        raise PermissionDenied("Only the team's owners can remove members.")
+    membership = get_object_or_404(team.memberships.select_related("user"), pk=pk)
+    try:
+        membership.remove()
+    except ValidationError as err:
+        messages.error(request, err.messages[0])
+        return _team_page(request, team, status=400) if request.htmx else redirect("console:team", slug=team.slug)
+    messages.success(request, f"Removed {membership.user.username} from {team.slug}.")
+    if request.htmx:
+        return _team_page(request, team)
+    return redirect("console:team", slug=team.slug)
+
+
+def team_quota_context(request, team: Team, form=None) -> dict:
+    """What the team page shows of requests and grants: members and viewers see them,
+    owners also get the request form."""
+    now = timezone.now()
+    can_request = QuotaRequest.can_request(team, request.user)
+    return {
+        "quota_requests": list(team.quota_requests.select_related("flavor", "requested_by", "decided_by")[:TEAM_REQUESTS]),
+        "team_grants": list(QuotaGrant.objects.filter(team=team).current_or_upcoming(now)
+                            .select_related("flavor").order_by("starts_at")),
+        "can_request": can_request,
+        "request_form": (form or QuotaRequestForm(team=team)) if can_request else None,
+        "is_quota_manager": is_quota_manager(request.user),
+        "now": now,
+    }
+
+
+@login_required
+@require_POST
+def request_create(request, slug):
+    team = get_object_or_404(Team.objects.visible_to(request.user), slug=slug)
+    if not QuotaRequest.can_request(team, request.user):
+        raise PermissionDenied(f"Only owners of {team.slug} can ask for a quota change.")
+    form = QuotaRequestForm(request.POST, team=team)
+    if form.is_valid():
+        try:
+            created = QuotaRequest.objects.submit(team=team, requested_by=request.user,
+                                                  **{f: form.cleaned_data[f] for f in form.Meta.fields})
+        except ValidationError as err:
+            form.add_error(None, err)
+        else:
+            messages.success(request, f"Asked for {created.gpus:+d} {created.flavor.name} GPUs; a quota manager will decide.")
+            if request.htmx:
+                return _team_page(request, team)
+            return redirect("console:team", slug=team.slug)
+    return _team_page(request, team, request_form=form, status=400)
+
+
+@login_required
+@require_GET
+def quota_list(request):
+    """Quotas a person may see, per team and flavor, with what is in use."""
+    teams = Team.objects.visible_to(request.user)
+    usage = usage_for(teams)
+    return render(request, "console/quota_list.html", {"usage": list(usage.values())})

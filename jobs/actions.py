@@ -1,0 +1,47 @@
+"""Job state changes that must reach the cluster: change the rows, then enqueue the
+reconcile once the transaction commits. Models hold the rules and never enqueue; views,
+the API and commands call these."""
+
+from django.db import transaction
+
+from core.reconcile import enqueue
+
+from .idempotency import IdempotencyKey
+from .lifecycle import State
+from .models import Job
+from .tasks import reconcile_job
+
+
+def reconcile_soon(job: Job) -> None:
+    enqueue(reconcile_job, job.pk)
+
+
+def submit(*, team, submitter, **fields) -> Job:
+    """The one way a job enters the platform, for the web UI and the API alike."""
+    with transaction.atomic():
+        job = Job.objects.submit(team=team, submitter=submitter, **fields)
+        reconcile_soon(job)
+    return job
+
+
+def submit_once(*, key: str, digest: str, token, team, submitter, **fields) -> tuple[int, bool]:
+    """Submit unless `key` already did: (job id, whether this call created it).
+
+    Raises `jobs.idempotency.KeyConflict` when the key was used for another request."""
+    with transaction.atomic():
+        record = IdempotencyKey.objects.claim(user=submitter, token=token, key=key, digest=digest)
+        if record is not None:
+            record.job = submit(team=team, submitter=submitter, **fields)
+            record.save(update_fields=["job"])
+            return record.job_id, True
+    return IdempotencyKey.objects.replayed_job_id(user=submitter, token=token, key=key, digest=digest), False
+
+
+def cancel(job: Job, user) -> bool:
+    """Stop the job for `user` (see `Job.request_cancel`); the reconciler removes its
+    objects. Returns whether this call changed it."""
+    with transaction.atomic():
+        changed = job.request_cancel(user)
+        if changed and job.state == State.CANCELLING:
+            reconcile_soon(job)
+    return changed

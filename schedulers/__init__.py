@@ -1,0 +1,27 @@
+"""The schedulers GPU flavors can be governed by, behind one interface (`base.Scheduler`).
+
+Each flavor names its scheduler; everything scheduler-specific (queue objects, workload
+objects, reading their status, which fields its controllers own) is asked of
+`for_flavor(flavor)`. A third scheduler is one more module registered below.
+"""
+
+from .base import Kind, Observation, Phase, Scheduler, Seen, queue_name
+from .kueue import KUEUE
+from .volcano import VOLCANO
+
+SCHEDULERS: dict[str, Scheduler] = {s.name: s for s in (KUEUE, VOLCANO)}
+
+__all__ = ["SCHEDULERS", "Kind", "Observation", "Phase", "Scheduler", "Seen", "all_kinds", "for_flavor",
+           "queue_name"]
+
+
+def for_flavor(flavor) -> Scheduler:
+    return SCHEDULERS[flavor.scheduler]
+
+
+def all_kinds(attribute: str) -> list[Kind]:
+    """One attribute's kinds (e.g. "workload_kinds") over every scheduler, without repeats."""
+    kinds: list[Kind] = []
+    for scheduler in SCHEDULERS.values():
+        kinds += [kind for kind in getattr(scheduler, attribute) if kind not in kinds]
+    return kinds

@@ -1,0 +1,92 @@
+"""What every scheduler module provides, and the words it reports in.
+
+A scheduler (Kueue, Volcano, ...) turns a team's quota on one of its flavors into queue
+objects, a job on one of its flavors into workload objects, and what the cluster shows
+about those back into an `Observation`. It works on what it is given (rows of GpuFlavor,
+Quota and Job, read by attribute) and imports no app: the apps ask
+`schedulers.for_flavor(flavor)` and never branch on the scheduler's name themselves.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Protocol
+
+from cluster.fields import Ownership
+from cluster.names import bounded_name
+
+Kind = tuple[str, str]  # (apiVersion, kind)
+
+
+class Phase(StrEnum):
+    """Where the cluster says a workload is; the job lifecycle (`jobs.lifecycle.State`)
+    uses the same values and adds what only the platform knows (draft, cancelling...)."""
+
+    QUEUED = "queued"
+    ADMITTED = "admitted"
+    RUNNING = "running"
+    PREEMPTED = "preempted"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True)
+class Observation:
+    state: Phase
+    reason: str
+    message: str
+
+
+class Seen(Protocol):
+    """The watcher's copy of what the cluster shows about one job."""
+
+    def named(self, kind: Kind) -> dict | None:
+        """The object of `kind` named after the job (its workload, Service...)."""
+
+    def owned(self, kind: Kind) -> dict | None:
+        """The object of `kind` whose owner is the job's workload (a Kueue Workload...)."""
+
+    def pods(self) -> list[dict]:
+        """The job's pods."""
+
+    def ceiling_gpus(self) -> int | None:
+        """The most GPUs the job's team can use on its flavor (None: no quota)."""
+
+
+def queue_name(namespace: str, flavor) -> str:
+    """The cluster-scoped queue of one team for one flavor (ClusterQueue or Volcano Queue)."""
+    return bounded_name(namespace, flavor.name)
+
+
+class Scheduler:
+    """The interface; each scheduler module defines one subclass and one instance."""
+
+    name: str
+    label: str
+    # What the renderers below can emit, so prune knows which kinds to look through.
+    cluster_kinds: list[Kind] = []
+    queue_kinds: list[Kind] = []
+    workload_kinds: list[Kind] = []
+    # Kinds the status watcher follows for this scheduler, with the label selector to
+    # watch them by (None: they carry no labels of ours and are found through an owner).
+    watched: list[tuple[Kind, bool]] = []
+    # Fields of our workloads that belong to this scheduler's controllers (cluster.fields).
+    fields: Ownership = {}
+
+    def cluster_objects(self, flavors, cohorts, priorities) -> list[dict]:
+        """Cluster-wide objects for the flavors this scheduler governs."""
+        return []
+
+    def queue_objects(self, quota, namespace: str, team: str) -> list[dict]:
+        raise NotImplementedError
+
+    def render_training(self, job) -> list[dict]:
+        raise NotImplementedError
+
+    def inference_placement(self, job, namespace: str) -> tuple[dict, dict, dict]:
+        """(Deployment labels, pod annotations, extra pod spec) that queue a server here."""
+        raise NotImplementedError
+
+    def observe_training(self, job, seen: Seen) -> Observation | None:
+        raise NotImplementedError

@@ -1,0 +1,259 @@
+"""Kueue: quotas as ClusterQueues + LocalQueues, training as suspended Indexed batch Jobs,
+inference as Deployments whose pods Kueue gates and admits one by one.
+
+Kueue facts respected here (shared/DESIGN.md section 4): `kueue.x-k8s.io/v1beta2`,
+`cohortName`, a ClusterQueue `namespaceSelector` always set, a Job joins its queue by label
+and is created suspended; Kueue unsuspends it on admission and suspends it to preempt.
+"""
+
+import re
+
+from cluster.fields import FieldRules
+from cluster.quantity import canonical, gib
+from core.ownership import JOB_LABEL, owned
+
+from .base import Observation, Phase, Scheduler, Seen, queue_name
+from .workloads import (
+    FINISHED_TTL_SECONDS, INFERENCE_FIELDS, INFERENCE_KINDS, RENDEZVOUS_PORT,
+    conditions, container, job_owned, object_name, pod_labels, pod_spec, torch_env, true_condition,
+)
+
+API = "kueue.x-k8s.io/v1beta2"
+BATCH_JOB = ("batch/v1", "Job")
+WORKLOAD = (API, "Workload")
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+MAX_EXEC_LABEL = "kueue.x-k8s.io/max-exec-time-seconds"
+COMPLETION_INDEX = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
+
+
+def local_queue_name(flavor) -> str:
+    """The team's LocalQueue for a Kueue flavor, inside the team's namespace."""
+    return flavor.name
+
+
+# --- quota objects ------------------------------------------------------------------------------
+def render_resource_flavor(flavor) -> dict:
+    spec: dict = {"nodeLabels": dict(flavor.node_labels)}
+    if flavor.node_taints:
+        spec["nodeTaints"] = [dict(t) for t in flavor.node_taints]
+    if flavor.tolerations:
+        spec["tolerations"] = [dict(t) for t in flavor.tolerations]
+    return owned({"apiVersion": API, "kind": "ResourceFlavor", "metadata": {"name": flavor.name}, "spec": spec})
+
+
+def render_cohort(cohort) -> dict:
+    return owned({"apiVersion": API, "kind": "Cohort", "metadata": {"name": cohort.name}, "spec": {}})
+
+
+def render_priority_class(priority) -> dict:
+    obj = {"apiVersion": API, "kind": "WorkloadPriorityClass", "metadata": {"name": priority.name},
+           "value": priority.value}
+    if priority.description:
+        obj["description"] = priority.description
+    return owned(obj)
+
+
+def render_cluster_queue(quota, namespace: str, team: str) -> dict:
+    flavor = quota.flavor
+    gpu = {"name": flavor.resource_name, "nominalQuota": canonical(quota.nominal_gpus)}
+    if quota.cohort_id is not None:
+        if quota.borrowing_limit_gpus is not None:
+            gpu["borrowingLimit"] = canonical(quota.borrowing_limit_gpus)
+        if quota.lending_limit_gpus is not None:
+            gpu["lendingLimit"] = canonical(quota.lending_limit_gpus)
+    spec: dict = {
+        # Without a selector a ClusterQueue admits no namespace: match exactly the team's.
+        "namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: namespace}},
+        "queueingStrategy": "BestEffortFIFO",
+        "resourceGroups": [{
+            "coveredResources": [flavor.resource_name, "cpu", "memory"],
+            "flavors": [{"name": flavor.name, "resources": [
+                gpu,
+                {"name": "cpu", "nominalQuota": canonical(quota.cpu_cores)},
+                {"name": "memory", "nominalQuota": gib(quota.memory_gib)},
+            ]}],
+        }],
+        # Kueue's webhook fills in what we leave out and the filled fields count as ours;
+        # stating them keeps a re-apply a no-op.
+        "preemption": {"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "Never",
+                       "borrowWithinCohort": {"policy": "Never"}},
+        "flavorFungibility": {"whenCanBorrow": "MayStopSearch", "whenCanPreempt": "TryNextFlavor"},
+        "stopPolicy": "None",
+        "fairSharing": {"weight": canonical(quota.weight)},
+    }
+    if quota.cohort_id is not None:
+        spec["cohortName"] = quota.cohort.name
+        # Take back lent GPUs from anyone; borrow by preempting only lower priorities.
+        spec["preemption"].update(reclaimWithinCohort="Any", borrowWithinCohort={"policy": "LowerPriority"})
+    return owned({"apiVersion": API, "kind": "ClusterQueue",
+                  "metadata": {"name": queue_name(namespace, flavor)}, "spec": spec}, team=team)
+
+
+def render_local_queue(quota, namespace: str, team: str) -> dict:
+    return owned({
+        "apiVersion": API, "kind": "LocalQueue",
+        "metadata": {"name": local_queue_name(quota.flavor), "namespace": namespace},
+        "spec": {"clusterQueue": queue_name(namespace, quota.flavor)},
+    }, team=team)
+
+
+# --- workloads ----------------------------------------------------------------------------------
+def _queue_labels(job) -> dict:
+    labels = {QUEUE_LABEL: local_queue_name(job.flavor)}
+    if job.priority_id:
+        labels[PRIORITY_LABEL] = job.priority.name
+    return labels
+
+
+def render_training(job) -> list[dict]:
+    """A suspended Indexed batch Job (one pod per worker) + the headless Service torchrun's
+    workers find each other through."""
+    name, namespace = object_name(job), job.team.namespace_name
+    master = f"{name}-0.{name}.{namespace}.svc"
+    main = container(job, torch_env(job, master, COMPLETION_INDEX),
+                     [{"name": "rendezvous", "containerPort": RENDEZVOUS_PORT}])
+    labels = _queue_labels(job)
+    if job.max_runtime_seconds:
+        labels[MAX_EXEC_LABEL] = str(job.max_runtime_seconds)
+    batch_job = job_owned(job, {
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels},
+        "spec": {
+            # Kueue unsuspends the job once the team's queue admits it.
+            "suspend": True,
+            "completionMode": "Indexed",
+            "completions": job.workers,
+            "parallelism": job.workers,
+            "backoffLimit": 3,
+            "ttlSecondsAfterFinished": FINISHED_TTL_SECONDS,
+            "template": {
+                "metadata": {"labels": pod_labels(job)},
+                "spec": pod_spec(job, main, restartPolicy="Never", subdomain=name),
+            },
+        },
+    })
+    service = job_owned(job, {
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "clusterIP": "None",
+            # Workers must find each other before they report ready.
+            "publishNotReadyAddresses": True,
+            "selector": {JOB_LABEL: str(job.pk)},
+            "ports": [{"name": "rendezvous", "port": RENDEZVOUS_PORT, "targetPort": RENDEZVOUS_PORT}],
+        },
+    })
+    return [service, batch_job]
+
+
+# --- what the cluster says ------------------------------------------------------------------------
+# Kueue says, e.g. "couldn't assign flavors to pod set main: insufficient quota for
+# nvidia.com/gpu in flavor h100, previously considered podsets requests (0) + current podset
+# request (32) > maximum capacity (16)" or "insufficient unused quota for nvidia.com/gpu in
+# flavor h100, 8 more needed".
+_OVER_CAPACITY = re.compile(
+    r"insufficient quota for (?P<resource>\S+) in flavor (?P<flavor>[^,\s]+).*?"
+    r"request \((?P<need>\d+)\) > maximum capacity \((?P<cap>\d+)\)"
+)
+_MORE_NEEDED = re.compile(
+    r"insufficient unused quota for (?P<resource>\S+) in flavor (?P<flavor>[^,\s]+), (?P<more>\d+) more needed"
+)
+_PREEMPTION_REASONS = ("Preempted", "InCohortReclamation", "InClusterQueue", "InCohortReclaimWhileBorrowing")
+
+
+def quota_message(job, kueue_message: str) -> str:
+    """Kueue's wording for a pending workload, in the words a researcher uses."""
+    team, gpus = job.team.slug, job.total_gpus
+    if match := _OVER_CAPACITY.search(kueue_message):
+        if match["resource"] in ("cpu", "memory"):
+            return f"Can never start: it needs more {match['resource']} than team {team} may ever use on {match['flavor']}."
+        return (f"Can never start: this job needs {match['need']} {match['flavor']} GPUs but team {team} "
+                f"can use at most {match['cap']}, borrowing included.")
+    if match := _MORE_NEEDED.search(kueue_message):
+        return (f"Waiting for quota: team {team} has too few free {match['flavor']} GPUs for this job "
+                f"({gpus} needed, {match['more']} more must free up).")
+    if "Inadmissible" in kueue_message or "doesn't exist" in kueue_message:
+        return f"Cannot be queued: {kueue_message}"
+    return f"Waiting for quota: {kueue_message}" if kueue_message else "Waiting for quota."
+
+
+def _preempted_message(kueue_message: str) -> str:
+    # "Preempted to accommodate a workload (UID: ..., JobUID: ...) due to prioritization in the
+    # ClusterQueue" / "... due to reclamation within the cohort"
+    if "cohort" in kueue_message.lower():
+        return "Preempted by a higher-priority job in the cohort; it will run again when GPUs free up."
+    if "clusterqueue" in kueue_message.lower():
+        return "Preempted by a higher-priority job of the same team; it will run again when GPUs free up."
+    return "Preempted; it will run again when GPUs free up."
+
+
+def observe_training(job, workload: dict | None, batch_job: dict | None) -> Observation | None:
+    job_conditions = conditions(batch_job)
+    if true_condition(job_conditions, "Complete") or true_condition(job_conditions, "SuccessCriteriaMet"):
+        return Observation(Phase.SUCCEEDED, "Completed", "All workers finished successfully.")
+    if failed := true_condition(job_conditions, "Failed"):
+        return Observation(Phase.FAILED, failed.get("reason", "Failed"), failed.get("message", "The job failed."))
+    found = conditions(workload)
+    if finished := true_condition(found, "Finished"):
+        ok = finished.get("reason") == "Succeeded"
+        return Observation(Phase.SUCCEEDED if ok else Phase.FAILED, finished.get("reason", "Finished"),
+                           finished.get("message", ""))
+    if evicted := true_condition(found, "Evicted"):
+        if evicted.get("reason") in _PREEMPTION_REASONS:
+            preempted = true_condition(found, "Preempted") or evicted
+            return Observation(Phase.PREEMPTED, "Preempted", _preempted_message(preempted.get("message", "")))
+        if evicted.get("reason") == "MaximumExecutionTimeExceeded":
+            return Observation(Phase.FAILED, "MaxRuntimeExceeded", "Stopped: the job ran longer than its max runtime.")
+    if true_condition(found, "Admitted"):
+        active = ((batch_job or {}).get("status") or {}).get("ready", 0) or 0
+        if active >= job.workers:
+            return Observation(Phase.RUNNING, "Running", f"All {job.workers} workers are running.")
+        return Observation(Phase.ADMITTED, "Admitted", "Quota reserved; starting the workers.")
+    reserved = found.get("QuotaReserved")
+    if reserved is not None and reserved.get("status") == "False":
+        return Observation(Phase.QUEUED, "WaitingForQuota", quota_message(job, reserved.get("message", "")))
+    if workload is not None:
+        return Observation(Phase.QUEUED, "Queued", "Waiting for the scheduler.")
+    return None
+
+
+class Kueue(Scheduler):
+    name, label = "kueue", "Kueue"
+    cluster_kinds = [(API, "ResourceFlavor"), (API, "Cohort"), (API, "WorkloadPriorityClass")]
+    queue_kinds = [(API, "ClusterQueue"), (API, "LocalQueue")]
+    workload_kinds = [BATCH_JOB, *INFERENCE_KINDS]
+    watched = [(BATCH_JOB, True), (WORKLOAD, False)]
+    fields = {
+        # Kueue unsuspends the Job when it admits it and suspends it again to preempt; it may
+        # lower parallelism for a partial admission. The pod template (where Kueue injects
+        # the flavor's placement at admission), completions and completion mode cannot change.
+        ("batch", "Job"): FieldRules(
+            create_only=("spec.suspend", "spec.parallelism"),
+            immutable=("spec.template", "spec.completions", "spec.completionMode"),
+        ),
+        **INFERENCE_FIELDS,
+    }
+
+    def cluster_objects(self, flavors, cohorts, priorities) -> list[dict]:
+        # Cohorts and priorities are Kueue objects whatever governs a flavor: a cohort's
+        # members may be Kueue quotas only, and priorities order Kueue's queues.
+        return ([render_resource_flavor(f) for f in flavors if f.scheduler == self.name]
+                + [render_cohort(c) for c in cohorts] + [render_priority_class(p) for p in priorities])
+
+    def queue_objects(self, quota, namespace: str, team: str) -> list[dict]:
+        return [render_cluster_queue(quota, namespace, team), render_local_queue(quota, namespace, team)]
+
+    def render_training(self, job) -> list[dict]:
+        return render_training(job)
+
+    def inference_placement(self, job, namespace: str) -> tuple[dict, dict, dict]:
+        # Kueue's pod integration gates each replica until the team's queue admits it.
+        return _queue_labels(job), {}, {}
+
+    def observe_training(self, job, seen: Seen) -> Observation | None:
+        return observe_training(job, seen.owned(WORKLOAD), seen.named(BATCH_JOB))
+
+
+KUEUE = Kueue()

@@ -1,0 +1,157 @@
+"""Volcano: quotas as Volcano Queues, training as gang-scheduled Volcano Jobs (master +
+workers, all or nothing), inference as Deployments whose pods Volcano's scheduler places.
+
+Volcano facts respected here (shared/DESIGN.md section 4): `batch.volcano.sh/v1alpha1` Job
+with `minAvailable`, `queue`, `schedulerName: volcano` and the pytorch/svc/env plugins; a
+Queue in `scheduling.volcano.sh/v1beta1` with capability, deserved, guarantee, weight and
+reclaimable. Volcano has no `suspend`, so Kueue cannot hold its Jobs.
+"""
+
+import math
+
+from cluster.fields import FieldRules
+from cluster.quantity import canonical, gib
+from core.ownership import owned
+
+from .base import Observation, Phase, Scheduler, Seen, queue_name
+from .workloads import (
+    FINISHED_TTL_SECONDS, INFERENCE_FIELDS, INFERENCE_KINDS, RENDEZVOUS_PORT,
+    conditions, container, job_owned, object_name, pod_labels, pod_spec,
+)
+
+QUEUE_API = "scheduling.volcano.sh/v1beta1"
+JOB = ("batch.volcano.sh/v1alpha1", "Job")
+PODGROUP = (QUEUE_API, "PodGroup")
+QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"
+
+
+def render_queue(quota, namespace: str, team: str) -> dict:
+    resource = quota.flavor.resource_name
+    lends = quota.cohort_id is not None and quota.lending_limit_gpus != 0
+    if quota.cohort_id is None:
+        guaranteed = quota.nominal_gpus
+    else:
+        guaranteed = quota.nominal_gpus - (quota.nominal_gpus if quota.lending_limit_gpus is None else quota.lending_limit_gpus)
+    share = guaranteed / quota.nominal_gpus if quota.nominal_gpus else 0
+    return owned({
+        "apiVersion": QUEUE_API, "kind": "Queue",
+        "metadata": {"name": queue_name(namespace, quota.flavor)},
+        "spec": {
+            "weight": quota.weight,
+            "reclaimable": lends,
+            "capability": {resource: canonical(quota.ceiling_gpus), "cpu": canonical(quota.with_ceiling(quota.cpu_cores)),
+                           "memory": gib(quota.with_ceiling(quota.memory_gib))},
+            "deserved": {resource: canonical(quota.nominal_gpus), "cpu": canonical(quota.cpu_cores),
+                         "memory": gib(quota.memory_gib)},
+            "guarantee": {"resource": {resource: canonical(guaranteed),
+                                       "cpu": canonical(math.floor(quota.cpu_cores * share)),
+                                       "memory": gib(math.floor(quota.memory_gib * share))}},
+        },
+    }, team=team)
+
+
+def render_training(job) -> list[dict]:
+    name, namespace = object_name(job), job.team.namespace_name
+    ports = [{"name": "rendezvous", "containerPort": RENDEZVOUS_PORT}]
+    # Volcano has no run-time limit of its own: the kubelet ends pods past their deadline.
+    deadline = {"activeDeadlineSeconds": job.max_runtime_seconds} if job.max_runtime_seconds else {}
+
+    def task(task_name: str, replicas: int, policies: list[dict]) -> dict:
+        # Volcano's pytorch plugin sets MASTER_ADDR, WORLD_SIZE and RANK; we add the rest.
+        main = container(job, [{"name": "NPROC_PER_NODE", "value": str(job.gpus_per_worker)}], ports)
+        return {
+            "name": task_name,
+            "replicas": replicas,
+            "policies": policies,
+            "template": {
+                "metadata": {"labels": pod_labels(job)},
+                "spec": pod_spec(job, main, restartPolicy="OnFailure", **deadline),
+            },
+        }
+
+    tasks = [task("master", 1, [{"event": "TaskCompleted", "action": "CompleteJob"}])]
+    if job.workers > 1:
+        tasks.append(task("worker", job.workers - 1, []))
+    spec = {
+        "schedulerName": "volcano",
+        "queue": queue_name(namespace, job.flavor),
+        "minAvailable": job.workers,  # all or nothing: the gang
+        "maxRetry": 3,
+        "ttlSecondsAfterFinished": FINISHED_TTL_SECONDS,
+        # An evicted worker breaks the collective: restart the whole gang.
+        "policies": [{"event": "PodEvicted", "action": "RestartJob"}],
+        "plugins": {
+            "pytorch": ["--master=master", "--worker=worker", f"--port={RENDEZVOUS_PORT}"],
+            "svc": [],
+            "env": [],
+        },
+        "tasks": tasks,
+    }
+    return [job_owned(job, {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
+                            "metadata": {"name": name, "namespace": namespace}, "spec": spec})]
+
+
+_PHASES = {
+    "Running": (Phase.RUNNING, "Running", "All workers are running."),
+    "Completed": (Phase.SUCCEEDED, "Completed", "All workers finished successfully."),
+    "Failed": (Phase.FAILED, "Failed", "The job failed."),
+    "Aborted": (Phase.FAILED, "Aborted", "The job was aborted."),
+    "Terminated": (Phase.FAILED, "Terminated", "The job was terminated."),
+    "Restarting": (Phase.PREEMPTED, "Restarting", "A worker was evicted; the whole gang restarts."),
+}
+
+
+def observe_training(job, vcjob: dict | None, podgroup: dict | None,
+                     ceiling_gpus: int | None = None) -> Observation | None:
+    """``ceiling_gpus``: the most GPUs the team can use on the flavor (None: unknown)."""
+    if vcjob is None:
+        return None
+    state = (vcjob.get("status") or {}).get("state") or {}
+    phase = state.get("phase", "Pending")
+    if phase in _PHASES:
+        target, reason, message = _PHASES[phase]
+        return Observation(target, state.get("reason") or reason, state.get("message") or message)
+    group_phase = ((podgroup or {}).get("status") or {}).get("phase")
+    if group_phase == "Inqueue":
+        return Observation(Phase.ADMITTED, "Admitted", "The gang fits; starting all workers together.")
+    if group_phase == "Running":
+        return Observation(Phase.RUNNING, "Running", "All workers are running.")
+    # Volcano's enqueue step holds a gang beyond the queue's capability without a word.
+    if ceiling_gpus is not None and job.total_gpus > ceiling_gpus:
+        return Observation(Phase.QUEUED, "ExceedsQuota",
+                           f"Can never start: this job needs {job.total_gpus} {job.flavor.name} GPUs but team "
+                           f"{job.team.slug} can use at most {ceiling_gpus}, borrowing included.")
+    waiting = f"Waiting for room for all {job.workers} workers at once"
+    unschedulable = conditions(podgroup).get("Unschedulable")
+    if unschedulable and unschedulable.get("status") == "True" and unschedulable.get("message"):
+        return Observation(Phase.QUEUED, "WaitingForResources", f"{waiting}: {unschedulable['message']}")
+    return Observation(Phase.QUEUED, "WaitingForResources", f"{waiting}.")
+
+
+class Volcano(Scheduler):
+    name, label = "volcano", "Volcano"
+    queue_kinds = [(QUEUE_API, "Queue")]
+    workload_kinds = [JOB, *INFERENCE_KINDS]
+    watched = [(JOB, True), (PODGROUP, False)]
+    fields = {
+        # Volcano's admission refuses spec changes to a Job other than its gang size and
+        # task replicas, which we never change either.
+        ("batch.volcano.sh", "Job"): FieldRules(immutable=("spec",)),
+        **INFERENCE_FIELDS,
+    }
+
+    def queue_objects(self, quota, namespace: str, team: str) -> list[dict]:
+        return [render_queue(quota, namespace, team)]
+
+    def render_training(self, job) -> list[dict]:
+        return render_training(job)
+
+    def inference_placement(self, job, namespace: str) -> tuple[dict, dict, dict]:
+        return {}, {QUEUE_ANNOTATION: queue_name(namespace, job.flavor)}, {"schedulerName": "volcano"}
+
+    def observe_training(self, job, seen: Seen) -> Observation | None:
+        # Volcano's enqueue step holds a gang beyond the queue's capability without a word.
+        return observe_training(job, seen.named(JOB), seen.owned(PODGROUP), seen.ceiling_gpus())
+
+
+VOLCANO = Volcano()

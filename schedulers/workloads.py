@@ -1,0 +1,201 @@
+"""What every scheduler's workloads share: names, the hardened pod template, the torchrun
+environment, and inference servers (Deployment + Service + HPA) with their observation.
+
+Whatever the user typed, every pod template gets the same hardened security settings;
+user input only ever reaches image, command, args and env values.
+"""
+
+from cluster.fields import FieldRules
+from cluster.names import bounded_name
+from cluster.quantity import canonical, gib
+from core.ownership import JOB_LABEL, WORKLOAD_SERVICE_ACCOUNT, ownership_labels, owned
+
+from .base import Observation, Phase
+
+RENDEZVOUS_PORT = 29500
+# Keeps "<name>-<index>" pod hostnames and "<name>-<task>-<index>" Volcano pod names
+# within the 63-character label limit.
+OBJECT_NAME_LIMIT = 45
+FINISHED_TTL_SECONDS = 7 * 24 * 3600
+# The user and group every workload runs as, so images built to run as root still start
+# under the restricted Pod Security level.
+RUN_AS_ID = 1000
+
+DEPLOYMENT = ("apps/v1", "Deployment")
+SERVICE = ("v1", "Service")
+HPA = ("autoscaling/v2", "HorizontalPodAutoscaler")
+INFERENCE_KINDS = [DEPLOYMENT, SERVICE, HPA]
+# The HPA (or `kubectl scale`) sets replicas through the scale subresource; we start the
+# Deployment at the minimum. A Deployment's selector and a Service's clusterIP cannot change.
+INFERENCE_FIELDS = {
+    ("apps", "Deployment"): FieldRules(create_only=("spec.replicas",), immutable=("spec.selector",)),
+    ("", "Service"): FieldRules(immutable=("spec.clusterIP",)),
+}
+
+
+def object_name(job) -> str:
+    """Deterministic, unique per job (the id), DNS-1123, short enough for derived names."""
+    return bounded_name(job.name, str(job.pk), limit=OBJECT_NAME_LIMIT)
+
+
+def pod_labels(job) -> dict:
+    """Ownership labels for pod templates (objects get theirs through ``job_owned``)."""
+    return ownership_labels(team=job.team.slug, job=job.pk)
+
+
+def job_owned(job, obj: dict) -> dict:
+    return owned(obj, team=job.team.slug, job=job.pk)
+
+
+def _quantities(job) -> dict:
+    gpus = {job.flavor.resource_name: canonical(job.gpus_per_worker)}
+    memory = gib(job.memory_per_worker_gib)
+    cpu = canonical(job.cpu_per_worker)
+    return {"requests": {"cpu": cpu, "memory": memory, **gpus}, "limits": {"memory": memory, **gpus}}
+
+
+def container(job, extra_env: list[dict], ports: list[dict], probe: dict | None = None) -> dict:
+    user_env = [{"name": k, "value": v} for k, v in sorted(job.env.items())]
+    out = {
+        "name": "main",
+        "image": job.image,
+        "env": user_env + extra_env,
+        "resources": _quantities(job),
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "privileged": False,
+            "runAsNonRoot": True,
+            "capabilities": {"drop": ["ALL"]},
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}],
+    }
+    if job.command:
+        out["command"] = list(job.command)
+    if job.args:
+        out["args"] = list(job.args)
+    if ports:
+        out["ports"] = ports
+    if probe:
+        out["readinessProbe"] = probe
+    return out
+
+
+def pod_spec(job, main: dict, **extra) -> dict:
+    """The hardened pod spec every workload shares; placement comes from the flavor only."""
+    flavor = job.flavor
+    spec = {
+        "serviceAccountName": WORKLOAD_SERVICE_ACCOUNT,
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        # No hostNetwork/hostPID/hostIPC: false is their default, and the API server drops a
+        # false it is sent, so stating it would make every re-apply look like a change.
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": RUN_AS_ID,
+            "runAsGroup": RUN_AS_ID,
+            "fsGroup": RUN_AS_ID,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "containers": [main],
+        # PyTorch data loaders share tensors through /dev/shm; the default 64 MiB is too small.
+        "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory",
+                                                  "sizeLimit": gib(max(1, job.memory_per_worker_gib // 2))}}],
+        **extra,
+    }
+    if flavor.node_labels:
+        spec["nodeSelector"] = dict(flavor.node_labels)
+    if flavor.tolerations:
+        spec["tolerations"] = [dict(t) for t in flavor.tolerations]
+    return spec
+
+
+def torch_env(job, master: str, rank_field: str | None) -> list[dict]:
+    env = [
+        {"name": "MASTER_ADDR", "value": master},
+        {"name": "MASTER_PORT", "value": str(RENDEZVOUS_PORT)},
+        {"name": "WORLD_SIZE", "value": str(job.workers)},
+        {"name": "NNODES", "value": str(job.workers)},
+        {"name": "NPROC_PER_NODE", "value": str(job.gpus_per_worker)},
+    ]
+    if rank_field:
+        env.append({"name": "NODE_RANK", "valueFrom": {"fieldRef": {"fieldPath": rank_field}}})
+    return env
+
+
+def pod_templates_of(obj: dict) -> list[dict]:
+    """The pod templates inside one rendered workload object (none for other kinds)."""
+    spec = obj.get("spec", {})
+    if obj["kind"] == "Job" and "tasks" in spec:
+        return [task["template"] for task in spec["tasks"]]
+    if obj["kind"] in ("Job", "Deployment"):
+        return [spec["template"]]
+    return []
+
+
+# --- inference ---------------------------------------------------------------------------------
+def render_inference(job, scheduler) -> list[dict]:
+    """Deployment + Service (+ HPA when it may scale), queued the way `scheduler` says."""
+    name, namespace = object_name(job), job.team.namespace_name
+    probe = {
+        "httpGet": {"path": job.readiness_path or "/", "port": job.port},
+        # Model loading takes minutes; do not count the server unready before that.
+        "initialDelaySeconds": job.readiness_initial_delay_seconds,
+        "periodSeconds": 10,
+        "failureThreshold": 3,
+    }
+    main = container(job, [], [{"name": "http", "containerPort": job.port}], probe)
+    deployment_labels, pod_annotations, extra = scheduler.inference_placement(job, namespace)
+    pod_meta: dict = {"labels": pod_labels(job)}
+    if pod_annotations:
+        pod_meta["annotations"] = pod_annotations
+    objects = [
+        job_owned(job, {"apiVersion": "apps/v1", "kind": "Deployment",
+         "metadata": {"name": name, "namespace": namespace, "labels": deployment_labels},
+         "spec": {
+             "replicas": job.min_replicas,
+             "selector": {"matchLabels": {JOB_LABEL: str(job.pk)}},
+             "template": {"metadata": pod_meta, "spec": pod_spec(job, main, restartPolicy="Always", **extra)},
+         }}),
+        job_owned(job, {"apiVersion": "v1", "kind": "Service",
+         "metadata": {"name": name, "namespace": namespace},
+         "spec": {"type": "ClusterIP", "selector": {JOB_LABEL: str(job.pk)},
+                  "ports": [{"name": "http", "port": job.port, "targetPort": "http"}]}}),
+    ]
+    if job.max_replicas > job.min_replicas:
+        objects.append(job_owned(job, {
+            "apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {
+                "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": name},
+                "minReplicas": job.min_replicas,
+                "maxReplicas": job.max_replicas,
+                "metrics": [{"type": "Resource", "resource": {"name": "cpu", "target": {
+                    "type": "Utilization", "averageUtilization": job.autoscaling_target_cpu_percent or 70}}}],
+            },
+        }))
+    return objects
+
+
+def observe_inference(job, deployment: dict | None, pods: list[dict]) -> Observation | None:
+    if deployment is None:
+        return None
+    ready = ((deployment.get("status") or {}).get("readyReplicas")) or 0
+    if ready >= (job.min_replicas or 1):
+        return Observation(Phase.RUNNING, "Serving", f"{ready} replica{'s' if ready != 1 else ''} ready.")
+    gated = [p for p in pods if (p.get("spec") or {}).get("schedulingGates")]
+    placed = [p for p in pods if (p.get("spec") or {}).get("nodeName")]
+    if placed and not gated:
+        return Observation(Phase.ADMITTED, "Starting", "Replicas are starting; waiting for the readiness probe.")
+    return Observation(Phase.QUEUED, "WaitingForQuota", "Waiting for quota to start the first replica.")
+
+
+def conditions(obj: dict | None) -> dict[str, dict]:
+    if not obj:
+        return {}
+    return {c["type"]: c for c in (obj.get("status") or {}).get("conditions") or []}
+
+
+def true_condition(found: dict, kind: str) -> dict | None:
+    condition = found.get(kind)
+    return condition if condition and condition.get("status") == "True" else None
