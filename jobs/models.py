@@ -30,6 +30,18 @@ RETAIN_FINISHED = timedelta(days=1)
 RESERVED_ENV_NAMES = frozenset(
     {"MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "NODE_RANK", "NNODES", "NPROC_PER_NODE"}
 )
+# Read by the GPU container runtime, not by the program: NVIDIA_VISIBLE_DEVICES=all would
+# hand a 1-GPU job every GPU on its node under the NVIDIA toolkit's stock settings (the
+# toolkit also honours NVIDIA_DRIVER_CAPABILITIES, NVIDIA_REQUIRE_*, NVIDIA_MIG_*...), and
+# AMD's container toolkit reads AMD_VISIBLE_DEVICES. See docs/operations.md.
+GPU_RUNTIME_ENV_PREFIXES = ("NVIDIA_",)
+GPU_RUNTIME_ENV_NAMES = frozenset({"AMD_VISIBLE_DEVICES"})
+
+
+def gpu_runtime_env_names(env) -> list[str]:
+    """The names in `env` that the GPU container runtime would act on."""
+    return sorted(name for name in env if name.upper().startswith(GPU_RUNTIME_ENV_PREFIXES)
+                  or name.upper() in GPU_RUNTIME_ENV_NAMES)
 
 
 class JobQuerySet(models.QuerySet):
@@ -216,6 +228,10 @@ class Job(models.Model):
         reserved = sorted(RESERVED_ENV_NAMES.intersection(self.env or {}) if isinstance(self.env, dict) else [])
         if reserved:
             errors["env"] = f"{', '.join(reserved)} is set by the platform for distributed training; remove it."
+        runtime = gpu_runtime_env_names(self.env) if isinstance(self.env, dict) else []
+        if runtime:
+            errors["env"] = (f"{', '.join(runtime)} would be read by the GPU runtime and could expose GPUs this "
+                             "job was not given; the platform assigns GPUs from the flavor. Remove it.")
         if self.kind == self.Kind.INFERENCE:
             if self.port is None:
                 errors["port"] = "An inference server needs the port it listens on."

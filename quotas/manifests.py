@@ -39,6 +39,11 @@ def namespace_ceilings(quotas: list[Quota]) -> dict[str, str]:
         "limits.memory": gib(memory),
         # Room for every GPU to be its own pod, plus services without GPUs.
         "pods": canonical(max(20, 2 * sum(gpus.values()) + 10)),
+        # Nothing reaches a team's workloads from outside the cluster, and nothing the
+        # platform runs asks for volumes: a hand-made object cannot either.
+        "services.loadbalancers": "0",
+        "services.nodeports": "0",
+        "persistentvolumeclaims": "0",
     })
     return hard
 

@@ -22,7 +22,10 @@ TEAM_KINDS = [
 EDITOR_ROLE = "gpuplatform-workload-editor"
 VIEWER_ROLE = "gpuplatform-workload-viewer"
 
-# What members may touch in their own namespace: the workloads, never RBAC or quotas.
+# What people may do with kubectl in their own namespace. Workloads are written only by the
+# platform, so they go through the queues and get the hardened pod template; people read
+# everything, follow logs and port-forward to their servers, which the platform cannot do
+# for them. Editors (owners, members) and viewers differ only in port-forwarding.
 _WORKLOAD_RESOURCES = [
     ("", ["pods", "pods/log", "services", "configmaps", "events", "persistentvolumeclaims"]),
     ("apps", ["deployments", "replicasets"]),
@@ -33,18 +36,13 @@ _WORKLOAD_RESOURCES = [
     ("kueue.x-k8s.io", ["workloads", "localqueues"]),
 ]
 _READ = ["get", "list", "watch"]
-_WRITE = ["create", "update", "patch", "delete"]
-# Status-like objects nobody but the controllers writes.
-_READ_ONLY = {"events", "workloads", "localqueues", "podgroups", "replicasets"}
 
 
 def _rules(write: bool) -> list[dict]:
-    rules = []
-    for group, resources in _WORKLOAD_RESOURCES:
-        rules.append({"apiGroups": [group], "resources": list(resources), "verbs": list(_READ)})
-        writable = [r for r in resources if r not in _READ_ONLY and r != "pods/log"]
-        if write and writable:
-            rules.append({"apiGroups": [group], "resources": writable, "verbs": list(_WRITE)})
+    rules = [{"apiGroups": [group], "resources": list(resources), "verbs": list(_READ)}
+             for group, resources in _WORKLOAD_RESOURCES]
+    if write:
+        rules.append({"apiGroups": [""], "resources": ["pods/portforward"], "verbs": ["create"]})
     return rules
 
 

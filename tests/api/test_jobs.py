@@ -163,3 +163,11 @@ def test_other_teams_never_leak_into_a_teams_usage(client_as, owner, team, flavo
 
 def test_ping_answers_without_credentials(client):
     assert client.get("/api/v1/ping").json() == {"ok": True}
+
+
+def test_a_job_cannot_ask_the_gpu_runtime_for_every_gpu_on_its_node(client_as, member, team, flavor):
+    body = {**JOB_BODY, "env": {"EPOCHS": "3", "NVIDIA_VISIBLE_DEVICES": "all"}}
+    response = client_as(member).post("/api/v1/jobs", body, format="json")
+    assert response.status_code == 400
+    assert "NVIDIA_VISIBLE_DEVICES would be read by the GPU runtime" in str(response.json()["fields"]["env"])
+    assert not Job.objects.exists()

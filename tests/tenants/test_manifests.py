@@ -67,7 +67,7 @@ def test_borrowing_raises_the_ceiling_by_what_the_cohort_lends(team, outsider):
     assert hard["requests.cpu"] == "120"  # CPU grows with the GPUs it may borrow
 
 
-def test_members_edit_and_viewers_read_their_namespace_only(team):
+def test_members_read_their_namespace_and_only_the_platform_writes_workloads(team):
     objects = rendered(team)
     editor = objects["RoleBinding", "gpuplatform-workload-editor"]
     viewer = objects["RoleBinding", "gpuplatform-workload-viewer"]
@@ -77,9 +77,16 @@ def test_members_edit_and_viewers_read_their_namespace_only(team):
     viewer_verbs = {v for rule in objects["Role", "gpuplatform-workload-viewer"]["rules"] for v in rule["verbs"]}
     assert viewer_verbs == {"get", "list", "watch"}
     editor_rules = objects["Role", "gpuplatform-workload-editor"]["rules"]
-    writable = {r for rule in editor_rules if "create" in rule["verbs"] for r in rule["resources"]}
-    assert {"jobs", "deployments", "services"} <= writable
-    assert not writable & {"roles", "rolebindings", "resourcequotas", "workloads", "localqueues"}
+    writes = {(r, v) for rule in editor_rules for r in rule["resources"] for v in rule["verbs"]
+              if v not in ("get", "list", "watch")}
+    assert writes == {("pods/portforward", "create")}
+    readable = {r for rule in editor_rules if "get" in rule["verbs"] for r in rule["resources"]}
+    assert {"pods", "pods/log", "jobs", "deployments", "workloads", "podgroups"} <= readable
+
+
+def test_the_namespace_quota_allows_no_load_balancers_node_ports_or_volumes(team):
+    hard = rendered(team)["ResourceQuota", "team-quota"]["spec"]["hard"]
+    assert (hard["services.loadbalancers"], hard["services.nodeports"], hard["persistentvolumeclaims"]) == ("0", "0", "0")
 
 
 def test_an_outsider_is_in_no_binding_of_the_team(team, outsider):

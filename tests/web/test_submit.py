@@ -212,3 +212,15 @@ def test_a_preset_starts_on_a_flavor_where_it_can_run(client_for, owner, team, f
     small.save()
     html = client_for(owner).get(SUBMIT, {"preset": "ddp"}).content.decode()
     assert f'<option value="{big.pk}" selected>' in html
+
+
+def test_the_form_and_preview_refuse_gpu_runtime_variables_and_keep_what_was_typed(client_for, owner, team, flavor, quota):
+    data = training(team, flavor, env="EPOCHS=3\nNVIDIA_VISIBLE_DEVICES=all")
+    preview = client_for(owner).post(PREVIEW, data, **htmx("preview")).content.decode()
+    assert "would be read by the GPU runtime" in preview and "yaml-preview" not in preview
+    response = client_for(owner).post(SUBMIT, data)
+    assert response.status_code == 400
+    html = response.content.decode()
+    assert "NVIDIA_VISIBLE_DEVICES would be read by the GPU runtime" in html
+    assert "NVIDIA_VISIBLE_DEVICES=all" in html  # what was typed is still in the form
+    assert not Job.objects.exists()

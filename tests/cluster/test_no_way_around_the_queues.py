@@ -1,0 +1,93 @@
+"""Members cannot go around the queues with kubectl (issue: security hardening, high 2).
+
+On the real local cluster, impersonating a team member (`--as`): bare Pods, batch Jobs,
+Deployments and Volcano Jobs in the team's namespace are refused, so is a Volcano Job that
+names another team's queue and a LoadBalancer Service; members still read their workloads
+and their logs; the platform's own objects are still admitted."""
+
+import copy
+
+import pytest
+
+from jobs.lifecycle import State
+from jobs.manifests import render_job
+from tenants.models import Membership
+from tenants.tasks import sync_team
+
+from ..builders import make_job, make_user
+from .conftest import reaches, submit
+
+pytestmark = [pytest.mark.cluster, pytest.mark.django_db(transaction=True)]
+
+POD = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "sneaky"},
+       "spec": {"containers": [{"name": "main", "image": "busybox"}]}}
+SERVICE = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "exposed"},
+           "spec": {"type": "LoadBalancer", "selector": {"app": "x"}, "ports": [{"port": 80}]}}
+
+
+@pytest.fixture
+def member_cluster(kube_cluster, live, world):
+    """The cluster door as the team's member would use kubectl: impersonated, no platform rights."""
+    from cluster import Cluster
+
+    team, _, _ = world
+    member = make_user(f"member-{team.slug}")
+    Membership.objects.create(team=team, user=member, role=Membership.Role.MEMBER)
+    sync_team(live, team)  # the member's RoleBinding
+    cluster = Cluster(kubeconfig=kube_cluster)
+    cluster._api.set_default_header("Impersonate-User", member.username)
+    cluster._api.set_default_header("Impersonate-Group", "system:authenticated")
+    return cluster
+
+
+def create(cluster, obj: dict, namespace: str):
+    obj = copy.deepcopy(obj)
+    obj["metadata"]["namespace"] = namespace
+    obj["metadata"].pop("resourceVersion", None)
+    cluster.apply([obj])
+
+
+def refused(cluster, obj, namespace) -> str:
+    from cluster import PermanentError
+
+    with pytest.raises(PermanentError) as caught:
+        create(cluster, obj, namespace)
+    assert caught.value.status == 403, caught.value
+    return str(caught.value)
+
+
+def test_a_member_cannot_create_workloads_or_expose_them(member_cluster, world):
+    team, h100, a100 = world
+    ns = team.namespace_name
+    training = render_job(make_job(team, h100, name="kubectl-train"))
+    gang = render_job(make_job(team, a100, name="kubectl-gang", workers=2))
+    serving = render_job(make_job(team, h100, name="kubectl-serve", kind="inference", port=8000,
+                                  min_replicas=1, max_replicas=1))
+    batch_job = next(o for o in training if o["kind"] == "Job")
+    deployment = next(o for o in serving if o["kind"] == "Deployment")
+    vcjob = gang[0]
+    elsewhere = copy.deepcopy(vcjob)
+    elsewhere["spec"]["queue"] = "team-someone-else-a100"
+    for obj in (POD, batch_job, deployment, vcjob, elsewhere, SERVICE):
+        assert "forbidden" in refused(member_cluster, obj, ns)
+
+
+def test_a_member_still_reads_workloads_and_follows_logs(member_cluster, live, world, watcher):
+    from kubernetes import client
+
+    team, h100, _ = world
+    job = submit(live, team, h100, workers=1, gpus_per_worker=1, env={"GPUPLATFORM_FAKE_DURATION": "300s"})
+    reaches(job, State.RUNNING)  # the platform's own objects are admitted and run
+    [pod] = member_cluster.list("v1", "Pod", namespace=team.namespace_name,
+                                label_selector=f"gpuplatform.io/job={job.pk}")
+    assert pod["status"]["phase"] == "Running"
+    assert member_cluster.list("batch/v1", "Job", namespace=team.namespace_name)
+
+    def may(verb, resource, subresource=""):
+        review = client.V1SelfSubjectAccessReview(spec=client.V1SelfSubjectAccessReviewSpec(
+            resource_attributes=client.V1ResourceAttributes(
+                namespace=team.namespace_name, verb=verb, resource=resource, subresource=subresource)))
+        return client.AuthorizationV1Api(member_cluster._api).create_self_subject_access_review(review).status.allowed
+
+    assert may("get", "pods", "log") and may("create", "pods", "portforward")
+    assert not may("delete", "pods") and not may("create", "pods", "exec")
