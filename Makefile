@@ -1,5 +1,5 @@
 # The two commands of the README are `make demo` and `make test`.
-.PHONY: demo test cluster-up cluster-down cluster-status demo-cluster-down clean bench-reconcile bench-api
+.PHONY: demo test cluster-up cluster-down cluster-status demo-cluster-down clean bench-reconcile bench-api soak soak-cluster-down
 
 demo:  ## start the platform with demo data (SQLite unless DATABASE_URL is set)
 	@scripts/demo.sh
@@ -34,3 +34,13 @@ bench-api:  ## REST API latency under 20 concurrent clients (gunicorn + PostgreS
 	@env_lines=$$(scripts/services.sh up); \
 	for line in $$env_lines; do export "$$line"; done; \
 	.venv/bin/python bench/api_bench.py
+
+soak:  ## a compressed day of operation on a local cluster of its own (SOAK_MINUTES, default 10)
+	@scripts/venv.sh dev
+	@env_lines=$$(scripts/services.sh up); \
+	for line in $$env_lines; do export "$$line"; done; \
+	.venv/bin/python -m bench.soak
+
+soak-cluster-down:  ## stop the cluster make soak started (its own, beside the tests' and the demo's)
+	@GPUPLATFORM_CLUSTER_DIR=$(HOME)/.cache/gpuplatform/soak-cluster GPUPLATFORM_CLUSTER_PORT_OFFSET=2000 \
+	  deploy/local-cluster/cluster.sh down

@@ -1,6 +1,7 @@
 """The periodic sweep: re-reconcile everything so lost messages and hand edits heal."""
 
 from celery import shared_task
+from django.conf import settings
 from django.utils import timezone
 
 from core.ownership import JOB_LABEL, MANAGED_BY_LABEL, MANAGED_BY_VALUE, job_selector
@@ -31,14 +32,17 @@ def sweep(self) -> dict:
         cluster = current_cluster()
     except NoCluster:
         return {"skipped": "no cluster"}
-    reconcile_cluster_objects.delay()
+    # A sweep's message that waited past the next sweep is replaced by that sweep's own, so
+    # it expires: after a broker or API-server outage the queue drains instead of piling up.
+    fresh = {"expires": settings.SWEEP_INTERVAL_SECONDS}
+    reconcile_cluster_objects.apply_async(**fresh)
     teams = list(Team.objects.values_list("pk", flat=True))
     for team_id in teams:
-        reconcile_team.delay(team_id)
-        reconcile_team_quotas.delay(team_id)
+        reconcile_team.apply_async((team_id,), **fresh)
+        reconcile_team_quotas.apply_async((team_id,), **fresh)
     live = list(Job.objects.live().exclude(state=Job.State.DRAFT).values_list("pk", flat=True))
     for job_id in live:
-        reconcile_job.delay(job_id)
+        reconcile_job.apply_async((job_id,), **fresh)
     pruned = prune_orphan_jobs(cluster)
     return {"teams": len(teams), "jobs": len(live), "pruned": pruned}
 
@@ -46,12 +50,15 @@ def sweep(self) -> dict:
 def prune_orphan_jobs(cluster) -> int:
     """Remove the objects of jobs that are gone, cancelled, or finished long ago.
 
+    A job still cancelling is left to its own reconcile, which removes its objects and
+    records the end in the same step (accounting charges until then).
+
     Only jobs older than the snapshot taken first are candidates, so a job submitted while
     the sweep runs is never mistaken for an orphan.
     """
     newest = Job.objects.order_by("-pk").values_list("pk", flat=True).first() or 0
     keep = set(
-        Job.objects.filter(pk__lte=newest).live().exclude(state=Job.State.CANCELLING).values_list("pk", flat=True)
+        Job.objects.filter(pk__lte=newest).live().values_list("pk", flat=True)
     ) | set(
         Job.objects.filter(kind=Job.Kind.TRAINING, finished_at__gte=timezone.now() - RETAIN_FINISHED)
         .values_list("pk", flat=True)

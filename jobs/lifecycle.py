@@ -69,8 +69,10 @@ class InvalidTransition(Exception):
 
 
 # States a job may pass through on its way to what the cluster shows, when the watcher
-# missed the steps in between (a restart, a disconnect).
-_NEVER_IN_PASSING = frozenset({State.CANCELLING, State.SUCCEEDED, State.FAILED, State.CANCELLED})
+# missed the steps in between (a restart, a disconnect). Never a preemption: only the
+# cluster says a job was preempted, so a reading that goes backwards (running -> admitted
+# while workers finish one by one) is not one, and is not taken.
+_NEVER_IN_PASSING = frozenset({State.CANCELLING, State.SUCCEEDED, State.FAILED, State.CANCELLED, State.PREEMPTED})
 
 
 def path(current: str, target: str) -> list[str] | None:

@@ -93,6 +93,8 @@ def render_training(job) -> list[dict]:
 
 _PHASES = {
     "Running": (Phase.RUNNING, "Running", "All workers are running."),
+    # The master finished and the others are being stopped: still running, not waiting.
+    "Completing": (Phase.RUNNING, "Completing", "The workers are finishing."),
     "Completed": (Phase.SUCCEEDED, "Completed", "All workers finished successfully."),
     "Failed": (Phase.FAILED, "Failed", "The job failed."),
     "Aborted": (Phase.FAILED, "Aborted", "The job was aborted."),

@@ -30,9 +30,16 @@ def inline_tasks(monkeypatch, django_capture_on_commit_callbacks):
             return task.apply(args=args)
         return delay
 
+    def run_async(task):
+        def apply_async(args=(), **options):
+            assert options.get("expires"), "a sweep's message must expire"
+            return run(task)(*args)
+        return apply_async
+
     for task in (team_tasks.reconcile_team, quota_tasks.reconcile_team_quotas, job_tasks.reconcile_job,
                  quota_tasks.reconcile_cluster_objects):
         monkeypatch.setattr(task, "delay", run(task))
+        monkeypatch.setattr(task, "apply_async", run_async(task))
     return sent
 
 

@@ -4,6 +4,7 @@ import pytest
 from django.core.management import call_command
 
 from cluster import PermanentError, TransientError
+from gpuplatform.tasks import prune_orphan_jobs
 from jobs import actions
 from jobs.lifecycle import State
 from jobs.models import Job
@@ -208,3 +209,16 @@ def test_an_unreachable_broker_does_not_fail_the_submission(team, flavor, owner,
                                  image="ghcr.io/x/train:1")
     assert Job.objects.get(pk=job.pk).state == State.SUBMITTED
     assert "the sweep will pick it up" in caplog.text
+
+
+def test_a_cancelling_job_is_left_to_its_own_reconcile_which_removes_it_and_records_the_end(fake, team, flavor, owner):
+    make_quota(team, flavor)
+    job = submitted(team, flavor)
+    reconcile_job(job.pk)
+    job.refresh_from_db()
+    assert job.request_cancel(owner)
+    assert prune_orphan_jobs(fake) == 0  # the sweep leaves it: accounting charges until it ends
+    assert names(fake, "Job") != []
+    reconcile_job(job.pk)
+    job.refresh_from_db()
+    assert job.state == State.CANCELLED and names(fake, "Job") == []

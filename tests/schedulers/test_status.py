@@ -120,7 +120,11 @@ def test_unknown_kueue_wording_is_passed_through(team, flavor):
 @pytest.mark.parametrize("current, target, expected", [
     (State.SUBMITTED, State.RUNNING, [State.ADMITTED, State.RUNNING]),
     (State.QUEUED, State.SUCCEEDED, [State.ADMITTED, State.SUCCEEDED]),
-    (State.RUNNING, State.QUEUED, [State.PREEMPTED, State.QUEUED]),
+    (State.RUNNING, State.PREEMPTED, [State.PREEMPTED]),
+    (State.PREEMPTED, State.RUNNING, [State.ADMITTED, State.RUNNING]),
+    # Going backwards is never a preemption the cluster did not report.
+    (State.RUNNING, State.QUEUED, None),
+    (State.RUNNING, State.ADMITTED, None),
     (State.QUEUED, State.QUEUED, []),
     (State.SUCCEEDED, State.RUNNING, None),
 ])
@@ -154,3 +158,22 @@ def test_a_cancelling_job_ignores_progress_but_not_an_end(team, flavor):
     job.transition(State.CANCELLING)
     assert job.observe(State.RUNNING, reason="Running", message="") is False
     assert job.observe(State.SUCCEEDED, reason="Completed", message="") is True
+
+
+def test_a_running_job_whose_workers_finish_one_by_one_is_not_recorded_as_preempted(team, flavor):
+    job = make_job(team, flavor, workers=2)
+    for state in (State.SUBMITTED, State.QUEUED, State.ADMITTED, State.RUNNING):
+        job.transition(state)
+    # Kueue still admits it; one worker has finished, so fewer are ready than workers.
+    seen = observe_kueue_training(job, workload(cond("Admitted")), batch(ready=1))
+    assert seen.state == State.ADMITTED
+    assert job.observe(seen.state, reason=seen.reason, message=seen.message) is False
+    job.refresh_from_db()
+    assert job.state == State.RUNNING
+    assert not job.events.filter(to_state=State.PREEMPTED).exists()
+
+
+def test_a_completing_volcano_gang_is_still_running(team):
+    a100 = make_flavor("a100", scheduler=Scheduler.VOLCANO)
+    job = make_job(team, a100, workers=2)
+    assert observe_volcano_training(job, vcjob("Completing"), None).state == State.RUNNING

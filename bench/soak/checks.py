@@ -1,0 +1,214 @@
+"""The invariants of a day of operation, computed from the database and the cluster's own
+account (``timeline``), and the table the soak prints at the end.
+
+Each check gives a ``Row``: what was measured, the number, and whether it holds. A row
+marked ``info`` only reports; every other row that fails makes the soak exit non-zero.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+from .timeline import Account
+
+FINAL = {"succeeded", "failed", "cancelled"}
+
+
+@dataclass
+class Row:
+    check: str
+    result: str
+    ok: bool | None  # None: information only
+
+    @property
+    def verdict(self) -> str:
+        return "info" if self.ok is None else ("ok" if self.ok else "BROKEN")
+
+
+def epoch(value) -> float | None:
+    return value.timestamp() if value else None
+
+
+def load_jobs(ids, cancels: dict[int, float]) -> dict[int, dict]:
+    """The rows of the given jobs, as plain values (timestamps in epoch seconds)."""
+    from jobs.models import Job, JobEvent
+
+    jobs = {}
+    for job in Job.objects.filter(pk__in=list(ids)).select_related("flavor", "team"):
+        jobs[job.pk] = dict(
+            id=job.pk, team=job.team.slug, name=job.name, state=job.state, kind=job.kind,
+            workers=job.workers, min_replicas=job.min_replicas, total_gpus=job.total_gpus,
+            admitted_at=epoch(job.admitted_at), started_at=epoch(job.started_at),
+            finished_at=epoch(job.finished_at), events=[], cancel_requested=cancels.get(job.pk),
+        )
+    for job_id, at, state in (JobEvent.objects.filter(job_id__in=list(jobs)).order_by("created_at", "id")
+                              .values_list("job_id", "created_at", "to_state")):
+        jobs[job_id]["events"].append((at, state))
+    return jobs
+
+
+def percentile(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    index = min(len(ordered) - 1, max(0, round(p / 100 * (len(ordered) - 1))))
+    return ordered[index]
+
+
+def lags(jobs: dict[int, dict], accounts: dict[int, Account]) -> dict[str, list[float]]:
+    """Seconds from the cluster's transition to the row's timestamp, per kind of step."""
+    found: dict[str, list[float]] = defaultdict(list)
+    for job_id, job in jobs.items():
+        account = accounts[job_id]
+        pairs = [("admitted", job["admitted_at"], account.admitted), ("running", job["started_at"], account.running)]
+        recorded = [epoch(at) for at, state in job["events"] if state == "preempted"]
+        for preempted in account.preemptions:
+            # The first row preemption at or after the cluster's (its timestamp is cut to the second).
+            pairs.append(("preempted", next((r for r in recorded if r >= preempted - 1), None), preempted))
+        if job["state"] in ("succeeded", "failed"):
+            pairs.append(("finished", job["finished_at"], account.finished))
+        for step, row_time, cluster_time in pairs:
+            if row_time is not None and cluster_time is not None:
+                found[step].append(row_time - cluster_time)
+    return found
+
+
+def lag_row(found: dict[str, list[float]], budget: float) -> list[Row]:
+    every = [v for values in found.values() for v in values]
+    if not every:
+        return [Row("status lag, cluster -> database", "no transitions measured", False)]
+    p50, p99 = percentile(every, 50), percentile(every, 99)
+    steps = ", ".join(f"{step} {percentile(v, 50):.1f}/{percentile(v, 99):.1f}s (n={len(v)})"
+                      for step, v in sorted(found.items()))
+    return [
+        Row("status lag p50 / p99 (budget p99 <= %.0fs)" % budget,
+            f"{p50:.1f}s / {p99:.1f}s over {len(every)} transitions", p99 <= budget),
+        Row("  per step p50/p99", steps, None),
+    ]
+
+
+def phantom_preemptions(jobs: dict[int, dict], accounts: dict[int, Account], budget: float) -> Row:
+    """Preemptions the database records that the cluster never made (no Kueue eviction, no
+    Volcano restart within the lag budget before it)."""
+    phantoms = []
+    for job_id, job in sorted(jobs.items()):
+        cluster = accounts[job_id].preemptions
+        for at, state in job["events"]:
+            t = epoch(at)
+            if state == "preempted" and not any(c - 1 <= t <= c + budget for c in cluster):
+                phantoms.append(job_id)
+    jobs_hit = sorted(set(phantoms))
+    return Row("preemptions recorded that the cluster never made", f"{len(phantoms)} in {len(jobs_hit)} jobs"
+               + (f" (#{', #'.join(map(str, jobs_hit[:6]))})" if jobs_hit else ""), not phantoms)
+
+
+def verdicts(jobs: dict[int, dict], accounts: dict[int, Account]) -> tuple[list[str], Counter]:
+    """Jobs whose row does not show the state the cluster gave them."""
+    wrong, tally = [], Counter()
+    for job_id, job in sorted(jobs.items()):
+        account, state = accounts[job_id], job["state"]
+        cancelled = job["cancel_requested"] is not None
+        expected = {
+            "succeeded": {"succeeded"}, "failed": {"failed"},
+            "gone": set(), "absent": set(),
+        }.get(account.verdict)
+        if expected is not None and cancelled:
+            # A cancel and the job's own end can cross: either end is the cluster's word.
+            expected = expected | {"cancelled"}
+        if expected is None:  # live on the cluster: the row must be live (and not stuck cancelling)
+            good = state not in FINAL and not (cancelled and state == "cancelling")
+        else:
+            good = state in expected
+        tally[state] += 1
+        if not good:
+            wrong.append(f"#{job_id} {account.label}: cluster {account.verdict}, row {state}")
+    return wrong, tally
+
+
+def exactly_once(planned, jobs: dict[int, dict], accounts: dict[int, Account], orphans: list[str],
+                 db_rows: int, retry_mismatches: list[str]) -> Row:
+    ids = [p.job_id for p in planned if p.job_id is not None]
+    names = Counter((jobs[i]["team"], jobs[i]["name"]) for i in ids if i in jobs)
+    problems = [f"{db_rows - len(set(ids))} extra rows"] if db_rows != len(set(ids)) else []
+    problems += [f"{team}/{name} x{n}" for (team, name), n in names.items() if n > 1]
+    problems += [f"#{i} missing from the database" for i in ids if i not in jobs]
+    problems += [f"#{i} has {a.workload_objects} workload objects" for i, a in accounts.items() if a.workload_objects > 1]
+    problems += [f"#{i} never reached the cluster" for i, a in accounts.items()
+                 if a.workload_objects == 0 and jobs[i]["cancel_requested"] is None]
+    problems += orphans + retry_mismatches
+    result = f"{len(ids)} submitted, {db_rows} rows, {sum(1 for a in accounts.values() if a.workload_objects)} on the cluster"
+    if problems:
+        result += "; " + "; ".join(problems[:5]) + (f" (+{len(problems) - 5})" if len(problems) > 5 else "")
+    return Row("every job once in the database and once on the cluster", result, not problems)
+
+
+def gpu_hours(jobs: dict[int, dict], accounts: dict[int, Account], until: float, edge: float,
+              report_total: float, report_rows: int) -> list[Row]:
+    """Accounting (the platform's admitted intervals, from job events) against the intervals
+    the cluster's own timestamps give. Each interval has two edges; the row stamps each one
+    ``edge`` seconds after the cluster at most (the measured p99 status lag plus the second
+    the cluster's timestamps are cut to), so a job may differ by 2 x edge x intervals x GPUs."""
+    from console.accounting import admitted_intervals
+
+    until_dt = datetime.fromtimestamp(until, timezone.utc)
+    db_total = cluster_total = tolerance_total = 0.0
+    off = []
+    for job_id, job in jobs.items():
+        intervals = admitted_intervals(job["events"], until_dt)
+        db_seconds = sum((hi - lo).total_seconds() for lo, hi in intervals)
+        cluster_seconds, n = accounts[job_id].held_seconds(until)
+        gpus = job["total_gpus"]
+        tolerance = 2 * edge * max(len(intervals), n, 1)
+        db_total += db_seconds * gpus
+        cluster_total += cluster_seconds * gpus
+        tolerance_total += tolerance * gpus
+        if abs(db_seconds - cluster_seconds) > tolerance:
+            off.append(f"#{job_id} {db_seconds:.0f}s vs {cluster_seconds:.0f}s")
+    rows = [
+        Row("GPU-hours: accounting vs cluster intervals",
+            f"{db_total / 3600:.3f} vs {cluster_total / 3600:.3f} GPU-h (tolerance {tolerance_total / 3600:.3f}, "
+            f"edge {edge:.1f}s); "
+            f" jobs off: {len(off)}" + (f" ({'; '.join(off[:4])})" if off else ""),
+            not off and abs(db_total - cluster_total) <= tolerance_total),
+        Row("  usage report (console.accounting.usage_rows) total", f"{report_total:.2f} GPU-h",
+            # Each report row is rounded to 0.01 GPU-h, and rows under that are left out.
+            abs(report_total - db_total / 3600) <= 0.01 * (report_rows + 1)),
+    ]
+    return rows
+
+
+def restarts_row(accounts: dict[int, Account]) -> list[Row]:
+    by_label = Counter()
+    for account in accounts.values():
+        by_label[account.label] += account.restarts
+    total = sum(by_label.values())
+    evicted = sum(a.evictions for a in accounts.values())
+    detail = ", ".join(f"{label} {n}" for label, n in sorted(by_label.items()) if n) or "none"
+    return [Row("pod restarts outside preemption or cancel", f"{total} ({detail}); runs ended by the scheduler (preemption, eviction): {evicted}",
+                total == 0)]
+
+
+def writes_rows(job_object_writes: list[tuple], windows: list[dict], reconciles: list[tuple[str, int]]) -> list[Row]:
+    kinds = Counter(f"{kind[1]} {what}" for kind, what in job_object_writes)
+    detail = "; ".join(f"{k} x{n}" for k, n in kinds.most_common(4)) or "none"
+    rows = [Row("platform writes to a job's objects after creation", f"{len(job_object_writes)} ({detail})",
+                not job_object_writes)]
+    for window in windows:
+        rows.append(Row(
+            f"quiet window at {window['at']}: writes during {window['sweeps']} sweeps",
+            f"{window['apply']} APPLY requests at the API server"
+            + (f" ({window['by_resource']})" if window["by_resource"] else "")
+            + f", {window['seen']} platform writes or prunes seen",
+            window["apply"] == 0 and window["seen"] == 0 and window["sweeps"] >= 2))
+    for at, writes in reconciles:
+        rows.append(Row(f"reconcile --all twice ({at}): writes of the second", str(writes), writes == 0))
+    return rows
+
+
+def table(rows: list[Row]) -> str:
+    width = max(len(r.check) for r in rows)
+    lines = [f"{'check':<{width}}  {'verdict':<7}  result", f"{'-' * width}  {'-' * 7}  {'-' * 40}"]
+    lines += [f"{r.check:<{width}}  {r.verdict:<7}  {r.result}" for r in rows]
+    return "\n".join(lines)

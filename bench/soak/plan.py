@@ -1,0 +1,164 @@
+"""What the CI pipelines of the soak submit, when, and what happens to each job later.
+
+A plan is a list of ``Planned`` jobs, fixed by the seed, with times in seconds from the
+start of the run. Four kinds, at least ``jobs_per_kind`` each: training on Kueue (H100)
+and on Volcano (A100), inference on Kueue (time-sliced T4) and on Volcano (MIG slices).
+On top of jobs at random times, scenes make sure the run exercises what it claims:
+
+- borrow: team vision fills its H100 quota and borrows the idle part of nlp's (cohort);
+- preempt: high-priority vision jobs arrive while low-priority ones hold every GPU, and
+  nlp takes back what vision borrowed (reclaim within the cohort);
+- long: jobs that run longer than the whole soak, so they live through every sweep, the
+  worker kill and the API-server restart;
+- max runtime: Kueue jobs that outlive their max runtime and are stopped (failed);
+- scale: one inference service per scheduler is scaled by an "HPA" (field manager
+  soak-hpa, scale subresource) and must keep that replica count.
+
+Nothing is submitted or cancelled inside a quiet window (see ``quiet_windows``).
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+from .profile import Profile
+
+KINDS = {
+    # label: (job kind, flavor)
+    "kueue-training": ("training", "h100"),
+    "volcano-training": ("training", "a100"),
+    "kueue-inference": ("inference", "t4-shared"),
+    "volcano-inference": ("inference", "mig-1g-10gb"),
+}
+IMAGE = "ghcr.io/example/soak:1"
+SUBMIT_UNTIL = 0.75   # fraction of the run: the last submission
+ACTIVE_UNTIL = 0.80   # the last cancellation or scale; then the run settles
+WORKER_KILL_AT = 0.35
+APISERVER_RESTART_AT = 0.60
+SCALE_AT = 0.15
+SCALED_REPLICAS = 3
+
+
+@dataclass
+class Planned:
+    key: str               # Idempotency-Key, as a CI run id would be
+    at: float              # seconds from the start
+    team: str
+    label: str             # one of KINDS
+    body: dict
+    cancel_at: float | None = None
+    scale_at: float | None = None
+    scene: str = "random"
+    job_id: int | None = None
+    submitted_at: float | None = None
+    cancelled_at: float | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def quiet_windows(profile: Profile) -> list[tuple[float, float]]:
+    """Spans (seconds) in which nothing is submitted, cancelled or scaled: a mid-run one in
+    the full profile, and the end of every run."""
+    windows = [(profile.at(ACTIVE_UNTIL), float("inf"))]
+    if profile.full:
+        windows.insert(0, (profile.at(0.45), profile.at(0.45) + max(45.0, 6 * profile.sweep_seconds)))
+    return windows
+
+
+def _outside(t: float, windows) -> float:
+    for start, end in windows:
+        if start <= t < end:
+            return end + 1.0
+    return t
+
+
+def _duration(seconds: float) -> str:
+    return f"{max(1, int(seconds))}s"
+
+
+def _body(team: str, label: str, name: str, rng: random.Random, *, seconds: float, priority: str = "normal",
+          workers: int = 1, gpus: int = 1, max_replicas: int = 1, max_runtime: int | None = None) -> dict:
+    kind, flavor = KINDS[label]
+    body = {
+        "team": team, "name": name, "kind": kind, "flavor": flavor, "image": IMAGE, "priority": priority,
+        "command": ["python"], "args": ["serve.py" if kind == "inference" else "train.py"],
+        # The kwok fake pods end after this (run-to-completion pods only).
+        "env": {"GPUPLATFORM_FAKE_DURATION": _duration(seconds), "SOAK": "1"},
+        "gpus_per_worker": gpus, "cpu_per_worker": "1", "memory_per_worker_gib": 4,
+    }
+    if kind == "training":
+        body["workers"] = workers
+    else:
+        body.update(port=8080, min_replicas=1, max_replicas=max_replicas, readiness_path="/healthz",
+                    readiness_initial_delay_seconds=0)
+    if max_runtime:
+        body["max_runtime_seconds"] = max_runtime
+    return body
+
+
+def build(profile: Profile) -> list[Planned]:
+    rng = random.Random(profile.seed)
+    windows = quiet_windows(profile)
+    T = profile.seconds
+    plan: list[Planned] = []
+    counts = {label: 0 for label in KINDS}
+
+    def add(label, team, at, scene, cancel_after=None, scale=False, **shape):
+        counts[label] += 1
+        name = f"{label.split('-')[0][:3]}-{label.split('-')[1][:5]}-{counts[label]:03d}"
+        at = _outside(at, windows)
+        item = Planned(key=f"soak-{profile.seed}-{label}-{counts[label]}", at=at, team=team, label=label,
+                       body=_body(team, label, name, rng, **shape), scene=scene)
+        if cancel_after is not None:
+            cancel = _outside(at + cancel_after, windows)
+            item.cancel_at = cancel if cancel < profile.at(ACTIVE_UNTIL) else None
+        if scale:
+            item.scale_at = profile.at(SCALE_AT)
+        plan.append(item)
+
+    long_run = 2 * T + 60  # longer than the soak
+    # borrow: 3 x 8 GPUs of low priority for vision, whose nominal H100 quota is 12.
+    for i in range(3):
+        add("kueue-training", "vision", profile.at(0.04) + i, "borrow", seconds=profile.at(0.45),
+            priority="low", workers=2, gpus=4)
+    # preempt: high priority in vision's own queue, then nlp reclaiming its lent GPUs.
+    for i in range(2):
+        add("kueue-training", "vision", profile.at(0.10) + i, "preempt", seconds=profile.at(0.2),
+            priority="high", workers=1, gpus=4)
+    for i in range(2):
+        add("kueue-training", "nlp", profile.at(0.13) + i, "preempt", seconds=profile.at(0.2),
+            priority="normal", workers=2, gpus=4)
+    # Volcano gangs that fill team nlp's A100 queue for a while.
+    for i in range(2):
+        add("volcano-training", "nlp", profile.at(0.06) + i, "gang", seconds=profile.at(0.25), workers=2, gpus=2)
+    # long: through every sweep and every fault.
+    for label in ("kueue-training", "volcano-training"):
+        for i in range(max(2, profile.jobs_per_kind // 12)):
+            add(label, ("vision", "nlp")[i % 2], profile.at(0.02) + i, "long", seconds=long_run,
+                workers=1 + i % 2, gpus=1)
+    if T >= 180:  # a max runtime of 60 s (the smallest allowed) must end inside the run
+        for i in range(2):
+            add("kueue-training", ("vision", "nlp")[i], profile.at(0.05) + i, "max-runtime", seconds=long_run,
+                max_runtime=60)
+    # scale: one inference service per scheduler, scaled by the "HPA" and kept to the end.
+    for label in ("kueue-inference", "volcano-inference"):
+        add(label, "vision", profile.at(0.03), "scale", scale=True, seconds=1, max_replicas=SCALED_REPLICAS)
+    # The rest at random times until SUBMIT_UNTIL.
+    for label, (kind, _) in KINDS.items():
+        while counts[label] < profile.jobs_per_kind:
+            at = rng.uniform(profile.at(0.02), profile.at(SUBMIT_UNTIL))
+            team = rng.choice(("vision", "nlp"))
+            if kind == "training":
+                short = rng.random() < 0.6
+                seconds = rng.uniform(3, 20) if short else rng.uniform(20, profile.at(0.25))
+                priority = rng.choices(("low", "normal", "high"), weights=(2, 7, 1))[0]
+                cancel = rng.uniform(2, 60) if rng.random() < 0.12 else None
+                add(label, team, at, "random", cancel_after=cancel, seconds=seconds, priority=priority,
+                    workers=rng.choice((1, 1, 2)), gpus=rng.choice((1, 1, 2)))
+            else:
+                # Services run until cancelled; most are, after a while, some live to the end.
+                cancel = rng.uniform(20, max(30, profile.at(0.3))) if rng.random() < 0.9 else None
+                add(label, team, at, "random", cancel_after=cancel, seconds=1,
+                    max_replicas=rng.choice((1, 1, 2)))
+    plan.sort(key=lambda p: p.at)
+    return plan
