@@ -204,8 +204,14 @@ def observe_training(job, workload: dict | None, batch_job: dict | None) -> Obse
         if evicted.get("reason") in _PREEMPTION_REASONS:
             preempted = true_condition(found, "Preempted") or evicted
             return Observation(Phase.PREEMPTED, "Preempted", _preempted_message(preempted.get("message", "")))
-        if evicted.get("reason") == "MaximumExecutionTimeExceeded":
+        # Kueue deactivates a workload past its maximum execution time: evicted with reason
+        # "DeactivatedDueToMaximumExecutionTimeExceeded" (older releases: the bare cause).
+        reason = evicted.get("reason", "")
+        if reason.endswith("MaximumExecutionTimeExceeded"):
             return Observation(Phase.FAILED, "MaxRuntimeExceeded", "Stopped: the job ran longer than its max runtime.")
+        if reason.startswith("Deactivated"):
+            return Observation(Phase.FAILED, "Deactivated",
+                               f"Stopped by Kueue: {evicted.get('message') or reason}; it will not run again.")
     if true_condition(found, "Admitted"):
         active = ((batch_job or {}).get("status") or {}).get("ready", 0) or 0
         if active >= job.workers:
