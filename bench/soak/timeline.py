@@ -82,7 +82,9 @@ def kueue_training(account: Account, job: dict, workloads, batch_jobs, pods: lis
             if ev := _true(conds, "Evicted"):
                 account.edges.append((ev[2], False))
                 evictions.add(ev[2])
-                if ev[1] == "MaximumExecutionTimeExceeded":
+                # Kueue 0.17 deactivates a workload past its max run time ("DeactivatedDueTo
+                # MaximumExecutionTimeExceeded"); a deactivated workload never runs again.
+                if ev[1].endswith("MaximumExecutionTimeExceeded") or ev[1].startswith("Deactivated"):
                     account.finished = _first([account.finished, ev[2]])
                     account.verdict = "failed"
                 else:
