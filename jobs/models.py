@@ -17,6 +17,7 @@ from core.validators import (
     validate_string_list,
 )
 from quotas.models import GpuFlavor, PriorityClass
+from schedulers.workloads import GPU_RUNTIME_ENV_NAMES, GPU_RUNTIME_ENV_PREFIXES
 from tenants.models import Membership, Team
 from tenants.roles import is_quota_manager
 
@@ -30,12 +31,6 @@ RETAIN_FINISHED = timedelta(days=1)
 RESERVED_ENV_NAMES = frozenset(
     {"MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "NODE_RANK", "NNODES", "NPROC_PER_NODE"}
 )
-# Read by the GPU container runtime, not by the program: NVIDIA_VISIBLE_DEVICES=all would
-# hand a 1-GPU job every GPU on its node under the NVIDIA toolkit's stock settings (the
-# toolkit also honours NVIDIA_DRIVER_CAPABILITIES, NVIDIA_REQUIRE_*, NVIDIA_MIG_*...), and
-# AMD's container toolkit reads AMD_VISIBLE_DEVICES. See docs/operations.md.
-GPU_RUNTIME_ENV_PREFIXES = ("NVIDIA_",)
-GPU_RUNTIME_ENV_NAMES = frozenset({"AMD_VISIBLE_DEVICES"})
 
 
 def gpu_runtime_env_names(env) -> list[str]:

@@ -11,12 +11,14 @@ from collections import defaultdict
 import schedulers
 from cluster.quantity import canonical, gib
 from core.ownership import owned
+from tenants.admission import ADMISSION_KINDS, render_admission, render_admission_params
 
 from .models import Cohort, GpuFlavor, PriorityClass, Quota
 
-CLUSTER_KINDS = schedulers.all_kinds("cluster_kinds")
+CLUSTER_KINDS = [*schedulers.all_kinds("cluster_kinds"), *ADMISSION_KINDS]
 # The team's quota objects: a team-quota reconcile prunes these kinds by the team's label.
-QUOTA_KINDS = [("v1", "ResourceQuota"), *schedulers.all_kinds("queue_kinds")]
+# The ConfigMap is the admission policy's parameters: the queues the team may name.
+QUOTA_KINDS = [("v1", "ResourceQuota"), ("v1", "ConfigMap"), *schedulers.all_kinds("queue_kinds")]
 
 
 # --- quantities ----------------------------------------------------------------------------
@@ -62,11 +64,16 @@ def render_team_queues(quotas: list[Quota], namespace: str, team: str) -> list[d
 
 
 def render_team_quotas(team, quotas: list[Quota]) -> list[dict]:
-    """The team's ResourceQuota and queues (its namespace comes from ``tenants``)."""
-    return [render_resource_quota(team, quotas), *render_team_queues(quotas, team.namespace_name, team.slug)]
+    """The team's ResourceQuota, its queues and the admission parameters naming them (its
+    namespace comes from ``tenants``)."""
+    queues = {schedulers.queue_name(team.namespace_name, quota.flavor): quota.flavor.name for quota in quotas}
+    return [render_resource_quota(team, quotas), render_admission_params(team, queues),
+            *render_team_queues(quotas, team.namespace_name, team.slug)]
 
 
 def render_cluster(flavors: list[GpuFlavor], cohorts: list[Cohort], priorities: list[PriorityClass]) -> list[dict]:
-    """Cluster-wide objects of every scheduler (Kueue: ResourceFlavors, Cohorts, priorities)."""
-    return [obj for scheduler in schedulers.SCHEDULERS.values()
-            for obj in scheduler.cluster_objects(flavors, cohorts, priorities)]
+    """Cluster-wide objects of every scheduler (Kueue: ResourceFlavors, Cohorts, priorities)
+    and the admission policy that guards team namespaces."""
+    return [*(obj for scheduler in schedulers.SCHEDULERS.values()
+              for obj in scheduler.cluster_objects(flavors, cohorts, priorities)),
+            *render_admission()]

@@ -20,6 +20,13 @@ FINISHED_TTL_SECONDS = 7 * 24 * 3600
 # The user and group every workload runs as, so images built to run as root still start
 # under the restricted Pod Security level.
 RUN_AS_ID = 1000
+# Read by the GPU container runtime, not by the program: NVIDIA_VISIBLE_DEVICES=all would
+# hand a 1-GPU job every GPU on its node under the NVIDIA toolkit's stock settings (the
+# toolkit also honours NVIDIA_DRIVER_CAPABILITIES, NVIDIA_REQUIRE_*, NVIDIA_MIG_*...), and
+# AMD's container toolkit reads AMD_VISIBLE_DEVICES. Refused in job input (jobs.models) and
+# in team namespaces at admission (tenants.admission). See docs/operations.md.
+GPU_RUNTIME_ENV_PREFIXES = ("NVIDIA_",)
+GPU_RUNTIME_ENV_NAMES = frozenset({"AMD_VISIBLE_DEVICES"})
 
 DEPLOYMENT = ("apps/v1", "Deployment")
 SERVICE = ("v1", "Service")

@@ -33,7 +33,8 @@ CRD_MODULES = {
     "batch.volcano.sh": ("volcano.sh/volcano", "v1.15.1", "config/crd/volcano/bases"),
     "scheduling.volcano.sh": ("volcano.sh/volcano", "v1.15.1", "config/crd/volcano/bases"),
 }
-CORE_GROUPS = {"", "apps", "batch", "autoscaling", "networking.k8s.io", "rbac.authorization.k8s.io"}
+CORE_GROUPS = {"", "apps", "batch", "autoscaling", "networking.k8s.io", "rbac.authorization.k8s.io",
+               "admissionregistration.k8s.io"}
 
 
 def _module_dir(module: str, version: str) -> Path | None:

@@ -91,3 +91,74 @@ def test_a_member_still_reads_workloads_and_follows_logs(member_cluster, live, w
 
     assert may("get", "pods", "log") and may("create", "pods", "portforward")
     assert not may("delete", "pods") and not may("create", "pods", "exec")
+
+
+# --- the admission policy: whoever writes into a team namespace --------------------------
+# RBAC keeps members to reading; the ValidatingAdmissionPolicy also holds anyone else with
+# write rights there (a CI account a cluster admin bound, a controller) to what the platform
+# renders. These run as the cluster admin, which RBAC does not stop.
+
+
+def denied_by_policy(cluster, obj, namespace) -> str:
+    message = refused(cluster, obj, namespace)
+    assert "gpuplatform-team-workloads" in message, message
+    return message
+
+
+def test_the_policy_refuses_what_the_platform_would_never_render(live, world):
+    team, h100, a100 = world
+    ns = team.namespace_name
+    [batch_job] = [o for o in render_job(make_job(team, h100, name="admin-train")) if o["kind"] == "Job"]
+    [vcjob] = render_job(make_job(team, a100, name="admin-gang", workers=2))
+    serving = render_job(make_job(team, h100, name="admin-serve", kind="inference", port=8000,
+                                  min_replicas=1, max_replicas=1))
+    deployment = next(o for o in serving if o["kind"] == "Deployment")
+
+    labelled_pod = copy.deepcopy(POD)
+    labelled_pod["metadata"]["labels"] = batch_job["metadata"]["labels"]
+    labelled_pod["spec"] = copy.deepcopy(batch_job["spec"]["template"]["spec"])
+    assert "made by the platform's Jobs" in denied_by_policy(live, labelled_pod, ns)
+
+    unqueued = copy.deepcopy(batch_job)
+    del unqueued["metadata"]["labels"]["kueue.x-k8s.io/queue-name"]
+    assert "Kueue queue" in denied_by_policy(live, unqueued, ns)
+
+    unlabelled = copy.deepcopy(batch_job)
+    unlabelled["metadata"]["labels"] = {"kueue.x-k8s.io/queue-name": "anything"}
+    assert "Workloads in team namespaces are the platform's" in denied_by_policy(live, unlabelled, ns)
+
+    other_queue = copy.deepcopy(vcjob)
+    other_queue["spec"]["queue"] = "team-someone-else-a100"
+    assert "team's own queues" in denied_by_policy(live, other_queue, ns)
+
+    unqueued_server = copy.deepcopy(deployment)
+    del unqueued_server["metadata"]["labels"]["kueue.x-k8s.io/queue-name"]
+    assert "Deployment in a team namespace" in denied_by_policy(live, unqueued_server, ns)
+
+    assert "ClusterIP" in denied_by_policy(live, SERVICE, ns)
+
+
+@pytest.mark.parametrize("break_it, says", [
+    (lambda spec: spec.update(serviceAccountName="default"), "ServiceAccount"),
+    (lambda spec: spec.update(hostNetwork=True), "network, PID or IPC"),
+    (lambda spec: spec.setdefault("volumes", []).append({"name": "root", "hostPath": {"path": "/"}}), "hostPath"),
+    (lambda spec: spec["containers"][0].setdefault("env", []).append({"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}),
+     "GPU runtime"),
+    (lambda spec: spec["containers"][0]["securityContext"].update(privileged=True, allowPrivilegeEscalation=True),
+     "privileged"),
+])
+def test_the_policy_keeps_pod_templates_hardened(live, world, break_it, says):
+    team, h100, _ = world
+    [batch_job] = [o for o in render_job(make_job(team, h100, name="admin-harden")) if o["kind"] == "Job"]
+    break_it(batch_job["spec"]["template"]["spec"])
+    assert says in denied_by_policy(live, batch_job, team.namespace_name)
+
+
+def test_the_platforms_own_workloads_pass_the_policy(live, world, watcher):
+    team, h100, a100 = world
+    training = submit(live, team, h100, workers=1, gpus_per_worker=1, env={"GPUPLATFORM_FAKE_DURATION": "300s"})
+    gang = submit(live, team, a100, workers=2, gpus_per_worker=1, env={"GPUPLATFORM_FAKE_DURATION": "300s"})
+    server = submit(live, team, h100, kind="inference", port=8000, min_replicas=1, max_replicas=1,
+                    gpus_per_worker=1)
+    for job in (training, gang, server):
+        reaches(job, State.RUNNING)

@@ -8,6 +8,8 @@ import pytest
 
 from core.ownership import MANAGED_BY_LABEL, TEAM_LABEL
 from quotas.models import Cohort, Scheduler
+from schedulers import queue_name
+from tenants.admission import PARAMS_NAME
 from tenants.models import Membership
 
 from ..builders import make_flavor, make_quota, make_team, make_user, render_team_and_quotas
@@ -133,3 +135,22 @@ def test_rendering_is_deterministic(team):
     make_quota(team, make_flavor("h100"))
     make_team("spare", members={make_user(): Membership.Role.OWNER})
     assert render_team_and_quotas(team) == render_team_and_quotas(team)
+
+
+def test_admission_parameters_name_the_teams_own_queues_only(team):
+    """The policy's parameters list this team's queues; another team's never appear."""
+    h100, a100 = make_flavor("h100"), make_flavor("a100", scheduler=Scheduler.VOLCANO)
+    make_quota(team, h100, nominal_gpus=8)
+    make_quota(team, a100, nominal_gpus=8)
+    other = make_team("other")
+    make_quota(other, a100, nominal_gpus=8)
+    params = rendered(team)["ConfigMap", PARAMS_NAME]
+    assert params["metadata"]["namespace"] == team.namespace_name
+    assert params["data"] == {queue_name(team.namespace_name, h100): "h100",
+                              queue_name(team.namespace_name, a100): "a100"}
+    assert queue_name(other.namespace_name, a100) not in params["data"]
+
+
+def test_a_team_without_quotas_gets_empty_admission_parameters(team):
+    """No quota, no queue a workload may name (the policy admits no workload)."""
+    assert rendered(team)["ConfigMap", PARAMS_NAME]["data"] == {}
