@@ -8,6 +8,7 @@ replicas, as the quota does). Cost comes from the flavor's optional price per GP
 """
 
 import csv
+import re
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
@@ -20,6 +21,10 @@ from jobs.lifecycle import HOLDING_QUOTA, State
 from jobs.models import Job, JobEvent
 
 CSV_HEADER = ["date", "team", "flavor", "user", "gpu_hours", "cost"]
+# Months a report can cover: no job ran before 1970, and past 2999 date arithmetic (the
+# next month of 9999-12) overflows.
+FIRST_YEAR, LAST_YEAR = 1970, 2999
+MONTH = re.compile(r"(\d{4})-(\d{2})")
 
 
 @dataclass(frozen=True)
@@ -63,12 +68,13 @@ def split_by_day(start: datetime, end: datetime, tz) -> list[tuple[date, float]]
 
 
 def month_window(month: str, tz=None) -> tuple[datetime, datetime]:
-    """``YYYY-MM`` -> the month's first instant and the next month's, in ``tz``."""
+    """``YYYY-MM`` -> the month's first instant and the next month's, in ``tz``. Anything
+    else, or a year outside FIRST_YEAR..LAST_YEAR, is a ``ValueError`` saying so."""
     tz = tz or timezone.get_default_timezone()
-    try:
-        first = datetime.strptime(month, "%Y-%m").date()
-    except ValueError:
-        raise ValueError(f"{month!r} is not a month like 2026-11.") from None
+    match = MONTH.fullmatch(month)
+    if not match or not FIRST_YEAR <= int(match[1]) <= LAST_YEAR or not 1 <= int(match[2]) <= 12:
+        raise ValueError(f"{month!r} is not a month like 2026-11 (years {FIRST_YEAR} to {LAST_YEAR}).")
+    first = date(int(match[1]), int(match[2]), 1)
     following = (first.replace(day=28) + timedelta(days=4)).replace(day=1)
     return (timezone.make_aware(datetime.combine(first, time.min), tz),
             timezone.make_aware(datetime.combine(following, time.min), tz))

@@ -1,9 +1,9 @@
 """REST API for teams, with their quotas and what their jobs use of them."""
 
 from rest_framework import serializers, viewsets
-from rest_framework.pagination import CursorPagination
 
 from core.api_errors import RefuseNulMixin
+from core.api_input import CursorPagination
 from jobs.usage import job_gpus
 from quotas.api import QuotaSerializer
 from tenants.auth import visible_teams

@@ -4,12 +4,14 @@ filed from a team page (owners)."""
 import io
 from decimal import Decimal
 
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import HttpResponse
+from django.http import HttpResponse, HttpResponseBadRequest, QueryDict
 from django.shortcuts import render
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 
+from cluster.names import is_dns1123_label
 from quotas.models import QuotaRequest
 from tenants.models import Team
 from tenants.roles import is_quota_manager
@@ -17,18 +19,17 @@ from tenants.roles import is_quota_manager
 from . import accounting
 
 
-
-def _window(request):
-    """The month asked for (``?month=YYYY-MM``, default this one) and the teams in scope."""
-    month = request.GET.get("month") or timezone.localdate().strftime("%Y-%m")
-    try:
-        start, end = accounting.month_window(month)
-    except ValueError:
-        month = timezone.localdate().strftime("%Y-%m")
-        start, end = accounting.month_window(month)
+def _window(request, params):
+    """The month asked for (``?month=YYYY-MM``, default this one) and the teams in scope
+    (``?team=SLUG``). A month or team that cannot be is a ``ValueError`` saying why; the
+    slug ends up in a file name, so only a slug's characters get that far."""
+    month = params.get("month") or timezone.localdate().strftime("%Y-%m")
+    start, end = accounting.month_window(month)
     teams = Team.objects.visible_to(request.user)
-    slug = request.GET.get("team") or ""
+    slug = params.get("team") or ""
     if slug:
+        if not is_dns1123_label(slug):
+            raise ValueError(f"{slug!r} is not a team's name.")
         teams = teams.filter(slug=slug)
     return month, start, end, teams, slug
 
@@ -36,7 +37,13 @@ def _window(request):
 @login_required
 @require_GET
 def usage(request):
-    month, start, end, teams, slug = _window(request)
+    status = 200
+    try:
+        month, start, end, teams, slug = _window(request, request.GET)
+    except ValueError as err:
+        messages.error(request, f"{err} Showing this month for all your teams instead.")
+        month, start, end, teams, slug = _window(request, QueryDict())
+        status = 400
     rows = accounting.usage_rows(start, end, teams=teams)
     last_day = timezone.localtime(end).date()
     context = {
@@ -52,13 +59,16 @@ def usage(request):
     }
     if context["is_manager"]:
         context["pending_count"] = QuotaRequest.objects.pending().count()
-    return render(request, "console/usage.html", context)
+    return render(request, "console/usage.html", context, status=status)
 
 
 @login_required
 @require_GET
 def usage_csv(request):
-    month, start, end, teams, slug = _window(request)
+    try:
+        month, start, end, teams, slug = _window(request, request.GET)
+    except ValueError as err:
+        return HttpResponseBadRequest(str(err), content_type="text/plain; charset=utf-8")
     out = io.StringIO()
     accounting.write_csv(accounting.usage_rows(start, end, teams=teams), out)
     response = HttpResponse(out.getvalue(), content_type="text/csv; charset=utf-8")

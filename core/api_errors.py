@@ -8,6 +8,7 @@ field to its messages (empty when the error is not about a field).
 
 from django.core.exceptions import NON_FIELD_ERRORS
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.core.exceptions import RequestDataTooBig
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import Http404, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
@@ -15,6 +16,8 @@ from drf_spectacular.utils import OpenApiResponse
 from rest_framework import exceptions, serializers, status
 from rest_framework.settings import api_settings
 from rest_framework.views import exception_handler as drf_exception_handler
+
+from .api_input import TooLarge
 
 NON_FIELD = api_settings.NON_FIELD_ERRORS_KEY
 
@@ -75,6 +78,9 @@ def _as_drf(exc):
         return exceptions.PermissionDenied(str(exc) or None)
     if isinstance(exc, Http404):
         return exceptions.NotFound()
+    # Django's own limit, should anything read the body through request.body or POST.
+    if isinstance(exc, RequestDataTooBig):
+        return TooLarge()
     return exc
 
 
@@ -112,6 +118,7 @@ ERROR_DESCRIPTIONS = {
     "404": "No such object, or one you may not see.",
     "405": "Method not allowed.",
     "406": "Not acceptable.",
+    "413": "The request body is larger than the platform accepts.",
     "415": "Unsupported media type.",
     "429": "Too many requests for this token; retry after `Retry-After` seconds.",
 }

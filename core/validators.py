@@ -4,11 +4,24 @@ import re
 
 import jsonschema
 from django.core.exceptions import ValidationError
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.utils.deconstruct import deconstructible
 
-from cluster.names import is_dns1123_label, is_label_value, is_qualified_name
+from cluster.names import is_dns1035_label, is_dns1123_label, is_label_value, is_qualified_name
 
-ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# Patterns are matched whole (fullmatch): with re.match and "$", "name\n" would pass.
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+# The largest value of a Kubernetes int32 field (replicas, ports, seconds) and of a
+# PostgreSQL integer column.
+INT32_MAX = 2**31 - 1
+
+
+def between(low, high) -> list:
+    """Validators keeping a number in [low, high]. Stated on the field itself so the bound
+    is the same on every database: SQLite would otherwise take any 64-bit integer, and the
+    column type of PostgreSQL is no rule a person can read."""
+    return [MinValueValidator(low), MaxValueValidator(high)]
 
 
 def validate_dns1123_label(value: str) -> None:
@@ -17,6 +30,16 @@ def validate_dns1123_label(value: str) -> None:
             "Use at most 63 lowercase letters, digits and '-', starting and ending with a "
             "letter or digit (for example 'vision-team').",
             code="dns1123",
+        )
+
+
+def validate_dns1035_label(value: str) -> None:
+    """A name that becomes (part of) a Service name: DNS-1035, so it starts with a letter."""
+    if not is_dns1035_label(value):
+        raise ValidationError(
+            "Use at most 63 lowercase letters, digits and '-', starting with a letter and "
+            "ending with a letter or digit (for example 'resnet50-ddp').",
+            code="dns1035",
         )
 
 
@@ -38,7 +61,7 @@ def validate_env(value) -> None:
     if not isinstance(value, dict):
         raise ValidationError("Environment must be a mapping of NAME to value.", code="env")
     for name, val in value.items():
-        if not ENV_NAME.match(name):
+        if not isinstance(name, str) or not ENV_NAME.fullmatch(name):
             raise ValidationError(
                 f"'{name}' is not a valid variable name: use letters, digits and '_', not "
                 "starting with a digit.",

@@ -11,16 +11,16 @@ from decimal import Decimal
 import json
 
 from django.db import IntegrityError
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, inline_serializer
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_field, inline_serializer
 from rest_framework import filters, mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound
-from rest_framework.pagination import CursorPagination
 from rest_framework.response import Response
 
 from cluster import ClusterError
 from tenants.auth import token_of
 from core.api_errors import Conflict, RefuseNulMixin, SlugRelatedField, Unavailable, error_response
+from core.api_input import CursorPagination
 from core.ownership import job_selector
 from core.reconcile import NoCluster, current_cluster
 from quotas.models import GpuFlavor, PriorityClass
@@ -28,11 +28,11 @@ from tenants.auth import visible_teams
 from tenants.models import Team
 from tenants.tokens import Scope
 
-from . import actions
+from . import actions, feasibility
 from .filters import JobFilter
 from .manifests import render_job
 from .idempotency import KeyConflict
-from .models import Job, JobEvent
+from .models import MAX_CPU_PER_WORKER, Job, JobEvent
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 MAX_LOG_LINES = 5000
@@ -61,7 +61,8 @@ class JobSerializer(serializers.ModelSerializer):
     args = serializers.ListField(child=serializers.CharField(allow_blank=True), required=False)
     env = serializers.DictField(child=serializers.CharField(allow_blank=True), required=False)
     cpu_per_worker = serializers.DecimalField(
-        max_digits=6, decimal_places=2, min_value=Decimal("0.1"), required=False, help_text="CPU cores per worker."
+        max_digits=6, decimal_places=2, min_value=Decimal("0.1"), max_value=Decimal(MAX_CPU_PER_WORKER),
+        required=False, help_text="CPU cores per worker.",
     )
 
     class Meta:
@@ -77,6 +78,29 @@ class JobSerializer(serializers.ModelSerializer):
         request = self.context.get("request")
         # Only teams the caller may see (and the token's team) can be named.
         self.fields["team"].queryset = visible_teams(request) if request else Team.objects.none()
+
+
+class FeasibilitySerializer(serializers.Serializer):
+    verdict = serializers.ChoiceField(choices=["now", "queue", "never"], help_text=(
+        "now: fits the free quota (or what the cohort lends); queue: waits behind other jobs; "
+        "never: cannot run as asked (bigger than a node, or than the team's quota with borrowing)."))
+    message = serializers.CharField()
+
+
+class JobCreatedSerializer(JobSerializer):
+    """A job just submitted, with the platform's estimate of whether it can run: a job that
+    can never run is accepted (the quota may grow), but the submitter is told at once."""
+
+    feasibility = serializers.SerializerMethodField()
+
+    class Meta(JobSerializer.Meta):
+        fields = [*JobSerializer.Meta.fields, "feasibility"]
+        read_only_fields = [*JobSerializer.Meta.read_only_fields, "feasibility"]
+
+    @extend_schema_field(FeasibilitySerializer)
+    def get_feasibility(self, job) -> dict:
+        verdict = feasibility.assess(job)
+        return {"verdict": verdict.verdict, "message": verdict.message}
 
 
 class JobEventSerializer(serializers.ModelSerializer):
@@ -133,7 +157,8 @@ class JobViewSet(RefuseNulMixin, mixins.CreateModelMixin, viewsets.ReadOnlyModel
             description="Retry-safe submission: the same key and body return the same job "
                         "(201 first, 200 after); the same key with another body is 409.",
         )],
-        responses={201: JobSerializer, 200: JobSerializer, 409: error_response("Idempotency-Key reused with another body.")},
+        responses={201: JobCreatedSerializer, 200: JobSerializer,
+                   409: error_response("Idempotency-Key reused with another body.")},
     )
     def create(self, request, *args, **kwargs):
         serializer = self.get_serializer(data=request.data)
@@ -171,7 +196,8 @@ class JobViewSet(RefuseNulMixin, mixins.CreateModelMixin, viewsets.ReadOnlyModel
     def _created(self, job: Job) -> Response:
         job = self.get_queryset().get(pk=job.pk)
         headers = {"Location": f"{self.request.build_absolute_uri().rstrip('/')}/{job.pk}"}
-        return Response(self.get_serializer(job).data, status=status.HTTP_201_CREATED, headers=headers)
+        data = JobCreatedSerializer(job, context=self.get_serializer_context()).data
+        return Response(data, status=status.HTTP_201_CREATED, headers=headers)
 
     # --- actions -----------------------------------------------------------------------
     @extend_schema(request=None, responses={202: JobSerializer, 409: error_response("The job already ended or is being cancelled.")})

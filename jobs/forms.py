@@ -129,7 +129,7 @@ class JobForm(forms.ModelForm):
             "autoscaling_target_cpu_percent": "Autoscale at CPU %",
         }
         help_texts = {
-            "name": "Lowercase letters, digits and '-'. Unique among the team's live jobs.",
+            "name": "Lowercase letters, digits and '-', starting with a letter. Unique among the team's live jobs.",
             "image": "A container image, e.g. pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime.",
             "workers": "Pods started together (gang-scheduled); each gets the GPUs below.",
             "port": "The port the server listens on.",

@@ -94,7 +94,12 @@ def job_submit(request):
                 for field, errors in err.message_dict.items():
                     form.add_error(field if field in form.fields else None, errors)
             else:
-                messages.success(request, f"Submitted {job.name} to {team.slug}.")
+                verdict = feasibility.assess(job)
+                if verdict.verdict == feasibility.Feasibility.NEVER:
+                    # Accepted (the quota may still grow), but the submitter hears it now.
+                    messages.warning(request, f"Submitted {job.name} to {team.slug}. {verdict.message}")
+                else:
+                    messages.success(request, f"Submitted {job.name} to {team.slug}.")
                 return redirect("jobs:detail", pk=job.pk)
         messages.error(request, "The job was not submitted: fix the fields marked below.")
         status = 400

@@ -7,11 +7,11 @@ from drf_spectacular.extensions import OpenApiSerializerFieldExtension
 from drf_spectacular.plumbing import ResolvedComponent
 from drf_spectacular.utils import extend_schema
 from rest_framework import exceptions, mixins, serializers, status, viewsets
-from rest_framework.pagination import CursorPagination
 from rest_framework.response import Response
 
 from tenants.auth import token_of, visible_teams
 from core.api_errors import RefuseNulMixin, SlugRelatedField
+from core.api_input import CursorPagination
 from tenants.models import Team
 from tenants.tokens import Scope
 

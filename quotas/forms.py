@@ -3,6 +3,7 @@
 from django import forms
 from django.utils import timezone
 
+from .grants import MAX_CPU_CORES, MAX_GPUS, MAX_MEMORY_GIB
 from .models import GpuFlavor, QuotaRequest
 
 DATE = forms.DateInput(attrs={"type": "date"})
@@ -31,10 +32,15 @@ class QuotaRequestForm(forms.ModelForm):
 class ApproveForm(forms.Form):
     """The request's numbers, changeable before approving."""
 
-    gpus = forms.IntegerField(label="GPUs", help_text="Added while the grant is active; negative takes GPUs away.")
-    borrowing_limit_gpus = forms.IntegerField(label="Borrowing limit (GPUs)", min_value=0, required=False)
-    cpu_cores = forms.IntegerField(label="CPU cores", help_text="Granted with the GPUs.")
-    memory_gib = forms.IntegerField(label="Memory (GiB)", help_text="Granted with the GPUs.")
+    # The bounds of QuotaGrant's fields, so a typo is a field error here, not at the grant.
+    gpus = forms.IntegerField(label="GPUs", min_value=-MAX_GPUS, max_value=MAX_GPUS,
+                              help_text="Added while the grant is active; negative takes GPUs away.")
+    borrowing_limit_gpus = forms.IntegerField(label="Borrowing limit (GPUs)", min_value=0, max_value=MAX_GPUS,
+                                              required=False)
+    cpu_cores = forms.IntegerField(label="CPU cores", min_value=-MAX_CPU_CORES, max_value=MAX_CPU_CORES,
+                                   help_text="Granted with the GPUs.")
+    memory_gib = forms.IntegerField(label="Memory (GiB)", min_value=-MAX_MEMORY_GIB, max_value=MAX_MEMORY_GIB,
+                                    help_text="Granted with the GPUs.")
     starts_on = forms.DateField(label="First day", widget=DATE)
     ends_on = forms.DateField(label="Last day", widget=DATE, required=False, help_text="Empty means no end.")
     reason = forms.CharField(label="Note to the team", widget=forms.Textarea(attrs={"rows": 2}), required=False)

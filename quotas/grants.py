@@ -20,6 +20,15 @@ from django.utils import timezone
 CPU_CORES_PER_GPU = 12
 MEMORY_GIB_PER_GPU = 120
 
+# Bounds of every quota number (quotas, requests, grants; grants and requests may also be
+# as negative), the same on every database and far inside int32: a platform bigger than
+# this is a configuration mistake, not a request.
+MAX_GPUS = 100_000
+MAX_CPU_CORES = MAX_GPUS * 100
+MAX_MEMORY_GIB = MAX_GPUS * 1000
+# The largest node a flavor describes (and so the most GPUs one worker can ask for).
+MAX_GPUS_PER_NODE = 256
+
 
 @dataclass(frozen=True)
 class Effective:

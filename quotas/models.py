@@ -3,7 +3,7 @@
 import math
 
 from django.core.exceptions import ValidationError
-from django.core.validators import MaxValueValidator, MinValueValidator
+from django.core.validators import MinValueValidator
 from django.db import models
 from django.db.models import F, OuterRef, Q, Subquery, Sum
 from django.db.models.functions import Coalesce
@@ -11,6 +11,7 @@ from simple_history.models import HistoricalRecords
 
 import schedulers
 from core.validators import (
+    between,
     validate_dns1123_label,
     validate_node_labels,
     validate_resource_name,
@@ -19,8 +20,12 @@ from core.validators import (
 )
 from tenants.models import Team
 
-from .grants import CPU_CORES_PER_GPU, MEMORY_GIB_PER_GPU
+from .grants import (
+    CPU_CORES_PER_GPU, MAX_CPU_CORES, MAX_GPUS, MAX_GPUS_PER_NODE, MAX_MEMORY_GIB, MEMORY_GIB_PER_GPU,
+)
 from .models_grants import QuotaGrant, QuotaRequest  # noqa: F401  (models of this app)
+
+MAX_GPU_MEMORY_GIB = 4096
 
 
 # Which scheduler governs a flavor: one choice per module in `schedulers/`.
@@ -39,8 +44,9 @@ class GpuFlavor(models.Model):
         validators=[validate_resource_name],
         help_text="Extended resource the nodes expose, e.g. nvidia.com/gpu or nvidia.com/mig-1g.10gb.",
     )
-    gpu_memory_gib = models.PositiveIntegerField(help_text="Memory of one GPU (or slice), in GiB.")
-    gpus_per_node = models.PositiveSmallIntegerField(validators=[MinValueValidator(1)])
+    gpu_memory_gib = models.PositiveIntegerField(
+        validators=between(1, MAX_GPU_MEMORY_GIB), help_text="Memory of one GPU (or slice), in GiB.")
+    gpus_per_node = models.PositiveSmallIntegerField(validators=between(1, MAX_GPUS_PER_NODE))
     scheduler = models.CharField(max_length=10, choices=Scheduler, default=Scheduler.KUEUE)
     node_labels = models.JSONField(default=dict, blank=True, validators=[validate_node_labels])
     node_taints = models.JSONField(default=list, blank=True, validators=[validate_taints])
@@ -131,19 +137,22 @@ class Quota(models.Model):
         Cohort, on_delete=models.PROTECT, null=True, blank=True, related_name="quotas",
         help_text="Quotas in one cohort lend and borrow unused GPUs.",
     )
-    nominal_gpus = models.PositiveIntegerField(help_text="GPUs guaranteed to the team.")
+    nominal_gpus = models.PositiveIntegerField(
+        validators=between(0, MAX_GPUS), help_text="GPUs guaranteed to the team.")
     borrowing_limit_gpus = models.PositiveIntegerField(
-        null=True, blank=True,
+        null=True, blank=True, validators=between(0, MAX_GPUS),
         help_text="Most GPUs the team may borrow from its cohort; empty means no limit.",
     )
     lending_limit_gpus = models.PositiveIntegerField(
-        null=True, blank=True,
+        null=True, blank=True, validators=between(0, MAX_GPUS),
         help_text="Most of its nominal GPUs the team lends to its cohort; empty means all.",
     )
-    cpu_cores = models.PositiveIntegerField(help_text="CPU cores for workloads on this flavor.")
-    memory_gib = models.PositiveIntegerField(help_text="Memory for workloads on this flavor, GiB.")
+    cpu_cores = models.PositiveIntegerField(
+        validators=between(0, MAX_CPU_CORES), help_text="CPU cores for workloads on this flavor.")
+    memory_gib = models.PositiveIntegerField(
+        validators=between(0, MAX_MEMORY_GIB), help_text="Memory for workloads on this flavor, GiB.")
     weight = models.PositiveSmallIntegerField(
-        default=1, validators=[MinValueValidator(1), MaxValueValidator(1000)],
+        default=1, validators=between(1, 1000),
         help_text="Fair-sharing weight when the cohort's spare GPUs are shared out.",
     )
 
@@ -222,9 +231,7 @@ class PriorityClass(models.Model):
     """A named priority for workloads; higher values may preempt lower ones."""
 
     name = models.CharField(max_length=63, unique=True, validators=[validate_dns1123_label])
-    value = models.IntegerField(
-        validators=[MinValueValidator(-1_000_000_000), MaxValueValidator(1_000_000_000)],
-    )
+    value = models.IntegerField(validators=between(-1_000_000_000, 1_000_000_000))
     description = models.TextField(blank=True)
 
     class Meta:

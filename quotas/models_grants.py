@@ -15,9 +15,11 @@ from django.db.models import F, Q
 from django.utils import timezone
 from simple_history.models import HistoricalRecords
 
+from core.validators import between
 from tenants.models import Membership, Team
 
 from . import grants
+from .grants import MAX_CPU_CORES, MAX_GPUS, MAX_MEMORY_GIB
 from tenants.roles import is_quota_manager
 
 
@@ -58,10 +60,11 @@ class QuotaRequest(models.Model):
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="quota_requests"
     )
     gpus = models.IntegerField(
+        validators=between(-MAX_GPUS, MAX_GPUS),
         help_text="GPUs to add for the period; a negative number gives GPUs back.",
     )
     borrowing_limit_gpus = models.PositiveIntegerField(
-        null=True, blank=True,
+        null=True, blank=True, validators=between(0, MAX_GPUS),
         help_text="Most GPUs the team may borrow from its cohort during the period; empty leaves it unlimited.",
     )
     starts_on = models.DateField(help_text="First day of the change.")
@@ -110,9 +113,20 @@ class QuotaRequest(models.Model):
     def can_request(team: Team, user) -> bool:
         return team.role_of(user) == Membership.Role.OWNER
 
-    @staticmethod
-    def can_decide(user) -> bool:
-        return is_quota_manager(user)
+    def can_decide(self, user) -> bool:
+        return self.why_not_decide(user) is None
+
+    def why_not_decide(self, user) -> str | None:
+        """Four eyes: only a quota manager decides, and never on a request she filed or one
+        that benefits a team she is in (owner, member or viewer: a manager who adds herself
+        to a team gives up deciding its requests). ``None`` when ``user`` may decide."""
+        if not is_quota_manager(user):
+            return "Only quota managers decide on quota requests."
+        if self.requested_by_id is not None and self.requested_by_id == user.pk:
+            return "You filed this request; another quota manager decides it."
+        if self.team.role_of(user) is not None:
+            return f"You are in {self.team.slug}; another quota manager decides its requests."
+        return None
 
     @property
     def is_pending(self) -> bool:
@@ -136,9 +150,11 @@ class QuotaRequest(models.Model):
             setattr(self, field, getattr(locked, field))
 
     def _lock_pending(self, user) -> "QuotaRequest | None":
-        if not self.can_decide(user):
-            raise PermissionDenied("Only quota managers decide on quota requests.")
         locked = QuotaRequest.objects.select_for_update().get(pk=self.pk)
+        # Checked under the lock on the row as saved, so an edited instance cannot slip past.
+        refusal = locked.why_not_decide(user)
+        if refusal is not None:
+            raise PermissionDenied(refusal)
         return locked if locked.is_pending else None
 
     def approve(self, user, *, gpus: int, borrowing_limit_gpus: int | None, starts_on, ends_on,
@@ -201,6 +217,9 @@ class QuotaGrantQuerySet(models.QuerySet):
         is preceded by a standing grant with its current numbers: a change adds to what the
         team had instead of replacing it."""
         now = now or timezone.now()
+        if grant.granted_by is not None and grant.team.role_of(grant.granted_by) is not None:
+            # Four eyes, as for requests: nobody grants GPUs to a team they are in.
+            raise PermissionDenied(f"You are in {grant.team.slug}; another quota manager grants its quota.")
         with transaction.atomic():
             # The team row serialises this with the sweep, so two first grants make one standing grant.
             Team.objects.select_for_update().filter(pk=grant.team_id).first()
@@ -229,12 +248,15 @@ class QuotaGrant(models.Model):
     request = models.OneToOneField(
         QuotaRequest, on_delete=models.SET_NULL, null=True, blank=True, related_name="grant"
     )
-    gpus = models.IntegerField(help_text="GPUs added while the grant is active; negative takes GPUs away.")
+    gpus = models.IntegerField(
+        validators=between(-MAX_GPUS, MAX_GPUS),
+        help_text="GPUs added while the grant is active; negative takes GPUs away.")
     borrowing_limit_gpus = models.PositiveIntegerField(
-        null=True, blank=True, help_text="Added to the borrowing limit while active; empty sets none.",
+        null=True, blank=True, validators=between(0, MAX_GPUS),
+        help_text="Added to the borrowing limit while active; empty sets none.",
     )
-    cpu_cores = models.IntegerField(default=0)
-    memory_gib = models.IntegerField(default=0)
+    cpu_cores = models.IntegerField(default=0, validators=between(-MAX_CPU_CORES, MAX_CPU_CORES))
+    memory_gib = models.IntegerField(default=0, validators=between(-MAX_MEMORY_GIB, MAX_MEMORY_GIB))
     starts_at = models.DateTimeField()
     ends_at = models.DateTimeField(null=True, blank=True)
     note = models.TextField(blank=True)
@@ -263,9 +285,14 @@ class QuotaGrant(models.Model):
     def __str__(self) -> str:
         return f"#{self.pk} {self.team.slug} {self.gpus:+d} {self.flavor.name}"
 
+    @staticmethod
+    def can_end(user) -> bool:
+        """Ending a grant early only takes GPUs away, so any quota manager may, in her team too."""
+        return is_quota_manager(user)
+
     def end_now(self, user, *, now=None) -> bool:
         """End the grant early (quota managers; `quotas.actions.end_grant` applies it)."""
-        if not is_quota_manager(user):
+        if not self.can_end(user):
             raise PermissionDenied("Only quota managers end grants.")
         now = now or timezone.now()
         with transaction.atomic():

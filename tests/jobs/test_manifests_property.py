@@ -7,6 +7,7 @@ from django.core.exceptions import ValidationError
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from cluster.names import is_dns1035_label
 from jobs.manifests import render_job
 from jobs.models import Job
 from quotas.models import GpuFlavor, Scheduler
@@ -16,6 +17,8 @@ from ..schemas import validate
 from ..security import assert_hardened
 
 dns_label = st.from_regex(r"\A[a-z]([-a-z0-9]{0,38}[a-z0-9])?\Z")
+# Any DNS-1123 label, digits first too: the model decides which a job may be called.
+job_name = st.from_regex(r"\A[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?\Z")
 text = st.text(st.characters(exclude_categories=("Cs",)), max_size=40)
 env_name = st.from_regex(r"\A[A-Za-z_][A-Za-z0-9_]{0,20}\Z")
 image = st.text(string.ascii_letters + string.digits + "./:-_@", min_size=1, max_size=60)
@@ -37,7 +40,7 @@ def jobs(draw):
     team = Team(pk=1, slug=draw(dns_label), display_name="t")
     kind = draw(st.sampled_from([Job.Kind.TRAINING, Job.Kind.INFERENCE]))
     fields = dict(
-        pk=draw(st.integers(1, 10**9)), team=team, flavor=flavor, kind=kind, name=draw(dns_label),
+        pk=draw(st.integers(1, 10**9)), team=team, flavor=flavor, kind=kind, name=draw(job_name),
         image=draw(image), command=draw(st.lists(text, max_size=4)), args=draw(st.lists(text, max_size=6)),
         env=draw(st.dictionaries(env_name, text, max_size=5)),
         gpus_per_worker=draw(st.integers(1, flavor.gpus_per_node)),
@@ -67,4 +70,6 @@ def test_every_accepted_job_renders_valid_hardened_objects(job):
     objects = render_job(job)
     for obj in objects:
         validate(obj)
+        if obj["kind"] == "Service":  # Service names are DNS-1035: a letter first
+            assert is_dns1035_label(obj["metadata"]["name"]), obj["metadata"]["name"]
     assert assert_hardened(objects, job) >= 1

@@ -56,6 +56,27 @@ def test_an_inference_server_is_submitted_with_its_serving_fields(client_for, ow
     assert (job.kind, job.port, job.min_replicas, job.max_replicas, job.workers) == ("inference", 8000, 1, 2, 1)
 
 
+def test_a_job_that_can_never_run_is_submitted_with_a_warning_that_says_so(client_for, owner, team, flavor, quota):
+    response = client_for(owner).post(SUBMIT, training(team, flavor, workers=4, gpus_per_worker=8), follow=True)
+    assert Job.objects.get(name="my-train").state == State.SUBMITTED
+    html = response.content.decode()
+    assert "msg-warning" in html
+    assert "Can never run: it needs 32 GPUs but team vision can use at most 8 on h100" in html
+
+
+@pytest.mark.parametrize("kind, field, value", [
+    ("inference", "max_replicas", 2**63 - 1), ("training", "workers", 100_000),
+    ("training", "memory_per_worker_gib", 2**31), ("training", "max_runtime_seconds", 10**12),
+])
+def test_a_number_out_of_range_is_a_field_error_and_keeps_the_input(client_for, owner, team, flavor, quota,
+                                                                      kind, field, value):
+    data = (inference if kind == "inference" else training)(team, flavor, **{field: value})
+    response = client_for(owner).post(SUBMIT, data)
+    assert response.status_code == 400 and not Job.objects.exists()
+    assert response.context["form"].errors[field]
+    assert f'value="{value}"' in response.content.decode()
+
+
 def test_viewers_are_told_they_cannot_submit_and_a_post_is_refused(client_for, viewer, team, flavor, quota):
     client = client_for(viewer)
     page = client.get(SUBMIT)
