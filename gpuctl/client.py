@@ -25,6 +25,34 @@ class Unreachable(Exception):
     """The server could not be reached (or kept answering 5xx)."""
 
 
+class _TokenStaysHome(urllib.request.HTTPRedirectHandler):
+    """Follow redirects, but send the bearer token only to the server it was meant for:
+    urllib copies every header to wherever a redirect points, so a redirect to another
+    host (or from https to http) would hand it the token."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        new = super().redirect_request(req, fp, code, msg, headers, newurl)
+        if new is not None and not _same_origin(req.full_url, new.full_url):
+            new.remove_header("Authorization")
+        return new
+
+
+def _same_origin(old_url: str, new_url: str) -> bool:
+    old, new = urllib.parse.urlsplit(old_url), urllib.parse.urlsplit(new_url)
+    if old.hostname != new.hostname:
+        return False
+    if (old.scheme, new.scheme) == ("http", "https"):
+        return True  # an upgrade to TLS on the same host keeps the token safer, not less
+    return old.scheme == new.scheme and _port(old) == _port(new)
+
+
+def _port(url: urllib.parse.SplitResult) -> int | None:
+    return url.port or {"http": 80, "https": 443}.get(url.scheme)
+
+
+_opener = urllib.request.build_opener(_TokenStaysHome)
+
+
 class Client:
     def __init__(self, url: str, token: str, *, timeout: float = 30, backoff: float = 1.0):
         self.base = url.rstrip("/")
@@ -55,7 +83,7 @@ class Client:
             if attempt:
                 time.sleep(self.backoff * 2 ** (attempt - 1))
             try:
-                with urllib.request.urlopen(
+                with _opener.open(
                     urllib.request.Request(url, data=data, headers=sent, method=method), timeout=self.timeout
                 ) as response:
                     return response.status, _parse(response.read())

@@ -72,6 +72,21 @@ def env_path(name: str, default: str = "", *, environ=None) -> Path | None:
     return Path(value).expanduser() if value else None
 
 
+def env_header_pair(name: str, default: str, *, environ=None) -> tuple[str, str] | None:
+    """``Header-Name: value`` as Django's ``(META key, value)`` pair, e.g.
+    ``X-Forwarded-Proto: https`` -> ``("HTTP_X_FORWARDED_PROTO", "https")``; empty is ``None``."""
+    value = env_str(name, default, environ=environ)
+    if not value:
+        return None
+    header, sep, expected = (part.strip() for part in value.partition(":"))
+    if not sep or not header or not expected or not all(c.isalnum() or c == "-" for c in header):
+        raise ImproperlyConfigured(
+            f"{name}={value!r} is not 'Header-Name: value' (e.g. 'X-Forwarded-Proto: https'), "
+            "nor empty."
+        )
+    return "HTTP_" + header.upper().replace("-", "_"), expected
+
+
 def env_url(name: str, default: str, *, schemes: tuple[str, ...], environ=None) -> str:
     value = env_str(name, default, environ=environ)
     scheme, sep, _ = value.partition("://")

@@ -6,6 +6,10 @@ cd "$(dirname "$0")/.."
 scripts/venv.sh dev
 env_lines=$(scripts/services.sh up)
 while IFS= read -r line; do [ -n "$line" ] && export "$line"; done <<<"$env_lines"
+# The tests run production-like (DEBUG off), which needs a secret key; the test client and
+# the browser tests speak plain HTTP, so no redirect to HTTPS.
+export SECRET_KEY="${SECRET_KEY:-test-only-$(od -An -N24 -tx1 /dev/urandom | tr -d ' \n')}"
+export SECURE_SSL_REDIRECT="${SECURE_SSL_REDIRECT:-false}"
 echo "==> import layers (lint-imports, contracts in pyproject.toml)"
 .venv/bin/lint-imports --no-cache >/dev/null || { .venv/bin/lint-imports --no-cache; exit 1; }
 echo "==> tests on ${DATABASE_URL%%@*}@… and ${REDIS_URL}"

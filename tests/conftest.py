@@ -1,5 +1,7 @@
 """Shared fixtures: the people of every permission test and a ready-made team."""
 
+from uuid import uuid4
+
 import pytest
 from django.test import Client
 
@@ -13,6 +15,16 @@ from .builders import make_flavor, make_team, make_user
 def fast_password_hashing(settings):
     """Real hashers cost ~0.3 s a user; tests only need passwords to round-trip."""
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture(autouse=True)
+def own_cache_keys(settings):
+    """Each test its own keys in the shared cache (Redis, shared with the other xdist
+    worker), so no throttle bucket carries over from one test to the next; clearing the
+    cache instead would empty the other worker's buckets mid-test."""
+    settings.CACHES = {
+        name: {**config, "KEY_PREFIX": f"test-{uuid4().hex}"} for name, config in settings.CACHES.items()
+    }
 
 
 @pytest.fixture

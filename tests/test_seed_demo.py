@@ -2,6 +2,7 @@
 
 import pytest
 from django.core.management import call_command
+from django.test import RequestFactory
 
 from jobs.lifecycle import State
 from jobs.models import Job, JobEvent
@@ -30,6 +31,6 @@ def test_seed_demo_covers_both_schedulers_and_many_states(client):
     assert {"nvidia.com/gpu", "nvidia.com/mig-1g.10gb"} <= set(GpuFlavor.objects.values_list("resource_name", flat=True))
     states = set(Job.objects.values_list("state", flat=True))
     assert {State.DRAFT, State.QUEUED, State.RUNNING, State.SUCCEEDED, State.FAILED} <= states
-    assert client.login(username="quinn", password="quinn-demo-pass")
+    assert client.login(request=RequestFactory().get("/"), username="quinn", password="quinn-demo-pass")
     assert client.get("/admin/quotas/quota/").status_code == 200
-    assert client.login(username="alice", password="alice-demo-pass")
+    assert client.login(request=RequestFactory().get("/"), username="alice", password="alice-demo-pass")

@@ -103,7 +103,7 @@ def test_bad_namespace_prefix_stops_settings_import():
 
     result = subprocess.run(
         [sys.executable, "-c", "import gpuplatform.settings"],
-        env={"TEAM_NAMESPACE_PREFIX": "Team_", "PATH": "/usr/bin:/bin"},
+        env={"TEAM_NAMESPACE_PREFIX": "Team_", "DEBUG": "true", "PATH": "/usr/bin:/bin"},
         capture_output=True, text=True, cwd=str(__import__("pathlib").Path(__file__).parent.parent),
     )
     assert result.returncode != 0
@@ -127,3 +127,14 @@ def test_sweep_interval_below_two_seconds_is_refused_naming_the_variable():
     result = _sweep_interval("1")
     assert result.returncode != 0
     assert "SWEEP_INTERVAL_SECONDS=1 is below the minimum of 2" in result.stderr
+
+
+def test_env_example_lists_every_variable_the_settings_read():
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    settings_text = "".join(path.read_text() for path in (root / "gpuplatform").glob("*settings*.py"))
+    read = set(re.findall(r'(?:env_\w+|database_config)\(\s*"([A-Z][A-Z0-9_]*)"', settings_text))
+    listed = set(re.findall(r"^([A-Z][A-Z0-9_]*)=", (root / ".env.example").read_text(), re.MULTILINE))
+    assert read - listed == set(), "add these to .env.example with their defaults"

@@ -4,7 +4,6 @@ matrix, a submitted job, and no Celery (the reconcile a submission schedules is 
 from datetime import timedelta
 
 import pytest
-from django.core.cache import cache
 from django.utils import timezone
 from rest_framework.test import APIClient
 
@@ -17,11 +16,6 @@ JOB_BODY = dict(
     team="vision", name="train", kind="training", flavor="h100", image="ghcr.io/example/train:1",
     command=["python"], args=["train.py"], env={"EPOCHS": "3"}, workers=2, gpus_per_worker=4,
 )
-
-
-@pytest.fixture(autouse=True)
-def fresh_throttle_buckets():
-    cache.clear()  # throttle history lives in the (process-wide) cache
 
 
 @pytest.fixture(autouse=True)

@@ -46,8 +46,15 @@ def page(world, browser, live_server, monkeypatch, no_reconcile):
     context = browser.new_context(viewport={"width": 1280, "height": 900}, base_url=live_server.url)
     context.set_default_timeout(TIMEOUT_MS)
     page = context.new_page()
+    # The Content-Security-Policy allows no inline script or style: anything the pages still
+    # tried is a console error, and fails the test; so does any request to another host.
+    refused = []
+    page.on("console", lambda msg: refused.append(msg.text) if "Content Security Policy" in msg.text else None)
+    page.on("request", lambda req: None if req.url.startswith((live_server.url, "data:", "about:"))
+            else refused.append(f"request to {req.url}"))
     yield page
     page.goto("about:blank")  # stop htmx polling before the live server goes away
+    assert not refused, refused
     context.close()
     # ORM calls made while Playwright runs use a connection of their own context: close
     # it here, or it outlives the test and the test database cannot be dropped.
@@ -160,3 +167,10 @@ def test_the_dashboard_fits_a_phone(page):
     width = page.evaluate("document.documentElement.scrollWidth")
     assert width <= 390, f"the page scrolls sideways ({width}px)"
     shot(page, "dashboard-phone")
+
+
+def test_the_api_docs_render_from_vendored_files_under_the_csp(page):
+    page.goto("/api/docs/")
+    page.get_by_role("heading", name=re.compile("GPU Platform API")).wait_for()
+    page.get_by_text("/api/v1/jobs", exact=True).first.wait_for()
+    shot(page, "api-docs")

@@ -1,0 +1,47 @@
+"""The API throttle counts in the shared cache (Redis when REDIS_URL is set), so a token's
+budget holds across gunicorn workers instead of being multiplied by their number."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from django.core.cache import cache
+
+from tenants.auth import TokenRateThrottle
+from tenants.tokens import ApiToken
+
+from .conftest import issue_token
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# A second process, as another gunicorn worker would be: may this token send one more?
+OTHER_WORKER = """
+import django
+django.setup()
+from types import SimpleNamespace
+from tenants.auth import TokenRateThrottle
+from tenants.tokens import ApiToken
+request = SimpleNamespace(auth=ApiToken(pk={pk}), user=None, META={{}})
+print("allowed" if TokenRateThrottle().allow_request(request, None) else "refused")
+"""
+
+
+def test_api_throttle_is_shared_between_processes(client_as, member, team, settings, monkeypatch):
+    # The cache as configured, without this test's own key prefix, as other processes see it.
+    settings.CACHES = {name: {k: v for k, v in config.items() if k != "KEY_PREFIX"}
+                       for name, config in settings.CACHES.items()}
+    monkeypatch.setattr(TokenRateThrottle, "THROTTLE_RATES", {"api": "3/minute"})
+    secret = issue_token(member, team=team)
+    pk = ApiToken.objects.get(user=member).pk
+    cache.delete(TokenRateThrottle.cache_format % {"scope": "api", "ident": f"token-{pk}"})
+
+    api = client_as(token=secret)
+    assert [api.get("/api/v1/flavors").status_code for _ in range(3)] == [200, 200, 200]
+
+    env = {**os.environ, "API_THROTTLE_RATE": "3/minute", "PYTHONPATH": os.pathsep.join(
+        filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    result = subprocess.run([sys.executable, "-c", OTHER_WORKER.format(pk=pk)], env=env, cwd=ROOT,
+                            capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "refused"
