@@ -68,6 +68,7 @@ def _request_page(request, quota_request, approve_form=None, deny_form=None, sta
     context = {
         **_nav(request, "requests"),
         "req": quota_request,
+        "refusal": quota_request.why_not_decide(request.user),  # four eyes
         "quota": quota,
         "team_grants": QuotaGrant.objects.filter(team=quota_request.team, flavor=quota_request.flavor)
         .current_or_upcoming(timezone.now()).order_by("starts_at"),

@@ -2,6 +2,8 @@
 team's quota reconcile once the transaction commits. Models hold the rules (who may
 approve, the standing grant, the arithmetic in `quotas.grants`) and never enqueue."""
 
+import logging
+
 from django.db import transaction
 from django.utils import timezone
 
@@ -11,6 +13,8 @@ from tenants.models import Team
 from .grants import Effective, effective
 from .models import GpuFlavor, Quota, QuotaGrant, QuotaRequest
 from .tasks import reconcile_team_quotas
+
+log = logging.getLogger(__name__)
 
 
 def approve(quota_request: QuotaRequest, user, *, now=None, **numbers) -> QuotaGrant | None:
@@ -88,10 +92,16 @@ def _apply_pair(now, team_id: int, flavor_id: int) -> bool:
     return changed
 
 
-def apply_grants(now=None, *, team: Team | None = None, flavor: GpuFlavor | None = None) -> list[int]:
+def apply_grants(now=None, *, team: Team | None = None, flavor: GpuFlavor | None = None,
+                 failures: list[str] | None = None) -> list[int]:
     """1. find grants whose activity changed since last applied, 2. recompute each affected
     Quota row, 3. reconcile the teams whose row changed (after commit).
-    Returns the ids of those teams. ``team`` and ``flavor`` narrow it to one quota."""
+    Returns the ids of those teams. ``team`` and ``flavor`` narrow it to one quota.
+
+    With ``failures`` (the sweep), a quota whose grants cannot be applied is logged with
+    its error, described in that list and left as it was (its grants keep their `applied`
+    flag, so the next sweep tries again), and the other quotas go on. Without it the
+    error reaches the caller: an approval or an admin edit shows it."""
     now = now or timezone.now()
     due = QuotaGrant.objects.active_at(now).filter(applied=False) | QuotaGrant.objects.inactive_at(now).filter(applied=True)
     if team is not None:
@@ -101,5 +111,14 @@ def apply_grants(now=None, *, team: Team | None = None, flavor: GpuFlavor | None
     pairs = sorted(set(due.values_list("team_id", "flavor_id")))
     if team is not None and flavor is not None:
         pairs = sorted(set(pairs) | {(team.pk, flavor.pk)})  # a fresh grant or an edit
-    changed = [team_id for team_id, flavor_id in pairs if _apply_pair(now, team_id, flavor_id)]
-    return sorted(set(changed))
+    changed = set()
+    for team_id, flavor_id in pairs:
+        try:
+            if _apply_pair(now, team_id, flavor_id):
+                changed.add(team_id)
+        except Exception as err:  # noqa: BLE001 - one bad grant must not stop the sweep
+            if failures is None:
+                raise
+            log.exception("grants of team #%s on flavor #%s could not be applied", team_id, flavor_id)
+            failures.append(f"team #{team_id}, flavor #{flavor_id}: {type(err).__name__}: {err}")
+    return sorted(changed)

@@ -1,6 +1,8 @@
 """Console for GPU flavors, cohorts, quotas and priority classes."""
 
+from django import forms
 from django.contrib import admin
+from django.core.exceptions import ValidationError
 from simple_history.admin import SimpleHistoryAdmin
 
 from tenants.admin import TeamAdmin
@@ -10,11 +12,54 @@ from .actions import apply_grants
 from .models import Cohort, GpuFlavor, PriorityClass, Quota, QuotaGrant, QuotaRequest
 
 
+def in_team(user, team) -> bool:
+    """Four eyes: a quota manager does not set the quota of a team she is in."""
+    return team is not None and team.role_of(user) is not None
+
+
 class QuotaInline(admin.TabularInline):
     model = Quota
     extra = 0
     fields = ["flavor", "cohort", "nominal_gpus", "borrowing_limit_gpus", "lending_limit_gpus",
               "cpu_cores", "memory_gib", "weight"]
+
+    # ``obj`` is the team of the page.
+    def has_add_permission(self, request, obj=None):
+        return super().has_add_permission(request, obj) and not in_team(request.user, obj)
+
+    def has_change_permission(self, request, obj=None):
+        return super().has_change_permission(request, obj) and not in_team(request.user, obj)
+
+    def has_delete_permission(self, request, obj=None):
+        return super().has_delete_permission(request, obj) and not in_team(request.user, obj)
+
+
+class FourEyesForm(forms.ModelForm):
+    """Quotas and grants: refused for a team the person saving is in (``request_user``)."""
+
+    request_user = None
+
+    def clean(self):
+        cleaned = super().clean()
+        team = cleaned.get("team") or (self.instance.team if self.instance.team_id else None)
+        if in_team(self.request_user, team):
+            raise ValidationError(f"You are in {team.slug}; another quota manager sets its quota.")
+        return cleaned
+
+
+class FourEyesAdmin(SimpleHistoryAdmin):
+    form = FourEyesForm
+
+    def get_form(self, request, obj=None, **kwargs):
+        form = super().get_form(request, obj, **kwargs)
+        form.request_user = request.user
+        return form
+
+    def has_change_permission(self, request, obj=None):
+        return super().has_change_permission(request, obj) and not (obj and in_team(request.user, obj.team))
+
+    def has_delete_permission(self, request, obj=None):
+        return super().has_delete_permission(request, obj) and not (obj and in_team(request.user, obj.team))
 
 
 # A team's page in the admin shows its quotas too; tenants cannot know of quotas.
@@ -36,7 +81,7 @@ class CohortAdmin(admin.ModelAdmin):
 
 
 @admin.register(Quota)
-class QuotaAdmin(SimpleHistoryAdmin):
+class QuotaAdmin(FourEyesAdmin):
     list_display = ["team", "flavor", "cohort", "nominal_gpus", "borrowing_limit_gpus",
                     "lending_limit_gpus", "cpu_cores", "memory_gib", "weight"]
     list_filter = ["flavor", "cohort", "flavor__scheduler"]
@@ -61,12 +106,12 @@ class QuotaRequestAdmin(SimpleHistoryAdmin):
 
 
 @admin.register(QuotaGrant)
-class QuotaGrantAdmin(SimpleHistoryAdmin):
+class QuotaGrantAdmin(FourEyesAdmin):
     list_display = ["id", "team", "flavor", "gpus", "borrowing_limit_gpus", "starts_at", "ends_at", "applied"]
     list_filter = ["flavor", "applied"]
     search_fields = ["team__slug", "note"]
     list_select_related = ["team", "flavor"]
-    readonly_fields = ["applied", "expiry_warning_sent_at", "request"]
+    readonly_fields = ["applied", "expiry_warning_sent_at", "request", "granted_by"]
     autocomplete_fields = ["team"]
 
     def get_readonly_fields(self, request, obj=None):
@@ -78,6 +123,7 @@ class QuotaGrantAdmin(SimpleHistoryAdmin):
             super().save_model(request, obj, form, change)
         else:  # the first grant on a quota keeps the quota's numbers as a standing grant
             obj._history_user = request.user
+            obj.granted_by = request.user
             QuotaGrant.objects.add(obj)
         apply_grants(team=obj.team, flavor=obj.flavor)  # an edit takes effect now, not at the next sweep
 

@@ -27,6 +27,8 @@ CHANGELISTS = [
 @pytest.fixture
 def data(team, flavor):
     make_quota(team, flavor, cohort=Cohort.objects.create(name="research"))
+    Team.objects.filter(pk=team.pk).update(max_priority_value=1000)
+    team.refresh_from_db()
     job = make_job(team, flavor, priority=PriorityClass.objects.create(name="high", value=1000))
     job.submit()
     return job
@@ -132,9 +134,12 @@ def test_offboarding_a_team_in_the_admin_removes_its_objects_and_then_the_team(
     assert marked.history_user == quota_manager and marked.history_change_reason == "offboarding"
 
 
-def test_teams_cannot_be_deleted_in_the_admin_without_offboarding(client, quota_manager, team):
+def test_deleting_a_team_in_the_admin_asks_first_and_says_it_offboards(client, quota_manager, team):
     client.force_login(quota_manager)
-    assert client.get(reverse("admin:tenants_team_delete", args=[team.pk])).status_code == 403
+    response = client.get(reverse("admin:tenants_team_delete", args=[team.pk]))
+    assert response.status_code == 200 and b"the namespace team-vision and everything in it" in response.content
+    team.refresh_from_db()
+    assert team.status == Team.Status.PENDING
     actions = client.get(reverse("admin:tenants_team_changelist")).context["action_form"].fields["action"].choices
-    assert [name for name, _ in actions if name] == ["offboard"]
+    assert [name for name, _ in actions if name] == ["offboard"]  # the bulk delete, asking first
 

@@ -36,7 +36,8 @@ ENDPOINTS = {
     # An outsider cannot name the team (400, the same answer as for a team that does not
     # exist); a quota manager is in no team, so cannot submit.
     "submit a job": ("post", "/api/v1/jobs", [401, 400, 403, 201, 201, 403, 403, 201, 403, 401, 401]),
-    "cancel a job": ("post", "/api/v1/jobs/{job}/cancel", [401, 404, 403, 202, 202, 202, 403, 403, 202, 401, 401]),
+    # Quota managers see every job but cancel none (docs/console.md, the permission map).
+    "cancel a job": ("post", "/api/v1/jobs/{job}/cancel", [401, 404, 403, 202, 202, 403, 403, 403, 202, 401, 401]),
     "list own tokens": ("get", "/api/v1/tokens", SESSION),
     "create a token": ("post", "/api/v1/tokens", [401, 201, 201, 201, 201, 201, 403, 403, 403, 401, 401]),
     "revoke the member's token": ("delete", "/api/v1/tokens/{token}", [401, 404, 404, 204, 404, 404, 403, 403, 403, 401, 401]),

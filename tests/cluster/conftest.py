@@ -192,7 +192,7 @@ def world(live):
     """A team with an 8-GPU H100 quota (Kueue) and an 8-GPU A100 quota (Volcano)."""
     slug = f"it-{uuid.uuid4().hex[:6]}"
     owner = make_user(f"owner-{slug}")
-    team = Team.objects.create(slug=slug, display_name=slug)
+    team = Team.objects.create(slug=slug, display_name=slug, max_priority_value=1000)  # may preempt
     Membership.objects.create(team=team, user=owner, role=Membership.Role.OWNER)
     h100 = make_flavor(f"h100-{slug}", node_labels={"gpuplatform.io/pool": "h100"}, node_taints=TAINT,
                        tolerations=TOLERATION)

@@ -269,7 +269,7 @@ CASES = [
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_render_job(case):
-    team = Team.objects.create(slug=case.team, display_name=case.team)
+    team = Team.objects.create(slug=case.team, display_name=case.team, max_priority_value=1000)
     flavor = make_flavor(case.flavor, **FLAVORS[case.flavor])
     fields = dict(case.job)
     if "priority" in fields:

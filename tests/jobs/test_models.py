@@ -96,8 +96,19 @@ def test_inference_shape_is_enforced_by_the_database(team, flavor):
 
 def test_zero_workers_cannot_be_stored(team, flavor):
     job = make_job(team, flavor)
-    with pytest.raises(IntegrityError, match="job_workers_positive"):
+    with pytest.raises(IntegrityError, match="job_workers_in_range"):
         Job.objects.filter(pk=job.pk).update(workers=0)
+
+
+@pytest.mark.parametrize("fields, constraint", [
+    (dict(workers=513), "job_workers_in_range"),
+    (dict(gpus_per_worker=257), "job_gpus_in_range"),
+    (dict(kind="inference", port=80, min_replicas=1, max_replicas=513), "job_inference_shape"),
+])
+def test_sizes_past_their_bounds_cannot_be_stored_even_around_validation(team, flavor, fields, constraint):
+    job = make_job(team, flavor)
+    with pytest.raises(IntegrityError, match=constraint):
+        Job.objects.filter(pk=job.pk).update(**fields)
 
 
 def test_name_is_unique_among_live_jobs_of_a_team(team, flavor):
@@ -129,7 +140,7 @@ def test_jobs_visible_only_to_their_team(team, flavor, owner, member, viewer, ou
 def test_who_may_cancel(team, flavor, owner, member, viewer, outsider, quota_manager):
     job = make_job(team, flavor)
     assert [job.can_cancel(p) for p in (owner, member, viewer, outsider, quota_manager)] == [
-        True, True, False, False, True,
+        True, True, False, False, False,  # quota managers watch jobs; they do not stop them
     ]
 
 

@@ -7,6 +7,7 @@ from jobs.feasibility import Feasibility
 from jobs.usage import usage_for
 from jobs.lifecycle import State
 from quotas.models import Cohort, PriorityClass
+from tenants.models import Team
 
 from ..builders import build_job, make_flavor, make_job, make_quota, make_team
 
@@ -79,6 +80,8 @@ def test_borrowing_from_the_cohort_raises_the_ceiling_and_is_said(team, flavor):
 
 
 def test_higher_priority_jobs_skip_the_lower_priority_queue(team, flavor, quota):
+    Team.objects.filter(pk=team.pk).update(max_priority_value=1000)  # a team allowed to preempt
+    team.refresh_from_db()
     low = PriorityClass.objects.create(name="low", value=10)
     high = PriorityClass.objects.create(name="high", value=1000)
     running(team, flavor, 8)
