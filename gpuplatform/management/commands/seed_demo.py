@@ -6,6 +6,7 @@ from django.db import transaction
 
 from jobs.lifecycle import State
 from jobs.models import Job
+from notifications.demo import seed_notifications
 from quotas.demo import seed_console
 from quotas.models import Cohort, GpuFlavor, PriorityClass, Quota, Scheduler
 from tenants.models import Membership, Team
@@ -102,7 +103,10 @@ class Command(BaseCommand):
         }
         users = self._users()
         for slug, (display, members, quotas) in TEAMS.items():
-            team, _ = Team.objects.update_or_create(slug=slug, defaults={"display_name": display})
+            # Both teams may run at "normal"; only vision (deadlines) may preempt at "high".
+            ceiling = dict((name, value) for name, value, _ in PRIORITIES)["high" if slug == "vision" else "normal"]
+            team, _ = Team.objects.update_or_create(
+                slug=slug, defaults={"display_name": display, "max_priority_value": ceiling})
             for username, role in members.items():
                 Membership.objects.update_or_create(team=team, user=users[username], defaults={"role": role})
             for flavor, nominal, borrow, lend in quotas:
@@ -115,6 +119,7 @@ class Command(BaseCommand):
                 )
         created = self._jobs(users, flavors, priorities["normal"])
         seed_console(users)  # a pending request and a grant ending soon
+        seed_notifications(users)  # a team webhook with its delivery log
 
         self.stdout.write(self.style.SUCCESS(
             f"Demo data ready: {len(flavors)} flavors, {len(TEAMS)} teams, {created} new jobs."

@@ -1,0 +1,157 @@
+"""REST API for notifications: your email preferences, and your teams' webhooks with their
+delivery log (owners only). Tokens may read; changes need a signed-in session, so a CI
+token cannot redirect a team's events or read back a changed secret."""
+
+from django.db import transaction
+from drf_spectacular.utils import extend_schema
+from rest_framework import mixins, serializers, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.exceptions import NotFound, PermissionDenied
+from rest_framework.pagination import CursorPagination
+from rest_framework.response import Response
+
+from core.api_errors import RefuseNulMixin, SlugRelatedField
+from tenants.auth import token_of, visible_teams
+from tenants.models import Team
+
+from . import actions
+from .models import CHOOSABLE, DEFAULT_ON, Preference, Webhook, WebhookDelivery, audience
+
+
+class PreferenceSerializer(serializers.Serializer):
+    kind = serializers.ChoiceField(choices=[(k.value, k.label) for k in CHOOSABLE], read_only=True)
+    label = serializers.CharField(read_only=True)
+    audience = serializers.CharField(read_only=True, help_text="Who hears of this kind of event.")
+    email = serializers.BooleanField(help_text="Whether you get it by email.")
+    default = serializers.BooleanField(read_only=True)
+
+
+def _preferences(user) -> list[dict]:
+    chosen = Preference.objects.effective(user)
+    return [{"kind": k.value, "label": k.label, "audience": audience(k), "email": chosen[k.value],
+             "default": k in DEFAULT_ON} for k in CHOOSABLE]
+
+
+class SessionWrites:
+    """Reads with a token; writes from a signed-in session only."""
+
+    def check_session(self, request):
+        if token_of(request) is not None:
+            raise PermissionDenied("Change notification settings from a signed-in session, not with a token.")
+
+
+class PreferenceViewSet(SessionWrites, RefuseNulMixin, viewsets.ViewSet):
+    """Your email preferences, one entry per kind of event."""
+
+    lookup_field = "kind"
+    lookup_value_regex = r"[a-z_]+\.[a-z_]+"
+    serializer_class = PreferenceSerializer
+
+    @extend_schema(responses={200: PreferenceSerializer(many=True)})
+    def list(self, request):
+        return Response(_preferences(request.user))
+
+    @extend_schema(request=PreferenceSerializer, responses={200: PreferenceSerializer})
+    def partial_update(self, request, kind=None):
+        self.check_session(request)
+        if kind not in CHOOSABLE:
+            raise NotFound(f"Unknown kind of event {kind!r}.")
+        form = PreferenceSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        Preference.objects.choose(request.user, kind, form.validated_data["email"])
+        return Response(next(p for p in _preferences(request.user) if p["kind"] == kind))
+
+
+class WebhookSerializer(serializers.ModelSerializer):
+    team = SlugRelatedField(slug_field="slug", queryset=Team.objects.none())
+    kinds = serializers.ListField(child=serializers.ChoiceField(choices=[k.value for k in CHOOSABLE]),
+                                  allow_empty=False)
+    secret = serializers.CharField(read_only=True, help_text="Signs every request (X-GPUPlatform-Signature).")
+
+    class Meta:
+        model = Webhook
+        fields = ["id", "team", "url", "kinds", "is_active", "secret", "created_at"]
+        read_only_fields = ["id", "secret", "created_at"]
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        request = self.context.get("request")
+        self.fields["team"].queryset = visible_teams(request) if request else Team.objects.none()
+        if self.instance is not None:
+            self.fields["team"].read_only = True
+
+    def validate_team(self, team):
+        if not Webhook.can_manage(team, self.context["request"].user):
+            raise serializers.ValidationError(f"Only owners of {team.slug} manage its webhooks.")
+        return team
+
+    def validate(self, attrs):
+        # The model's rules, with its messages: the URL's address policy, known kinds.
+        current = {f: getattr(self.instance, f) for f in ("team", "url", "kinds", "is_active")} if self.instance else {}
+        Webhook(**{**current, **attrs}).full_clean(exclude=["secret", "created_by", "team"])
+        return attrs
+
+
+class DeliverySerializer(serializers.ModelSerializer):
+    kind = serializers.CharField(source="event.kind", read_only=True)
+    title = serializers.CharField(source="event.title", read_only=True)
+    status = serializers.CharField(read_only=True, help_text="pending, succeeded or failed.")
+    log = serializers.ListField(child=serializers.DictField(), read_only=True)
+
+    class Meta:
+        model = WebhookDelivery
+        fields = ["id", "kind", "title", "is_resend", "status", "attempts", "status_code", "error", "log",
+                  "next_attempt_at", "created_at", "delivered_at"]
+        read_only_fields = fields
+
+
+class WebhookPagination(CursorPagination):
+    ordering = "-id"
+    page_size = 50
+
+
+class WebhookViewSet(SessionWrites, RefuseNulMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin,
+                     mixins.CreateModelMixin, mixins.UpdateModelMixin, mixins.DestroyModelMixin,
+                     viewsets.GenericViewSet):
+    """Webhooks of the teams you own, their delivery log, and resending a delivery."""
+
+    serializer_class = WebhookSerializer
+    queryset = Webhook.objects.none()  # for the schema; get_queryset is the truth
+    pagination_class = WebhookPagination
+    http_method_names = ["get", "post", "patch", "delete", "head", "options"]
+
+    def get_queryset(self):
+        hooks = Webhook.objects.managed_by(self.request.user).filter(team__in=visible_teams(self.request))
+        return hooks.select_related("team").distinct()
+
+    def perform_create(self, serializer):
+        self.check_session(self.request)
+        serializer.save(created_by=self.request.user)
+
+    def perform_update(self, serializer):
+        self.check_session(self.request)
+        serializer.save()
+
+    def perform_destroy(self, instance):
+        self.check_session(self.request)
+        instance.delete()
+
+    @extend_schema(responses={200: DeliverySerializer(many=True)})
+    @action(detail=True, methods=["get"])
+    def deliveries(self, request, pk=None):
+        hook = self.get_object()
+        page = self.paginate_queryset(hook.deliveries.select_related("event").order_by("-id"))
+        return self.get_paginated_response(DeliverySerializer(page, many=True).data)
+
+    @extend_schema(request=None, responses={202: DeliverySerializer})
+    @action(detail=True, methods=["post"], url_path=r"deliveries/(?P<delivery_id>\d+)/resend")
+    def resend(self, request, pk=None, delivery_id=None):
+        self.check_session(request)
+        hook = self.get_object()
+        delivery = hook.deliveries.select_related("event", "webhook").filter(pk=delivery_id).first()
+        if delivery is None:
+            raise NotFound("No such delivery of this webhook.")
+        with transaction.atomic():
+            again = actions.resend(delivery)
+        return Response(DeliverySerializer(again).data, status=status.HTTP_202_ACCEPTED)
+

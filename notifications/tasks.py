@@ -1,0 +1,97 @@
+"""Celery entry points: mail a person their pending notifications, call a webhook.
+
+Both take primary keys and re-read the rows under a lock, so a duplicated message sends
+nothing twice. Email: the first notification goes out at once; later ones within
+``NOTIFY_DIGEST_SECONDS`` of the last mail wait for the window to close and go out
+together as one digest (one scheduled flush per person). Webhooks: one attempt per run;
+a failure schedules the next with exponential backoff until ``WEBHOOK_MAX_ATTEMPTS``.
+"""
+
+import logging
+import smtplib
+import time
+from datetime import timedelta
+
+from celery import shared_task
+from django.contrib.auth import get_user_model
+from django.db import transaction
+from django.utils import timezone
+
+from .delivery import post, signature
+from .messages import email_for, encode, webhook_body
+from .models import Mailbox, Notification, WebhookDelivery
+
+log = logging.getLogger(__name__)
+
+# A scheduled flush may arrive a little early by another worker's clock.
+CLOCK_SLACK = timedelta(seconds=2)
+
+
+@shared_task(bind=True, acks_late=True, ignore_result=True, autoretry_for=(OSError, smtplib.SMTPException),
+             retry_backoff=5, retry_backoff_max=300, retry_jitter=True, max_retries=10)
+def send_emails(self, user_id: int) -> int:
+    """1. lock the person's mailbox, 2. wait for the digest window if a mail just went out
+    (scheduling one flush), 3. send everything pending as one email, 4. mark it sent.
+    Returns how many notifications went out."""
+    user = get_user_model().objects.filter(pk=user_id).first()
+    if user is None:
+        return 0
+    Mailbox.objects.get_or_create(user=user)
+    now = timezone.now()
+    with transaction.atomic():
+        box = Mailbox.objects.select_for_update().get(user=user)
+        pending = list(Notification.objects.filter(user=user, status=Notification.Status.PENDING)
+                       .select_related("event").order_by("created_at", "id"))
+        if not pending or not user.is_active or not user.email:
+            return 0
+        due = box.next_send_at(now)
+        if due - CLOCK_SLACK > now:
+            if box.flush_at is None or box.flush_at < now - CLOCK_SLACK:
+                box.flush_at = due
+                box.save(update_fields=["flush_at"])
+                countdown = (due - now).total_seconds()
+                transaction.on_commit(lambda: send_emails.apply_async((user_id,), countdown=countdown))
+            return 0
+        email_for(user, pending).send()
+        Notification.objects.filter(pk__in=[n.pk for n in pending]).update(
+            status=Notification.Status.SENT, sent_at=now, in_digest=len(pending) > 1)
+        box.last_sent_at, box.flush_at = now, None
+        box.save(update_fields=["last_sent_at", "flush_at"])
+    return len(pending)
+
+
+@shared_task(bind=True, acks_late=True, ignore_result=True)
+def deliver_webhook(self, delivery_id: int) -> str:
+    """1. lock the delivery, 2. sign and POST the body, 3. log the attempt, 4. schedule
+    the next one after a failure. Returns the delivery's status."""
+    delay = None
+    with transaction.atomic():
+        delivery = (WebhookDelivery.objects.select_for_update(of=("self",))
+                    .select_related("webhook", "event").filter(pk=delivery_id).first())
+        if delivery is None:
+            return "gone"
+        now = timezone.now()
+        if delivery.status != WebhookDelivery.Status.PENDING:
+            return delivery.status
+        if delivery.next_attempt_at and delivery.next_attempt_at - CLOCK_SLACK > now:
+            return delivery.status  # a duplicate message, early: the scheduled one will come
+        hook = delivery.webhook
+        if not hook.is_active:
+            delivery.status, delivery.error = WebhookDelivery.Status.FAILED, "The webhook is turned off."
+            delivery.save(update_fields=["status", "error"])
+            return delivery.status
+        body = encode(webhook_body(delivery.event, delivery.pk))
+        timestamp = int(time.time())
+        status_code, error = post(hook.url, body, {
+            "Content-Type": "application/json",
+            "X-GPUPlatform-Event": delivery.event.kind,
+            "X-GPUPlatform-Delivery": str(delivery.pk),
+            "X-GPUPlatform-Timestamp": str(timestamp),
+            "X-GPUPlatform-Signature": signature(hook.secret, timestamp, body),
+        })
+        delay = delivery.record_attempt(at=now, status_code=status_code, error=error)
+        delivery.save()
+    if delay is not None:
+        log.info("webhook delivery %s failed (%s), next attempt in %s s", delivery_id, error, delay)
+        deliver_webhook.apply_async((delivery_id,), countdown=delay)
+    return delivery.status
