@@ -9,3 +9,4 @@ class GpuPlatformConfig(AppConfig):
 
     def ready(self) -> None:
         from . import checks  # noqa: F401  (registers the checks)
+        from . import metrics  # noqa: F401  (connects the Celery signal handlers that count tasks)

@@ -13,11 +13,12 @@ import logging
 import threading
 import time
 from dataclasses import replace
-from collections import defaultdict
+from collections import OrderedDict, defaultdict
 
 from django.db import connections
 
 from cluster import ClusterError
+from core.metrics import WATCH_RESTARTS, WATCHER_LAG, WATCHER_TRANSITIONS
 from core.ownership import JOB_LABEL, MANAGED_BY_LABEL, MANAGED_BY_VALUE
 from quotas.models import Quota
 from schedulers import SCHEDULERS, Kind
@@ -40,6 +41,10 @@ WATCHED: list[tuple[Kind, str | None]] = [
     (kind, OURS if labelled else None) for scheduler in SCHEDULERS.values() for kind, labelled in scheduler.watched
 ] + [(DEPLOYMENT, OURS), (POD, OURS), (EVENT, None)]
 LABELLED = [kind for kind, selector in WATCHED if selector]
+# How many objects' last Warning the watcher remembers: enough for every pod of a busy
+# cluster, bounded so a stream of Warnings about short-lived pods cannot grow it forever.
+# The oldest are forgotten first; a job still waiting gets fresh Warnings anyway.
+MAX_WARNINGS = 10_000
 
 
 class _Seen:
@@ -66,19 +71,23 @@ class _Seen:
 
 
 class StatusWatcher:
-    def __init__(self, cluster, *, resync_seconds: float = 60, retry_seconds: float = 2):
+    def __init__(self, cluster, *, resync_seconds: float = 60, retry_seconds: float = 2,
+                 max_warnings: int = MAX_WARNINGS):
         self.cluster = cluster
         self.resync_seconds = resync_seconds
         self.retry_seconds = retry_seconds
         self.stop_event = threading.Event()
         self._lock = threading.Lock()
         self._dirty: set[int] = set()
+        self._dirty_since: float | None = None  # when the oldest unevaluated mark was made (lag)
         self._wake = threading.Event()
         # (apiVersion, kind) -> (namespace, name) -> object
         self._cache: dict[tuple, dict[tuple[str, str], dict]] = defaultdict(dict)
         self._streams: dict[tuple, object] = {}
-        # (kind, namespace, name) -> (sequence, "Reason: message") of the last Warning about it
-        self._warnings: dict[tuple[str, str, str], tuple[int, str]] = {}
+        # (kind, namespace, name) -> (sequence, "Reason: message") of the last Warning about
+        # it, least recently warned first (at most `max_warnings`)
+        self._warnings: OrderedDict[tuple[str, str, str], tuple[int, str]] = OrderedDict()
+        self.max_warnings = max_warnings
         self._sequence = itertools.count()
         self.transitions = 0
 
@@ -97,6 +106,7 @@ class StatusWatcher:
                     self._record(kind, event, obj)
             except ClusterError as err:
                 log.warning("watch %s %s interrupted: %s", *kind, err)
+                WATCH_RESTARTS.labels(kind[1]).inc()
             self.stop_event.wait(self.retry_seconds)  # then resume where it left off
 
     def _record(self, kind, event: str, obj: dict) -> None:
@@ -108,6 +118,7 @@ class StatusWatcher:
         with self._lock:
             if event == "DELETED":
                 self._cache[kind].pop(key, None)
+                self._warnings.pop((kind[1], *key), None)  # nothing left to warn about
             else:
                 self._cache[kind][key] = obj
             job_id = (meta.get("labels") or {}).get(JOB_LABEL)
@@ -115,6 +126,7 @@ class StatusWatcher:
                 job_id = self._owner_job(key[0], meta.get("ownerReferences") or [])
             if job_id is not None and str(job_id).isdigit():
                 self._dirty.add(int(job_id))
+                self._dirty_since = self._dirty_since or time.monotonic()
                 self._wake.set()
 
     def _record_warning(self, event: str, obj: dict) -> None:
@@ -125,10 +137,14 @@ class StatusWatcher:
         with self._lock:
             # Kept by the object it is about: the pod may reach our cache after its event.
             self._warnings[key] = (next(self._sequence), f"{obj.get('reason', 'Warning')}: {obj.get('message', '')}")
+            self._warnings.move_to_end(key)
+            while len(self._warnings) > self.max_warnings:
+                self._warnings.popitem(last=False)
             subject = self._cache.get((about.get("apiVersion", ""), key[0]), {}).get(key[1:])
             job_id = ((subject or {}).get("metadata", {}).get("labels") or {}).get(JOB_LABEL)
             if job_id is not None and str(job_id).isdigit():
                 self._dirty.add(int(job_id))
+                self._dirty_since = self._dirty_since or time.monotonic()
                 self._wake.set()
 
     def _last_warning(self, job: Job) -> str | None:
@@ -180,6 +196,7 @@ class StatusWatcher:
                 changed += 1
                 log.info("job %s: %s (%s)", job.pk, job.state, job.reason)
         self.transitions += changed
+        WATCHER_TRANSITIONS.inc(changed)
         return changed
 
     def run(self) -> None:
@@ -193,6 +210,7 @@ class StatusWatcher:
             self._wake.clear()
             with self._lock:
                 dirty, self._dirty = self._dirty, set()
+                since, self._dirty_since = self._dirty_since, None
             if time.monotonic() >= next_resync:
                 dirty |= set(Job.objects.live().exclude(state=State.DRAFT).values_list("pk", flat=True))
                 next_resync = time.monotonic() + self.resync_seconds
@@ -201,6 +219,8 @@ class StatusWatcher:
                     self.evaluate(dirty)
                 except Exception:  # a bad row must not stop the watcher
                     log.exception("evaluating jobs %s failed", sorted(dirty))
+                if since is not None:
+                    WATCHER_LAG.observe(time.monotonic() - since)
         for stream in list(self._streams.values()):
             stream.stop()
         connections.close_all()  # this thread's database connection

@@ -1,11 +1,28 @@
-"""Run the status watcher until interrupted (started like the Celery worker)."""
+"""Run the status watcher until interrupted (started like the Celery worker).
 
+With leader election (``--leader-elect``, or WATCHER_LEADER_ELECTION=true as the Helm
+chart sets it) several copies may run: the one holding the Lease watches, the others
+wait and take over within seconds when it stops. A new leader starts with a full LIST
+of every watched kind and re-checks every live job, so a change that happened while
+nobody was watching still reaches the database. A leader that cannot renew its Lease
+stops and exits non-zero (Kubernetes restarts it as a standby).
+"""
+
+import os
 import signal
+import socket
+import threading
+import uuid
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
+from cluster.lease import LeaderElector, leases_for
+from core.metrics import LEADER, LEADER_TRANSITIONS
 from core.reconcile import NoCluster, current_cluster
 from jobs.watcher import StatusWatcher
+
+LEASE_NAME = "gpuplatform-watcher"
 
 
 class Command(BaseCommand):
@@ -13,15 +30,58 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("--resync", type=float, default=60, help="seconds between full re-checks (default 60)")
+        parser.add_argument("--leader-elect", action="store_true", default=settings.WATCHER_LEADER_ELECTION,
+                            help="wait for the Lease before watching (default: WATCHER_LEADER_ELECTION)")
+        parser.add_argument("--lease-seconds", type=float, default=settings.WATCHER_LEASE_SECONDS,
+                            help="how long a crashed leader keeps the Lease (default: WATCHER_LEASE_SECONDS)")
+        parser.add_argument("--metrics-port", type=int, default=settings.METRICS_PORT,
+                            help="serve Prometheus metrics on this port (default: METRICS_PORT; 0: off)")
 
-    def handle(self, *args, resync: float, **options):
+    def handle(self, *args, resync: float, leader_elect: bool, lease_seconds: float, metrics_port: int, **options):
         try:
             cluster = current_cluster()
         except NoCluster as err:
             raise CommandError(str(err)) from None
+        if metrics_port:
+            from prometheus_client import start_http_server
+
+            start_http_server(metrics_port)
         watcher = StatusWatcher(cluster, resync_seconds=resync)
+        stop = threading.Event()
+
+        def shutdown(*_):
+            stop.set()
+            watcher.stop()
+
         for sig in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(sig, lambda *_: watcher.stop())
+            signal.signal(sig, shutdown)
+
+        elector, lost = None, threading.Event()
+        if leader_elect:
+            identity = f"{os.environ.get('POD_NAME') or socket.gethostname()}_{uuid.uuid4().hex[:8]}"
+            elector = LeaderElector(leases_for(cluster), name=LEASE_NAME, namespace=settings.PLATFORM_NAMESPACE,
+                                    identity=identity, lease_seconds=lease_seconds,
+                                    renew_seconds=max(1.0, lease_seconds / 3), retry_seconds=1.0)
+            self.stdout.write(f"Waiting for the Lease {settings.PLATFORM_NAMESPACE}/{LEASE_NAME} as {identity}.")
+            if not elector.acquire(stop):
+                return
+            LEADER.labels(LEASE_NAME).set(1)
+            LEADER_TRANSITIONS.labels(LEASE_NAME).inc()
+
+            def on_lost():
+                lost.set()
+                watcher.stop()
+
+            elector.keep_renewing(stop, on_lost)
         self.stdout.write("Watching jobs, workloads, pods and gangs; Ctrl-C to stop.")
-        watcher.run()
+        try:
+            watcher.run()
+        finally:
+            stop.set()
+            if elector is not None:
+                LEADER.labels(LEASE_NAME).set(0)
+                if not lost.is_set():
+                    elector.release()
+        if lost.is_set():
+            raise CommandError("Lost the Lease to another watcher; exiting so this one restarts as a standby.")
         self.stdout.write(f"Stopped after {watcher.transitions} job updates.")

@@ -1,0 +1,95 @@
+"""What the platform's own ServiceAccount may do on the cluster, derived from the code.
+
+The Helm chart's ClusterRole (deploy/helm/gpuplatform/templates/rbac.yaml) spells these
+rules out; tests/install/test_chart.py renders the chart and compares, so a renderer that
+starts producing a new kind fails the tests until the chart grants it. `python manage.py
+platform_rbac` prints them.
+
+Where each right comes from:
+- every kind a reconcile applies and prunes (cluster objects, team objects, quota objects,
+  workloads): get, list, create, patch, delete. Server-side apply is a PATCH, and one that
+  creates the object also needs `create`; prune lists by label and deletes;
+- every kind the status watcher follows: list, watch;
+- pods: their logs for the job pages (get pods/log); nodes: list, for the capacity page;
+- the rights granted by the team Roles the platform writes (`tenants.manifests`): the
+  API server lets a Role or RoleBinding be written only by someone who holds its rights
+  (or has `escalate`/`bind` on it). Holding them is the narrower choice: `escalate` and
+  `bind` on the team roles' names would let the platform write any rules into a Role of
+  that name, Secrets included, in any namespace, and bind it to itself.
+
+Nothing here reads Secrets, writes nodes, or uses a wildcard. The watcher's Lease is not
+cluster-wide: a Role in the platform's namespace (`LEASE_RULES`).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from jobs.manifests import JOB_KINDS
+from jobs.watcher import WATCHED
+from quotas.manifests import CLUSTER_KINDS, QUOTA_KINDS
+from tenants.manifests import TEAM_KINDS, _rules as team_role_rules
+
+APPLY = {"get", "list", "create", "patch", "delete"}
+WATCH = {"list", "watch"}
+NAMESPACE = ("v1", "Namespace")
+VERB_ORDER = ["get", "list", "watch", "create", "update", "patch", "delete"]
+
+# The Lease of the watcher's leader election, in the platform's own namespace. `create`
+# cannot be limited to a name (the name is in the body); get and update can.
+LEASE_NAME = "gpuplatform-watcher"
+LEASE_RULES = [
+    {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
+    {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": [LEASE_NAME],
+     "verbs": ["get", "update"]},
+]
+
+
+def resource(kind: str) -> str:
+    """The plural resource name of a kind, as the API server spells the ones we use."""
+    lower = kind.lower()
+    if lower.endswith("y"):
+        return lower[:-1] + "ies"
+    if lower.endswith("s"):
+        return lower + "es"
+    return lower + "s"
+
+
+def group(api_version: str) -> str:
+    return api_version.rpartition("/")[0]
+
+
+def required() -> dict[tuple[str, str], set[str]]:
+    """(apiGroup, resource) -> verbs, over everything the platform does cluster-wide."""
+    needs: dict[tuple[str, str], set[str]] = defaultdict(set)
+    for api_version, kind in [NAMESPACE, *CLUSTER_KINDS, *TEAM_KINDS, *QUOTA_KINDS, *JOB_KINDS]:
+        needs[(group(api_version), resource(kind))] |= APPLY
+    for (api_version, kind), _selector in WATCHED:
+        needs[(group(api_version), resource(kind))] |= WATCH
+    needs[("", "pods/log")] |= {"get"}
+    needs[("", "nodes")] |= {"list"}
+    for write in (True, False):
+        for rule in team_role_rules(write):
+            for api_group in rule["apiGroups"]:
+                for name in rule["resources"]:
+                    needs[(api_group, name)] |= set(rule["verbs"])
+    return dict(needs)
+
+
+def cluster_role_rules() -> list[dict]:
+    """`required()` as ClusterRole rules: one rule per API group and verb set, sorted."""
+    by_verbs: dict[tuple[str, tuple[str, ...]], list[str]] = defaultdict(list)
+    for (api_group, name), verbs in required().items():
+        by_verbs[(api_group, tuple(v for v in VERB_ORDER if v in verbs))].append(name)
+    return [{"apiGroups": [api_group], "resources": sorted(names), "verbs": list(verbs)}
+            for (api_group, verbs), names in sorted(by_verbs.items())]
+
+
+def flatten(rules: list[dict]) -> dict[tuple[str, str], set[str]]:
+    """Rules (as a chart renders them) back to (apiGroup, resource) -> verbs, to compare."""
+    out: dict[tuple[str, str], set[str]] = defaultdict(set)
+    for rule in rules:
+        for api_group in rule.get("apiGroups", []):
+            for name in rule.get("resources", []):
+                out[(api_group, name)] |= set(rule.get("verbs", []))
+    return dict(out)

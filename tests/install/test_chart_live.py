@@ -1,0 +1,237 @@
+"""The chart on the local cluster (kwok runs its pods on the CPU node): `helm install`
+into a namespace that enforces the restricted Pod Security profile, every Deployment
+available; then the platform, with the chart's ServiceAccount as its identity, converges
+teams, quotas and jobs of both schedulers with no 403; `auth can-i` shows what that
+identity cannot do; two watchers share one Lease and the standby takes over."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+import yaml
+from django.db import connection
+
+from jobs.lifecycle import State
+from jobs.tasks import sync_job
+from quotas.tasks import sync_cluster_objects, sync_team_quotas
+from tenants.tasks import sync_team
+
+from ..cluster.conftest import (  # noqa: F401  (fixtures)
+    api_client, kube_cluster, kube_config, live, reaches, submit, wait_until, world,
+)
+from .conftest import CHART, REPO, run_helm
+
+pytestmark = [pytest.mark.cluster, pytest.mark.django_db(transaction=True)]
+KUBECTL = Path.home() / ".cache" / "gpuplatform" / "bin" / "kubectl-v1.36.3"
+
+
+def kubectl(kubeconfig, *args, check=True) -> subprocess.CompletedProcess:
+    result = subprocess.run([str(KUBECTL), "--kubeconfig", kubeconfig, *args], capture_output=True, text=True, timeout=120)
+    if check and result.returncode != 0:
+        pytest.fail(f"kubectl {' '.join(args)}: {result.stderr}")
+    return result
+
+
+@pytest.fixture(scope="module")
+def release(helm, kube_cluster):
+    """The chart installed in its own namespace; uninstalled afterwards."""
+    suffix = uuid.uuid4().hex[:6]
+    namespace, name = f"gpi-{suffix}", f"gpi{suffix}"
+    kubectl(kube_cluster, "create", "namespace", namespace)
+    kubectl(kube_cluster, "label", "namespace", namespace, "pod-security.kubernetes.io/enforce=restricted",
+            "pod-security.kubernetes.io/enforce-version=latest")
+    started = time.monotonic()
+    run_helm(helm, "install", name, str(CHART), "--namespace", namespace, "--kubeconfig", kube_cluster,
+             "--wait", "--timeout", "5m", "--set", "image.tag=test", timeout=400)
+    seconds = time.monotonic() - started
+    sys.stderr.write(f"\n[install] helm install --wait took {seconds:.1f}s\n")
+    yield {"namespace": namespace, "name": name, "sa": f"{name}-gpuplatform", "seconds": seconds}
+    run_helm(helm, "uninstall", name, "--namespace", namespace, "--kubeconfig", kube_cluster, "--wait", check=False)
+    kubectl(kube_cluster, "delete", "namespace", namespace, "--wait=false", check=False)
+
+
+@pytest.fixture(scope="module")
+def platform_kubeconfig(release, kube_cluster, tmp_path_factory) -> str:
+    """A kubeconfig whose user is the chart's ServiceAccount (a token from the TokenRequest API)."""
+    token = kubectl(kube_cluster, "-n", release["namespace"], "create", "token", release["sa"],
+                    "--duration", "2h").stdout.strip()
+    admin = yaml.safe_load(Path(kube_cluster).read_text())
+    admin["users"] = [{"name": "platform", "user": {"token": token}}]
+    for context in admin["contexts"]:
+        context["context"]["user"] = "platform"
+    path = tmp_path_factory.mktemp("sa") / "kubeconfig"
+    path.write_text(yaml.safe_dump(admin))
+    return str(path)
+
+
+@pytest.fixture
+def as_platform(platform_kubeconfig, monkeypatch):
+    """Tasks, commands and the watcher talk to the cluster as the chart's ServiceAccount."""
+    from cluster import Cluster
+    from core import reconcile
+
+    cluster = Cluster(kubeconfig=platform_kubeconfig)
+    monkeypatch.setattr(reconcile, "cluster_configured", lambda: True)
+    monkeypatch.setattr(reconcile, "get_cluster", lambda: cluster)
+    return cluster
+
+
+def test_helm_install_makes_every_deployment_available(release, kube_cluster):
+    deployments = yaml.safe_load(kubectl(kube_cluster, "-n", release["namespace"], "get", "deployments", "-o", "yaml").stdout)
+    names = {d["metadata"]["name"].rsplit("-", 1)[-1]: d for d in deployments["items"]}
+    assert set(names) == {"web", "worker", "beat", "watcher"}
+    for component, deployment in names.items():
+        assert deployment["status"].get("availableReplicas") == deployment["spec"]["replicas"], component
+    assert names["web"]["spec"]["replicas"] == 2 and names["watcher"]["spec"]["replicas"] == 2
+
+
+def test_the_platform_identity_converges_teams_quotas_and_jobs_without_a_403(world, as_platform):
+    team, h100, a100 = world  # made with the admin identity; now everything again as the platform
+    outcome = sync_cluster_objects(as_platform) + sync_team(as_platform, team) + sync_team_quotas(as_platform, team)
+    assert outcome.writes == 0, outcome.lines()  # converged, and every read allowed
+    from jobs.watcher import StatusWatcher
+    import threading
+
+    watcher = StatusWatcher(as_platform, resync_seconds=5, retry_seconds=0.5)
+    thread = threading.Thread(target=watcher.run, daemon=True)
+    thread.start()
+    try:
+        kueue = submit(as_platform, team, h100, workers=1, gpus_per_worker=1)
+        gang = submit(as_platform, team, a100, workers=2, gpus_per_worker=1)
+        server = submit(as_platform, team, h100, kind="inference", workers=1, gpus_per_worker=1, port=8000,
+                        min_replicas=1, max_replicas=2, readiness_path="/healthz",
+                        readiness_initial_delay_seconds=0)  # an HPA too
+        for job in (kueue, gang):
+            reaches(job, State.SUCCEEDED, timeout=180)
+        reaches(server, State.RUNNING, timeout=180)
+        # cancelling deletes the workload: the prune path, as the platform
+        from jobs import actions
+        owner = team.memberships.get(role="owner").user
+        assert actions.cancel(server, owner)
+        sync_job(as_platform, server)
+        reaches(server, State.CANCELLED, timeout=60)
+    finally:
+        watcher.stop()
+        thread.join(30)
+    team.refresh_from_db()
+    assert team.status == "ready", team.message
+    assert as_platform.requests, "the platform identity made no request"
+
+
+@pytest.mark.parametrize("verb, resource, where", [
+    ("get", "secrets", ["-n", "kube-system"]),
+    ("list", "secrets", ["--all-namespaces"]),
+    ("get", "secrets", ["-n", "default"]),
+    ("patch", "nodes", []),
+    ("delete", "nodes", []),
+    ("create", "pods", ["-n", "default"]),
+    ("create", "pods/exec", ["-n", "default"]),
+    ("create", "daemonsets.apps", ["-n", "kube-system"]),
+    ("create", "clusterroles.rbac.authorization.k8s.io", []),
+    ("create", "clusterrolebindings.rbac.authorization.k8s.io", []),
+    ("escalate", "roles.rbac.authorization.k8s.io", ["-n", "default"]),
+    ("bind", "clusterroles.rbac.authorization.k8s.io", []),
+    ("impersonate", "users", []),
+    ("create", "customresourcedefinitions.apiextensions.k8s.io", []),
+    ("update", "leases.coordination.k8s.io", ["-n", "kube-system"]),
+])
+def test_the_platform_identity_cannot(release, kube_cluster, verb, resource, where):
+    user = f"system:serviceaccount:{release['namespace']}:{release['sa']}"
+    result = kubectl(kube_cluster, "auth", "can-i", verb, resource, *where, "--as", user, check=False)
+    assert result.stdout.strip() == "no", (verb, resource, where, result.stdout, result.stderr)
+
+
+@pytest.mark.parametrize("verb, resource, where", [
+    ("patch", "clusterqueues.kueue.x-k8s.io", []),
+    ("create", "namespaces", []),
+    ("watch", "pods", ["--all-namespaces"]),
+    ("get", "pods/log", ["-n", "team-x"]),
+    ("update", "leases.coordination.k8s.io/gpuplatform-watcher", ["-n", "{ns}"]),
+])
+def test_the_platform_identity_can(release, kube_cluster, verb, resource, where):
+    user = f"system:serviceaccount:{release['namespace']}:{release['sa']}"
+    where = [w.replace("{ns}", release["namespace"]) for w in where]
+    result = kubectl(kube_cluster, "auth", "can-i", verb, resource, *where, "--as", user, check=False)
+    assert result.stdout.strip() == "yes", (verb, resource, where, result.stdout, result.stderr)
+
+
+def _as_platform(platform_kubeconfig, *args, manifest=None):
+    return subprocess.run([str(KUBECTL), "--kubeconfig", platform_kubeconfig, *args, "--dry-run=server"],
+                          input=yaml.safe_dump(manifest) if manifest else None,
+                          capture_output=True, text=True, timeout=120)
+
+
+def _config_map(namespace, labelled=True):
+    labels = {"app.kubernetes.io/managed-by": "gpuplatform"} if labelled else {}
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "z", "namespace": namespace, "labels": labels}}
+
+
+def test_the_admission_policy_keeps_the_platform_to_what_it_owns(platform_kubeconfig, world):
+    team, _, _ = world
+    ours = _as_platform(platform_kubeconfig, "create", "-f", "-", manifest=_config_map(team.namespace_name))
+    assert ours.returncode == 0, ours.stderr
+    elsewhere = _as_platform(platform_kubeconfig, "create", "-f", "-", manifest=_config_map("default"))
+    assert elsewhere.returncode != 0 and "namespaces it made" in elsewhere.stderr, elsewhere.stderr
+    unlabelled = _as_platform(platform_kubeconfig, "create", "-f", "-", manifest=_config_map(team.namespace_name, False))
+    assert unlabelled.returncode != 0 and "managed-by=gpuplatform" in unlabelled.stderr, unlabelled.stderr
+    adopt = _as_platform(platform_kubeconfig, "label", "namespace", "default", "app.kubernetes.io/managed-by=gpuplatform")
+    assert adopt.returncode != 0 and "is not one" in adopt.stderr, adopt.stderr
+
+
+# --- two watchers, one Lease -----------------------------------------------------------------
+def _database_url() -> str:
+    s = connection.settings_dict
+    return f"postgres://{s['USER']}:{s.get('PASSWORD') or ''}@{s['HOST']}:{s['PORT']}/{s['NAME']}"
+
+
+def _watcher(platform_kubeconfig, namespace, name, lease_seconds):
+    env = {**os.environ, "DATABASE_URL": _database_url(), "KUBECONFIG": platform_kubeconfig,
+           "PLATFORM_NAMESPACE": namespace, "POD_NAME": name, "METRICS_PORT": "0"}
+    return subprocess.Popen([sys.executable, "manage.py", "watch_cluster", "--leader-elect", "--resync", "5",
+                             "--lease-seconds", str(lease_seconds)], cwd=REPO, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def _holder(kube_cluster, namespace) -> str:
+    result = kubectl(kube_cluster, "-n", namespace, "get", "lease", "gpuplatform-watcher",
+                     "-o", "jsonpath={.spec.holderIdentity}", check=False)
+    return result.stdout.strip() if result.returncode == 0 else ""
+
+
+@pytest.mark.parametrize("stop", ["crash", "clean stop"])
+def test_the_standby_watcher_takes_over_and_misses_no_transition(release, platform_kubeconfig, kube_cluster,
+                                                                   live, world, stop):
+    team, h100, _ = world
+    namespace, lease_seconds = release["namespace"], 10
+    # The chart's own watchers hold this namespace's Lease; stop them for this test.
+    kubectl(kube_cluster, "-n", namespace, "scale", f"deployment/{release['sa']}-watcher", "--replicas=0")
+    kubectl(kube_cluster, "-n", namespace, "delete", "lease", "gpuplatform-watcher", "--ignore-not-found")
+    first = _watcher(platform_kubeconfig, namespace, "first", lease_seconds)
+    second = None
+    try:
+        wait_until(lambda: _holder(kube_cluster, namespace).startswith("first_"), timeout=60, message="first leads")
+        second = _watcher(platform_kubeconfig, namespace, "second", lease_seconds)
+        time.sleep(2)
+        assert _holder(kube_cluster, namespace).startswith("first_")  # the second waits
+        job = submit(live, team, h100, workers=1, gpus_per_worker=1, env={"GPUPLATFORM_FAKE_DURATION": "6s"})
+        reaches(job, State.RUNNING, timeout=120)
+        # 1. the leader goes away while the job runs; the job ends while nobody watches
+        stopped = time.monotonic()
+        first.send_signal(signal.SIGKILL if stop == "crash" else signal.SIGTERM)
+        first.wait(30)
+        # 2. the standby takes the Lease, relists, and the database hears of the end
+        wait_until(lambda: _holder(kube_cluster, namespace).startswith("second_"), timeout=lease_seconds * 3,
+                   interval=0.1, message="the standby to take the Lease")
+        takeover = time.monotonic() - stopped
+        sys.stderr.write(f"\n[failover] {stop}: the standby took the Lease after {takeover:.1f}s\n")
+        reaches(job, State.SUCCEEDED, timeout=120)  # the end, seen only by the relist, reached the database
+    finally:
+        for proc in (first, second):
+            if proc is not None and proc.poll() is None:
+                proc.terminate()
+                proc.wait(30)
