@@ -77,6 +77,7 @@ def _environment() -> dict:
         "REDIS_URL": redis,
         "DEBUG": "0",
         "SECRET_KEY": "bench-only-" + "x" * 40,
+        "SECURE_SSL_REDIRECT": "false",  # plain HTTP on loopback, no TLS proxy in front
         "WEB_CONCURRENCY": str(WORKERS),
         "API_THROTTLE_RATE": "1000000/minute",
         "LOG_LEVEL": "WARNING",

@@ -53,7 +53,8 @@ def __getattr__(name):
 @functools.cache
 def get_cluster():
     """The process-wide `Cluster` configured by settings (KUBECONFIG or KUBE_IN_CLUSTER,
-    KUBE_FIELD_MANAGER). The only place in `cluster/` that reads Django settings.
+    KUBE_FIELD_MANAGER, KUBE_WATCH_CACHE). The only place in `cluster/` that reads Django
+    settings. Its watch cache starts a kind the first time a reconcile asks for it.
 
     Tests swap it with `get_cluster.cache_clear()` and a patched settings, or pass a
     `FakeCluster` to the code under test directly.
@@ -66,4 +67,5 @@ def get_cluster():
         kubeconfig=settings.KUBECONFIG,
         in_cluster=settings.KUBE_IN_CLUSTER,
         field_manager=settings.KUBE_FIELD_MANAGER,
+        watch_cache=settings.KUBE_WATCH_CACHE,
     )

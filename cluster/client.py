@@ -41,6 +41,7 @@ from .objects import (
     apply_order,
     is_unchanged,
 )
+from .cache import WatchCache
 from .fields import Ownership, for_existing
 from .sync import SnapshotAndPrune
 from .transport import WatchResponse, request_verb
@@ -88,6 +89,7 @@ class Cluster(SnapshotAndPrune):
         field_manager: str = "gpuplatform",
         configuration: k8s.Configuration | None = None,
         field_validation: str = "Strict",
+        watch_cache: bool = False,
     ):
         if configuration is None:
             configuration = k8s.Configuration()
@@ -114,6 +116,8 @@ class Cluster(SnapshotAndPrune):
         self._dyn: DynamicClient | None = None
         self._resources: dict[tuple[str, str], object] = {}
         self._discovery_lock = threading.Lock()
+        # Reads for reconciles from a watch cache of what we own (`cluster.cache`).
+        self.cache = WatchCache(self) if watch_cache else None
 
     # --- plumbing ---------------------------------------------------------------------
     def _count_requests(self, api: k8s.ApiClient) -> None:
@@ -254,21 +258,38 @@ class Cluster(SnapshotAndPrune):
         This is not check-then-create: whatever was read, the PATCH is an idempotent apply.
         `rules` say which fields of an existing object belong to others (`cluster.fields`).
         """
+        snapshot = self._lookup(objects, snapshot)
         return [self._apply_one(obj, snapshot, rules or {}) for obj in apply_order(objects)]
 
     def _apply_one(self, desired: dict, snapshot: Snapshot | None, rules: Ownership) -> ApplyResult:
         ref = ObjectRef.of(desired)
         path = self._path(ref.api_version, ref.kind, ref.name, ref.namespace)
-        if snapshot is not None and snapshot.covers(ref):
-            live = snapshot.get(ref)
+        kind_rules = rules.get((ref.group, ref.kind))
+        if self.cache is not None and kind_rules is not None:
+            self.cache.rules[(ref.group, ref.kind)] = kind_rules
+        from_cache = snapshot is not None and not snapshot.is_complete(ref)
+        if snapshot is None or snapshot.needs_read(ref, kind_rules):
+            live = self._read(path)
         else:
-            try:
-                live = self._request("get", path)
-            except NotFound:
-                live = None
+            live = snapshot.get(ref)
+        try:
+            return self._apply_onto(ref, path, desired, live, kind_rules)
+        except TransientError as exc:
+            if exc.status != 409 or not from_cache:
+                raise  # a conflict with a fresh read is the task's to retry, with backoff
+            # The watch cache was behind the cluster: read the object and decide once more.
+            return self._apply_onto(ref, path, desired, self._read(path), kind_rules)
+
+    def _read(self, path: str) -> dict | None:
+        try:
+            return self._request("get", path)
+        except NotFound:
+            return None
+
+    def _apply_onto(self, ref: ObjectRef, path: str, desired: dict, live: dict | None, kind_rules) -> ApplyResult:
         drift = ()
         if live is not None:
-            desired, drift = for_existing(desired, live, rules.get((ref.group, ref.kind)))
+            desired, drift = for_existing(desired, live, kind_rules)
             if is_unchanged(desired, live, self.field_manager):
                 return ApplyResult(ref, Action.UNCHANGED, live, drift)
         applied = self._request(
@@ -280,6 +301,8 @@ class Cluster(SnapshotAndPrune):
             force_conflicts=True,
             query_params=[("fieldValidation", self.field_validation)],
         )
+        if self.cache is not None:
+            self.cache.record(applied)
         return ApplyResult(ref, Action.CREATED if live is None else Action.CHANGED, applied, drift)
 
     def delete(
@@ -290,16 +313,24 @@ class Cluster(SnapshotAndPrune):
         namespace: str | None = None,
         *,
         propagation_policy: str = "Background",
+        preconditions: dict | None = None,
     ) -> bool:
-        """Delete one object; False when it was already gone."""
+        """Delete one object; False when it was already gone. `preconditions` (uid,
+        resourceVersion) make a changed object answer 409 Conflict instead."""
+        # With a body the API server reads every delete option from it and ignores the query
+        # (a Job would default to orphaning its pods), so the policy goes in the body too.
+        body = {"preconditions": preconditions, "propagationPolicy": propagation_policy} if preconditions else None
         try:
             self._request(
                 "delete",
                 self._path(api_version, kind, name, namespace),
+                body=body,
                 propagation_policy=propagation_policy,
             )
         except NotFound:
             return False
+        if self.cache is not None:
+            self.cache.forget(ObjectRef(api_version, kind, namespace, name))
         return True
 
     # --- watching ---------------------------------------------------------------------
@@ -312,6 +343,8 @@ class Cluster(SnapshotAndPrune):
         label_selector: str | None = None,
         resource_version: str | None = None,
         timeout: float | None = None,
+        on_listed=None,
+        on_watching=None,
     ) -> WatchStream:
         """Events for a kind as ``(type, object)``; see `cluster.watch.WatchStream`.
 
@@ -343,8 +376,11 @@ class Cluster(SnapshotAndPrune):
             return WatchResponse(response)
 
         return WatchStream(
-            lister=lister, opener=opener, resource_version=resource_version, timeout=timeout
+            lister=lister, opener=opener, resource_version=resource_version, timeout=timeout,
+            on_listed=on_listed, on_watching=on_watching,
         )
 
     def close(self) -> None:
+        if self.cache is not None:
+            self.cache.stop()
         self._api.close()

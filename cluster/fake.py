@@ -38,7 +38,7 @@ from .sync import SnapshotAndPrune
 from .watch import Gone, WatchStream
 
 _LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
-_DNS1123_SUBDOMAIN = re.compile(rf"^{_LABEL}(\.{_LABEL})*$")
+_DNS1123_SUBDOMAIN = re.compile(rf"{_LABEL}(\.{_LABEL})*")  # fullmatch
 
 
 class FakeCluster(SnapshotAndPrune):
@@ -132,22 +132,39 @@ class FakeCluster(SnapshotAndPrune):
     def apply(
         self, objects: list[dict], *, snapshot: Snapshot | None = None, rules: Ownership | None = None,
     ) -> list[ApplyResult]:
+        snapshot = self._lookup(objects, snapshot)
         return [self._apply_one(obj, snapshot, rules or {}) for obj in apply_order(objects)]
 
     def _apply_one(self, desired: dict, snapshot: Snapshot | None, rules: Ownership) -> ApplyResult:
         ref = ObjectRef.of(desired)
         self._served(ref.api_version, ref.kind)
-        drift = ()
+        kind_rules = rules.get((ref.group, ref.kind))
+        if self.cache is not None and kind_rules is not None:
+            self.cache.rules[(ref.group, ref.kind)] = kind_rules
+        from_cache = snapshot is not None and not snapshot.is_complete(ref)
+        if snapshot is None or snapshot.needs_read(ref, kind_rules):
+            live = self._read(ref)
+        else:
+            live = snapshot.get(ref)  # as read, like the real door: it may be stale
+        try:
+            return self._apply_onto(ref, desired, live, kind_rules)
+        except TransientError as exc:
+            if exc.status != 409 or not from_cache:
+                raise  # a conflict with a fresh read is the task's to retry, with backoff
+            return self._apply_onto(ref, desired, self._read(ref), kind_rules)  # as the real door
+
+    def _read(self, ref: ObjectRef) -> dict | None:
+        self._request("GET")
         with self._lock:
-            if snapshot is not None and snapshot.covers(ref):
-                live = snapshot.get(ref)  # as read, like the real door: it may be stale
-            else:
-                self._request("GET")
-                live = self._objects.get(ref.identity)
-            if live is not None:
-                desired, drift = for_existing(desired, live, rules.get((ref.group, ref.kind)))
-                if is_unchanged(desired, live, self.field_manager):
-                    return ApplyResult(ref, Action.UNCHANGED, self._as(ref.api_version, live), drift)
+            live = self._objects.get(ref.identity)
+            return None if live is None else self._as(ref.api_version, live)
+
+    def _apply_onto(self, ref: ObjectRef, desired: dict, live: dict | None, kind_rules) -> ApplyResult:
+        drift = ()
+        if live is not None:
+            desired, drift = for_existing(desired, live, kind_rules)
+            if is_unchanged(desired, live, self.field_manager):
+                return ApplyResult(ref, Action.UNCHANGED, live, drift)
         self._request("PATCH")
         self._validate(ref)
         with self._lock:
@@ -177,17 +194,31 @@ class FakeCluster(SnapshotAndPrune):
             )
             merged["metadata"]["managedFields"] = entries
             stored = self._store(merged, "MODIFIED" if live else "ADDED")
+        if self.cache is not None:
+            self.cache.record(self._as(ref.api_version, stored))
         return ApplyResult(ref, Action.CHANGED if live else Action.CREATED, stored, drift)
 
-    def delete(self, api_version, kind, name, namespace=None, *, propagation_policy="Background"):
+    def delete(self, api_version, kind, name, namespace=None, *, propagation_policy="Background",
+               preconditions=None):
         self._served(api_version, kind)
         self._request("DELETE")
+        ref = ObjectRef(api_version, kind, namespace, name)
         with self._lock:
-            return self._drop(ObjectRef(api_version, kind, namespace, name).identity)
+            live = self._objects.get(ref.identity)
+            for field, wanted in (preconditions or {}).items():
+                if live is not None and live["metadata"].get(field) != wanted:
+                    raise TransientError(
+                        f"Precondition failed: {field} in precondition: {wanted}, "
+                        f"{field} in object meta: {live['metadata'].get(field)}",
+                        status=409, reason="Conflict")
+            gone = self._drop(ref.identity)
+        if gone and self.cache is not None:
+            self.cache.forget(ref)
+        return gone
 
     def watch(
         self, api_version, kind, *, namespace=None, label_selector=None, resource_version=None,
-        timeout=None,
+        timeout=None, on_listed=None, on_watching=None,
     ) -> WatchStream:
         """Yields what has happened (after `resource_version`, or the current state first),
         then ends instead of blocking: a unit test reads a finite stream."""
@@ -216,7 +247,8 @@ class FakeCluster(SnapshotAndPrune):
             return _Replay(events)
 
         stream = WatchStream(
-            lister=lister, opener=opener, resource_version=resource_version, timeout=timeout
+            lister=lister, opener=opener, resource_version=resource_version, timeout=timeout,
+            on_listed=on_listed, on_watching=on_watching,
         )
         return stream
 
@@ -248,7 +280,7 @@ class FakeCluster(SnapshotAndPrune):
             )
 
     def _validate(self, ref: ObjectRef) -> None:
-        if len(ref.name) > 253 or not _DNS1123_SUBDOMAIN.match(ref.name):
+        if len(ref.name) > 253 or not _DNS1123_SUBDOMAIN.fullmatch(ref.name):
             message = f'{ref.kind} "{ref.name}" is invalid: metadata.name: Invalid value'
             raise PermanentError(
                 message, status=422, reason="Invalid",

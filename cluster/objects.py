@@ -65,23 +65,47 @@ class ObjectRef:
 
 
 class Snapshot:
-    """What one LIST per kind returned, so apply and prune need no read per object.
+    """What one LIST per kind (or the watch cache) holds, so apply and prune need no read
+    per object.
 
     An object of a listed kind that the snapshot lacks is taken as absent (or not ours yet):
-    applying it is right either way, since server-side apply is idempotent.
+    applying it is right either way, since server-side apply is idempotent. A kind filled
+    from the watch cache is not *complete*: a miss there is unknown, and a kind whose
+    fields controllers share is read before it is applied (`needs_read`).
     """
 
     def __init__(self):
         self._kinds: set[tuple[str, str]] = set()
+        self._incomplete: set[tuple[str, str]] = set()
         self._objects: dict[tuple[str, str, str, str], dict] = {}
 
-    def add(self, api_version: str, kind: str, items: list[dict]) -> None:
-        self._kinds.add((api_version.rpartition("/")[0], kind))
+    def add(self, api_version: str, kind: str, items: list[dict], *, complete: bool = True) -> None:
+        key = (api_version.rpartition("/")[0], kind)
+        self._kinds.add(key)
+        if not complete:
+            self._incomplete.add(key)
         for obj in items:
             self._objects[ObjectRef.of(obj).identity] = obj
 
+    def copy(self) -> "Snapshot":
+        other = Snapshot()
+        other._kinds, other._incomplete = set(self._kinds), set(self._incomplete)
+        other._objects = dict(self._objects)
+        return other
+
     def covers(self, ref: "ObjectRef") -> bool:
         return (ref.group, ref.kind) in self._kinds
+
+    def is_complete(self, ref: "ObjectRef") -> bool:
+        return (ref.group, ref.kind) not in self._incomplete
+
+    def needs_read(self, ref: "ObjectRef", rules) -> bool:
+        """Whether `apply` must GET `ref` rather than trust this snapshot: a kind it does
+        not cover, or a cache miss on a kind with field rules (applying it blind would
+        take back a controller's fields if it exists after all)."""
+        if not self.covers(ref):
+            return True
+        return self.get(ref) is None and not self.is_complete(ref) and bool(rules and rules.paths)
 
     def get(self, ref: "ObjectRef") -> dict | None:
         return self._objects.get(ref.identity)
@@ -253,7 +277,7 @@ def prune_victims(items: list[dict], desired: list[dict]) -> list[dict]:
     return list(reversed(apply_order(victims)))
 
 
-_SET_TERM = re.compile(r"^\s*(!?)\s*([^\s!=(),]+)\s*(?:(in|notin)\s*\(([^)]*)\))?\s*$")
+_SET_TERM = re.compile(r"\s*(!?)\s*([^\s!=(),]+)\s*(?:(in|notin)\s*\(([^)]*)\))?\s*")  # fullmatch
 
 
 def matches_selector(labels: dict, selector: str | None) -> bool:
@@ -271,7 +295,7 @@ def matches_selector(labels: dict, selector: str | None) -> bool:
             if labels.get(key) != value:
                 return False
         else:
-            match = _SET_TERM.match(term)
+            match = _SET_TERM.fullmatch(term)
             if not match:
                 raise ValueError(f"cannot parse label selector term {term!r}")
             negate, key, op, values = match.groups()

@@ -49,6 +49,8 @@ class WatchStream:
         timeout: float | None = None,
         window: int = DEFAULT_WINDOW_SECONDS,
         clock: Callable[[], float] = time.monotonic,
+        on_listed: Callable[[list[dict]], None] | None = None,
+        on_watching: Callable[[], None] | None = None,
     ):
         self._list = lister
         self._open = opener
@@ -61,6 +63,11 @@ class WatchStream:
         self._lock = threading.Lock()
         self._source = None
         self.relists = 0
+        # For a cache built on the stream: told when a relist has been handed out in full
+        # (with the listed items: the caller now holds the whole state) and when a watch
+        # response is open.
+        self._on_listed = on_listed
+        self._on_watching = on_watching
 
     @property
     def resource_version(self) -> str | None:
@@ -102,6 +109,8 @@ class WatchStream:
                 continue
             with self._lock:
                 self._source = source
+            if self._on_watching is not None:
+                self._on_watching()
             try:
                 yield from self._events(source)
             except TransientError:
@@ -149,6 +158,8 @@ class WatchStream:
             if self._stopped.is_set():
                 return
         self._rv = version
+        if self._on_listed is not None:
+            self._on_listed(items)
 
     def _remember(self, kind: str, obj: dict) -> None:
         if kind == "DELETED":

@@ -57,6 +57,7 @@ class Profile:
     keep: bool
     stop_cluster: bool
     env: dict = field(default_factory=dict)
+    cluster_port_offset: int = CLUSTER_PORT_OFFSET  # make bench-e2e runs a cluster of its own too
 
     @property
     def seconds(self) -> float:
@@ -111,7 +112,7 @@ def cluster_env(profile: Profile) -> dict:
     """Environment for cluster.sh so it drives the soak's own cluster."""
     return {
         "GPUPLATFORM_CLUSTER_DIR": str(profile.cluster_dir),
-        "GPUPLATFORM_CLUSTER_PORT_OFFSET": str(CLUSTER_PORT_OFFSET),
+        "GPUPLATFORM_CLUSTER_PORT_OFFSET": str(profile.cluster_port_offset),
     }
 
 
@@ -130,6 +131,7 @@ def platform_env(profile: Profile, kubeconfig: str) -> dict:
         # Production-like: DEBUG off (so a secret key is needed), several writers.
         "DEBUG": "false",
         "SECRET_KEY": "soak-only-not-secret",
+        "SECURE_SSL_REDIRECT": "false",  # plain HTTP on loopback, no TLS proxy in front
         "WEB_CONCURRENCY": "2",
         "CELERY_WORKER_CONCURRENCY": "2",
         "LOG_LEVEL": "INFO",

@@ -1,0 +1,355 @@
+"""`make bench-e2e`: the whole path, from a CI pipeline's POST to a finished job on the
+row, against Kueue alone on the same cluster in the same run.
+
+1. A local cluster of its own (cluster.sh, port offset 3000), a fresh PostgreSQL database
+   and Redis database; one team with an H100 quota (Kueue) and an A100 quota (Volcano),
+   each large enough that admission is never held back by quota.
+2. The platform's real processes, started by the soak's machinery (`bench.soak.processes`):
+   gunicorn API, Celery worker (its reconciles read from the watch cache), beat, watcher.
+3. Ours: BENCH_E2E_JOBS one-GPU training jobs (half Kueue, half Volcano) submitted through
+   the API by BENCH_E2E_CLIENTS threads; jobs/s from the first submission to the last
+   job admitted and succeeded, as the rows say.
+4. Status lag: for each admission and each success, the row's event time minus the moment
+   the cluster showed it (a Workload's Admitted, a PodGroup going Inqueue, a Job Complete,
+   a Volcano Job Completed, first seen by this process's own watches).
+5. Baseline: the same number of queue-labelled suspended batch Jobs created straight onto
+   a Kueue LocalQueue by as many threads, timed the same way from the cluster's side.
+
+The cluster stays up for the next run (`make e2e-cluster-down` stops it;
+GPUPLATFORM_CLUSTER_STOP=1 stops it at the end). Prints a table, writes
+bench/results/e2e.md, and ends with
+`RESULT e2e jobs=... admission_ratio=... lag_p50_s=... lag_p99_s=...` (ours / Kueue alone).
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import statistics
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.soak import world  # noqa: E402
+from bench.soak.api import Api  # noqa: E402
+from bench.soak.processes import Processes, cluster_sh, cluster_up, kubectl  # noqa: E402
+from bench.soak.profile import CACHE, Profile, _with_path, platform_env  # noqa: E402
+
+JOBS = int(os.environ.get("BENCH_E2E_JOBS", "1000"))
+CLIENTS = int(os.environ.get("BENCH_E2E_CLIENTS", "8"))
+JOB_SECONDS = os.environ.get("BENCH_E2E_JOB_SECONDS", "2s")  # how long kwok runs each pod
+TIMEOUT = float(os.environ.get("BENCH_E2E_TIMEOUT_SECONDS", "3600"))
+RESULTS = ROOT / "bench" / "results" / "e2e.md"
+BASELINE_NS = "e2e-kueue-baseline"
+TEAM = "e2e"
+GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
+GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+
+
+def progress(message: str) -> None:
+    print(f"[e2e {time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+
+def profile() -> Profile:
+    base_db = os.environ.get("DATABASE_URL") or "postgres://postgres@127.0.0.1:55432/gpuplatform"
+    base_redis = os.environ.get("REDIS_URL") or "redis://127.0.0.1:56379/0"
+    return Profile(
+        minutes=0, jobs_per_kind=JOBS, sweep_seconds=120, lag_budget_seconds=2, seed=0,
+        api_port=int(os.environ.get("BENCH_E2E_API_PORT", "18865")),
+        database_url=_with_path(base_db, "/gpuplatform_e2e"),
+        redis_url=_with_path(base_redis, "/3"),  # 0 tests, 1 demo, 2 soak
+        cluster_dir=Path(os.environ.get("BENCH_E2E_CLUSTER_DIR", CACHE / "e2e-cluster")),
+        logs=ROOT / "var" / "e2e", keep=False, stop_cluster=os.environ.get("GPUPLATFORM_CLUSTER_STOP") == "1",
+        cluster_port_offset=3000,
+    )
+
+
+def fresh_database(url: str) -> None:
+    import psycopg
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    name = parts.path.lstrip("/")
+    assert name.endswith("_e2e"), name
+    with psycopg.connect(parts._replace(path="/postgres").geturl(), autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{name}"')
+
+
+def seed() -> str:
+    """One team, an H100 (Kueue) and an A100 (Volcano) quota of JOBS GPUs each; its token."""
+    from django.contrib.auth import get_user_model
+
+    from quotas.models import GpuFlavor, Quota
+    from tenants.models import Membership, Team
+    from tenants.tokens import ALL_SCOPES, ApiToken
+
+    owner = get_user_model().objects.create_user("e2e-ci", password="e2e-ci-pass")
+    team = Team.objects.create(slug=TEAM, display_name="End to end")
+    Membership.objects.create(team=team, user=owner, role=Membership.Role.OWNER)
+    for name, scheduler, pool in (("h100", "kueue", "h100"), ("a100", "volcano", "a100")):
+        flavor = GpuFlavor.objects.create(
+            name=name, scheduler=scheduler, resource_name="nvidia.com/gpu", gpu_memory_gib=80, gpus_per_node=8,
+            node_labels={"gpuplatform.io/pool": pool}, node_taints=[GPU_TAINT], tolerations=[GPU_TOLERATION])
+        Quota.objects.create(team=team, flavor=flavor, nominal_gpus=JOBS, cpu_cores=JOBS, memory_gib=JOBS)
+    return ApiToken.objects.issue(user=owner, team=team, scopes=ALL_SCOPES, name="e2e pipeline")[1]
+
+
+class Seen:
+    """First moments this process saw each cluster transition (wall clock), by object."""
+
+    def __init__(self, cluster):
+        self.cluster = cluster
+        self.first: dict[tuple, float] = {}  # (what, namespace, name) -> time
+        self.owner: dict[tuple, str] = {}  # (namespace, workload or podgroup) -> owner name
+        self.streams, self.threads = [], []
+        self.lock = threading.Lock()
+
+    def mark(self, what: str, ns: str, name: str) -> None:
+        with self.lock:
+            self.first.setdefault((what, ns, name), time.time())
+
+    def start(self) -> None:
+        for api_version, kind in (("kueue.x-k8s.io/v1beta2", "Workload"), ("batch/v1", "Job"),
+                                  ("batch.volcano.sh/v1alpha1", "Job"), ("scheduling.volcano.sh/v1beta1", "PodGroup")):
+            stream = self.cluster.watch(api_version, kind)
+            self.streams.append(stream)
+            thread = threading.Thread(target=self._run, args=(kind, api_version, stream), daemon=True)
+            thread.start()
+            self.threads.append(thread)
+
+    def _run(self, kind, api_version, stream) -> None:
+        while not stream.stopped:
+            try:
+                for _, obj in stream:
+                    self._see(kind, api_version, obj)
+            except Exception as exc:  # noqa: BLE001 - keep watching
+                progress(f"observer: {kind}: {exc}")
+                time.sleep(1)
+
+    def _see(self, kind, api_version, obj) -> None:
+        meta, status = obj["metadata"], obj.get("status") or {}
+        ns, name = meta.get("namespace", ""), meta["name"]
+        conds = {c.get("type"): c.get("status") for c in status.get("conditions") or []}
+        owners = meta.get("ownerReferences") or []
+        if kind == "Workload":
+            if owners:
+                self.owner[(ns, name)] = owners[0]["name"]
+            if conds.get("Admitted") == "True":
+                self.mark("admitted", ns, self.owner.get((ns, name), name))
+        elif kind == "PodGroup":
+            if owners and status.get("phase") in ("Inqueue", "Running"):
+                self.mark("admitted", ns, owners[0]["name"])
+        elif api_version == "batch/v1":
+            if conds.get("Complete") == "True" or conds.get("SuccessCriteriaMet") == "True":
+                self.mark("succeeded", ns, name)
+        elif (status.get("state") or {}).get("phase") == "Completed":
+            self.mark("succeeded", ns, name)
+
+    def stop(self) -> None:
+        for stream in self.streams:
+            stream.stop()
+
+
+def rate(count: int, start: float, times: list[float]) -> float:
+    return count / (max(times) - start) if times and max(times) > start else 0.0
+
+
+def pct(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
+def run_ours(api: Api, seen: Seen) -> dict:
+    from django.db.models import Count
+
+    from jobs.manifests import object_name
+    from jobs.models import Job, JobEvent
+
+    bodies = [dict(team=TEAM, name=f"e2e-{i:05d}", kind="training", flavor="h100" if i % 2 == 0 else "a100",
+                   image="registry.example/e2e:1", command=["sleep", "1"], workers=1, gpus_per_worker=1,
+                   cpu_per_worker=1, memory_per_worker_gib=1, env={"GPUPLATFORM_FAKE_DURATION": JOB_SECONDS})
+              for i in range(JOBS)]
+    start = time.time()
+
+    def submit(body):
+        status, answer = api.submit(body, key=body["name"])
+        assert status in (200, 201), (status, answer)
+        return answer["id"]
+
+    with ThreadPoolExecutor(CLIENTS) as pool:
+        ids = list(pool.map(submit, bodies))
+    submitted = time.time()
+    progress(f"ours: {JOBS} submitted in {submitted - start:.1f} s ({JOBS / (submitted - start):.1f}/s)")
+    deadline = start + TIMEOUT
+    while time.time() < deadline:
+        states = dict(Job.objects.filter(pk__in=ids).values_list("state").annotate(n=Count("pk")))
+        progress(f"ours: {states}")
+        if sum(n for s, n in states.items() if s in ("succeeded", "failed", "cancelled")) == JOBS:
+            break
+        time.sleep(5)
+    jobs = {job.pk: job for job in Job.objects.filter(pk__in=ids).select_related("team", "flavor")}
+    admitted = [j.admitted_at.timestamp() for j in jobs.values() if j.admitted_at]
+    # Volcano enqueues a gang only when the cluster has room, so its half is paced by the
+    # A100 pool; the Kueue half is the like-for-like comparison with Kueue alone.
+    kueue_admitted = [j.admitted_at.timestamp() for j in jobs.values() if j.admitted_at and j.flavor.name == "h100"]
+    finished = [j.finished_at.timestamp() for j in jobs.values() if j.state == "succeeded" and j.finished_at]
+    lags = []
+    for event in JobEvent.objects.filter(job_id__in=ids, to_state__in=("admitted", "succeeded")):
+        job = jobs[event.job_id]
+        cluster_time = seen.first.get((event.to_state, job.team.namespace_name, object_name(job)))
+        if cluster_time is not None:
+            lags.append(event.created_at.timestamp() - cluster_time)
+    by_state = {}
+    for job in jobs.values():
+        by_state[job.state] = by_state.get(job.state, 0) + 1
+    return dict(start=start, submit_rate=JOBS / (submitted - start), admitted=len(admitted),
+                admit_rate=rate(len(admitted), start, admitted), succeeded=len(finished),
+                success_rate=rate(len(finished), start, finished), lags=lags, states=by_state,
+                kueue_admitted=len(kueue_admitted), kueue_admit_rate=rate(len(kueue_admitted), start, kueue_admitted))
+
+
+def run_baseline(cluster, seen: Seen) -> dict:
+    """The same number of one-GPU batch Jobs, queue-labelled and suspended, straight onto Kueue."""
+    cluster.apply([
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": BASELINE_NS}},
+        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": BASELINE_NS},
+         "spec": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": BASELINE_NS}},
+                  "resourceGroups": [{"coveredResources": ["cpu", "memory", "nvidia.com/gpu"], "flavors": [
+                      {"name": "h100", "resources": [{"name": "cpu", "nominalQuota": str(JOBS)},
+                                                     {"name": "memory", "nominalQuota": f"{JOBS}Gi"},
+                                                     {"name": "nvidia.com/gpu", "nominalQuota": str(JOBS)}]}]}]}},
+        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
+         "metadata": {"name": "baseline", "namespace": BASELINE_NS}, "spec": {"clusterQueue": BASELINE_NS}},
+    ])
+    time.sleep(3)  # the ClusterQueue turns active
+
+    def job(i):
+        return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {
+            "name": f"base-{i:05d}", "namespace": BASELINE_NS, "labels": {"kueue.x-k8s.io/queue-name": "baseline"}},
+            "spec": {"suspend": True, "backoffLimit": 0, "template": {"spec": {
+                "restartPolicy": "Never", "tolerations": [GPU_TOLERATION],
+                "containers": [{"name": "main", "image": "registry.example/e2e:1", "command": ["sleep", "1"],
+                                "env": [{"name": "GPUPLATFORM_FAKE_DURATION", "value": JOB_SECONDS}],
+                                "resources": {"requests": {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": "1"},
+                                              "limits": {"nvidia.com/gpu": "1"}}}]}}}}
+
+    start = time.time()
+    with ThreadPoolExecutor(CLIENTS) as pool:
+        list(pool.map(lambda i: cluster.apply([job(i)]), range(JOBS)))
+    created = time.time()
+    progress(f"baseline: {JOBS} created in {created - start:.1f} s")
+    names = [f"base-{i:05d}" for i in range(JOBS)]
+    deadline = start + TIMEOUT
+    while time.time() < deadline:
+        done = sum(("succeeded", BASELINE_NS, n) in seen.first for n in names)
+        admitted = sum(("admitted", BASELINE_NS, n) in seen.first for n in names)
+        progress(f"baseline: {admitted} admitted, {done} succeeded")
+        if done == JOBS:
+            break
+        time.sleep(5)
+    admitted = [seen.first[k] for n in names if (k := ("admitted", BASELINE_NS, n)) in seen.first]
+    finished = [seen.first[k] for n in names if (k := ("succeeded", BASELINE_NS, n)) in seen.first]
+    return dict(start=start, submit_rate=JOBS / (created - start), admitted=len(admitted),
+                admit_rate=rate(len(admitted), start, admitted), succeeded=len(finished),
+                success_rate=rate(len(finished), start, finished))
+
+
+def machine() -> str:
+    cpuinfo = Path("/proc/cpuinfo")
+    model = next((line.split(":", 1)[1].strip() for line in cpuinfo.read_text().splitlines()
+                  if line.startswith("model name")), "") if cpuinfo.exists() else platform.processor()
+    return f"{platform.node()}, {os.cpu_count()} cores ({model}), Linux {platform.release()}, Python {platform.python_version()}"
+
+
+def main() -> int:
+    prof = profile()
+    progress(f"{JOBS} jobs, {CLIENTS} clients, pods run {JOB_SECONDS}; database {prof.database_name}, "
+             f"Redis {prof.redis_url}, cluster {prof.cluster_dir}")
+    kubeconfig = cluster_up(prof)
+    env = {**platform_env(prof, kubeconfig), "API_THROTTLE_RATE": "1000000/minute"}
+    fresh_database(prof.database_url)
+    world.migrate(env)
+    os.environ.update(env)
+    import django
+
+    django.setup()
+    from cluster import Cluster
+
+    progress("emptying the cluster of earlier runs")
+    world.empty_cluster(kubeconfig)
+    kubectl(kubeconfig, "delete", "namespace", BASELINE_NS, "--ignore-not-found", "--wait=true", timeout=300)
+    kubectl(kubeconfig, "delete", "clusterqueue", BASELINE_NS, "--ignore-not-found")
+    token = seed()
+    world.first_reconcile(env)
+    import redis
+
+    redis.Redis.from_url(prof.redis_url).flushdb()
+    seen = Seen(Cluster(kubeconfig=kubeconfig, field_manager="e2e-observer"))
+    seen.start()
+    procs = Processes(prof, env)
+    try:
+        procs.start_all()
+        progress("ours: submitting through the API")
+        ours = run_ours(Api(prof.api_url, token), seen)
+    finally:
+        procs.stop_all()
+    try:
+        progress("baseline: batch Jobs straight onto Kueue")
+        base = run_baseline(Cluster(kubeconfig=kubeconfig, field_manager="e2e-baseline"), seen)
+    finally:
+        seen.stop()
+        kubectl(kubeconfig, "delete", "namespace", BASELINE_NS, "--wait=false")
+        kubectl(kubeconfig, "delete", "clusterqueue", BASELINE_NS, "--wait=false")
+        kubectl(kubeconfig, "delete", "namespaces", "-l", "app.kubernetes.io/managed-by=gpuplatform", "--wait=false")
+        if prof.stop_cluster:
+            cluster_sh(prof, "down")
+
+    lags = ours["lags"]
+    ratio = ours["admit_rate"] / base["admit_rate"] if base["admit_rate"] else float("nan")
+    kueue_ratio = ours["kueue_admit_rate"] / base["admit_rate"] if base["admit_rate"] else float("nan")
+    table = "\n".join([
+        f"# End-to-end benchmark ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())})",
+        "",
+        f"{JOBS} one-GPU training jobs ({JOBS // 2 + JOBS % 2} Kueue, {JOBS // 2} Volcano) submitted through the API "
+        f"by {CLIENTS} clients; pods run {JOB_SECONDS} on kwok nodes (4 x 8 H100, 2 x 8 A100). Baseline: {JOBS} "
+        f"queue-labelled suspended batch Jobs created straight onto one Kueue LocalQueue by {CLIENTS} threads. "
+        "Quotas are large enough that only the pipeline, not quota, paces admission.",
+        "",
+        "| | submitted/s | admitted | admitted/s (from first submit) | succeeded | succeeded/s |",
+        "|---|---|---|---|---|---|",
+        f"| ours (API -> worker -> cluster -> watcher -> row) | {ours['submit_rate']:.1f} | {ours['admitted']} "
+        f"| {ours['admit_rate']:.2f} | {ours['succeeded']} | {ours['success_rate']:.2f} |",
+        f"| ours, the Kueue half only | | {ours['kueue_admitted']} | {ours['kueue_admit_rate']:.2f} | | |",
+        f"| Kueue alone (batch Jobs) | {base['submit_rate']:.1f} | {base['admitted']} | {base['admit_rate']:.2f} "
+        f"| {base['succeeded']} | {base['success_rate']:.2f} |",
+        "",
+        f"Admission throughput, ours / Kueue alone: **{ratio:.2f}x** (all jobs; the Volcano half waits for "
+        f"room in the A100 pool before Volcano enqueues it), **{kueue_ratio:.2f}x** for our Kueue half.",
+        f"Status lag (cluster transition first seen -> row event), over {len(lags)} admissions and successes: "
+        f"p50 {pct(lags, 0.5):.2f} s, p90 {pct(lags, 0.9):.2f} s, p99 {pct(lags, 0.99):.2f} s, "
+        f"max {max(lags) if lags else float('nan'):.2f} s"
+        + (f", mean {statistics.mean(lags):.2f} s." if lags else "."),
+        f"Our final states: {ours['states']}.",
+        "",
+        "Machine: " + machine() + "; the API server, etcd, Kueue, Volcano, kwok and the platform's processes "
+        "share these cores (and other work on the machine).",
+        "",
+    ])
+    result = (f"RESULT e2e jobs={JOBS} admission_ratio={ratio:.2f} lag_p50_s={pct(lags, 0.5):.2f} "
+              f"lag_p99_s={pct(lags, 0.99):.2f} kueue_admission_ratio={kueue_ratio:.2f}")
+    RESULTS.write_text(table + "\n```\n" + result + "\n```\n")
+    print("\n" + table)
+    print(result)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
