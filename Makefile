@@ -1,5 +1,5 @@
 # The two commands of the README are `make demo` and `make test`.
-.PHONY: demo test cluster-up cluster-down cluster-status demo-cluster-down clean bench-reconcile bench-api soak soak-cluster-down
+.PHONY: image helm chart-lint demo test cluster-up cluster-down cluster-status idp-up idp-down idp-status demo-cluster-down clean bench-reconcile bench-api soak soak-cluster-down
 
 demo:  ## start the platform with demo data (SQLite unless DATABASE_URL is set)
 	@scripts/demo.sh
@@ -15,6 +15,15 @@ cluster-down:
 
 cluster-status:
 	@deploy/local-cluster/cluster.sh status
+
+idp-up:  ## build (first time) and start the local OIDC provider (Ory Hydra) the SSO tests use
+	@deploy/local-idp/idp.sh up
+
+idp-down:
+	@deploy/local-idp/idp.sh down
+
+idp-status:
+	@deploy/local-idp/idp.sh status
 
 demo-cluster-down:  ## stop the cluster make demo started (its own, beside the tests' one)
 	@GPUPLATFORM_CLUSTER_DIR=$(HOME)/.cache/gpuplatform/demo-cluster GPUPLATFORM_CLUSTER_PORT_OFFSET=1000 \
@@ -35,6 +44,16 @@ bench-api:  ## REST API latency under 20 concurrent clients (gunicorn + PostgreS
 	for line in $$env_lines; do export "$$line"; done; \
 	.venv/bin/python bench/api_bench.py
 
+bench-e2e:  ## submit -> admitted -> succeeded through the real processes, against Kueue alone (BENCH_E2E_JOBS, default 1000)
+	@scripts/venv.sh dev
+	@env_lines=$$(scripts/services.sh up); \
+	for line in $$env_lines; do export "$$line"; done; \
+	.venv/bin/python bench/e2e.py
+
+e2e-cluster-down:  ## stop the cluster make bench-e2e started (its own, at port offset 3000)
+	@GPUPLATFORM_CLUSTER_DIR=$(HOME)/.cache/gpuplatform/e2e-cluster GPUPLATFORM_CLUSTER_PORT_OFFSET=3000 \
+	  deploy/local-cluster/cluster.sh down
+
 soak:  ## a compressed day of operation on a local cluster of its own (SOAK_MINUTES, default 10)
 	@scripts/venv.sh dev
 	@env_lines=$$(scripts/services.sh up); \
@@ -44,3 +63,13 @@ soak:  ## a compressed day of operation on a local cluster of its own (SOAK_MINU
 soak-cluster-down:  ## stop the cluster make soak started (its own, beside the tests' and the demo's)
 	@GPUPLATFORM_CLUSTER_DIR=$(HOME)/.cache/gpuplatform/soak-cluster GPUPLATFORM_CLUSTER_PORT_OFFSET=2000 \
 	  deploy/local-cluster/cluster.sh down
+
+image:  ## the platform's OCI image (mmdebstrap + buildah, as root): var/image/gpuplatform-<version>.oci.tar
+	@deploy/image/build.sh
+
+helm:  ## build Helm from its Go module into ~/.cache/gpuplatform/bin (cached by version)
+	@deploy/helm/build-helm.sh
+
+chart-lint:  ## helm lint the chart with its defaults and the production example
+	@h=$$(deploy/helm/build-helm.sh) && $$h lint --strict deploy/helm/gpuplatform && \
+	  $$h lint --strict deploy/helm/gpuplatform -f deploy/helm/values-production.example.yaml

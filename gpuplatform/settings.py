@@ -5,9 +5,11 @@ process with a message naming the variable. Semantic mistakes (production withou
 secret key, SQLite behind several workers) are system checks in ``gpuplatform.checks``.
 """
 
+from datetime import timedelta
 from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
+from django.utils.csp import CSP
 
 from cluster.names import is_dns1123_label
 
@@ -15,6 +17,7 @@ from .env import (
     database_config,
     env_bool,
     env_choice,
+    env_header_pair,
     env_int,
     env_list,
     env_path,
@@ -25,14 +28,53 @@ from .env import (
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = BASE_DIR / "var"
 
-# Used only while DEBUG is on and SECRET_KEY is unset; check gpuplatform.E001 refuses it
-# in production.
+# Used only while DEBUG is on and SECRET_KEY is unset.
 DEV_SECRET_KEY = "django-insecure-gpuplatform-development-only"
 
 DEBUG = env_bool("DEBUG", False)
 SECRET_KEY = env_str("SECRET_KEY") or DEV_SECRET_KEY
+if not DEBUG and SECRET_KEY == DEV_SECRET_KEY:
+    # Refused here, at import, and not only by a system check: gunicorn and Celery load
+    # the settings without running checks, and would sign sessions with a public key.
+    raise ImproperlyConfigured(
+        "SECRET_KEY is not set while DEBUG is off. Set SECRET_KEY to a long random value "
+        "(python -c 'import secrets; print(secrets.token_urlsafe(50))'), or DEBUG=true on a "
+        "development machine."
+    )
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+
+# --- HTTPS and the proxy in front ----------------------------------------------------------
+# With DEBUG off the defaults assume one TLS-terminating reverse proxy that sets
+# X-Forwarded-Proto, X-Forwarded-Host and X-Forwarded-For; without such a proxy, turn the
+# three proxy settings off (they would let clients claim HTTPS, a host or an address).
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", not DEBUG)
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0 if DEBUG else 31_536_000, minimum=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", not DEBUG)
+SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", not DEBUG)
+SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", not DEBUG)
+CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", not DEBUG)
+SECURE_PROXY_SSL_HEADER = env_header_pair(
+    "SECURE_PROXY_SSL_HEADER", "" if DEBUG else "X-Forwarded-Proto: https"
+)
+USE_X_FORWARDED_HOST = env_bool("USE_X_FORWARDED_HOST", not DEBUG)
+# How many proxies append to X-Forwarded-For: the client's address is the entry that many
+# from the end (0: REMOTE_ADDR). Login lockouts and API throttling both count by it.
+TRUSTED_PROXY_COUNT = env_int("TRUSTED_PROXY_COUNT", 0 if DEBUG else 1, minimum=0)
+
+# Content-Security-Policy (Django's own middleware): only this site's scripts, styles and
+# images; no inline script or style anywhere, so templates keep their JS in static/js/.
+SECURE_CSP = {
+    "default-src": [CSP.SELF],
+    "script-src": [CSP.SELF],
+    "style-src": [CSP.SELF],
+    "img-src": [CSP.SELF, "data:"],
+    "connect-src": [CSP.SELF],
+    "object-src": [CSP.NONE],
+    "base-uri": [CSP.NONE],
+    "form-action": [CSP.SELF],
+    "frame-ancestors": [CSP.NONE],
+}
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -45,16 +87,26 @@ INSTALLED_APPS = [
     "rest_framework",
     "django_filters",
     "drf_spectacular",
+    "drf_spectacular_sidecar",
     "simple_history",
+    "axes",
     "gpuplatform",
     "tenants",
     "quotas",
     "jobs",
     "console",
+    "notifications",
+    "accounts",
 ]
 
 MIDDLEWARE = [
+    # /healthz, /readyz and /metrics for kubelet and Prometheus, before host checks and the
+    # HTTPS redirect (gpuplatform/health.py says why).
+    "gpuplatform.health.HealthMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    # Static files from STATIC_ROOT (collected into the image), compressed and cached.
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.middleware.csp.ContentSecurityPolicyMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -64,6 +116,8 @@ MIDDLEWARE = [
     "django_htmx.middleware.HtmxMiddleware",
     # Records who made each change in the audit trail (django-simple-history).
     "simple_history.middleware.HistoryRequestMiddleware",
+    # Answers a locked-out login with the lockout page (django-axes); keep it last.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "gpuplatform.urls"
@@ -94,6 +148,33 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
 ]
 
+# Single sign-on (docs/sso.md): the OIDC_*, LOCAL_LOGIN_ENABLED and CLUSTER_OIDC_* settings.
+from .sso_settings import *  # noqa: E402,F401,F403
+from .sso_settings import SSO_AUTHENTICATION_BACKENDS, SSO_FORM_ACTION  # noqa: E402
+
+SECURE_CSP["form-action"] = [*SECURE_CSP["form-action"], *SSO_FORM_ACTION]  # logout at the IdP
+
+# --- Login lockout (django-axes) ---------------------------------------------------------
+# Password logins (/login/ and /admin/login/) go through AxesStandaloneBackend first: after
+# LOGIN_FAILURE_LIMIT failures for one username, or from one address, further attempts are
+# refused (even with the right password) until LOGIN_LOCKOUT_MINUTES pass without another
+# try. Attempts are rows in the database, so every web process sees them; an admin unlocks
+# with "Access attempts" in the admin or `manage.py axes_reset_username NAME` /
+# `axes_reset_ip ADDRESS`. API tokens do not log in and are not counted.
+# LocalBackend is Django's ModelBackend that, with LOCAL_LOGIN_ENABLED off, takes only
+# superusers' passwords (the break-glass path); the OIDC backend when OIDC_ISSUER is set.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "accounts.backends.LocalBackend",
+    *SSO_AUTHENTICATION_BACKENDS,
+]
+AXES_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 10, minimum=1)
+AXES_COOLOFF_TIME = timedelta(minutes=env_int("LOGIN_LOCKOUT_MINUTES", 15, minimum=1))
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+AXES_CLIENT_IP_CALLABLE = "gpuplatform.client_ip.client_ip"
+
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = env_str("TIME_ZONE", "UTC")
 USE_I18N = True
@@ -101,13 +182,45 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = env_path("STATIC_ROOT", str(VAR_DIR / "static"))
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # whitenoise serves from it (empty until collectstatic)
 STATICFILES_DIRS = [BASE_DIR / "static"]
+# collectstatic also writes gzip and brotli copies, which whitenoise serves; names are not
+# hashed, so pages render the same whether or not collectstatic ran (tests, make demo).
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+}
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "dashboard"
 LOGOUT_REDIRECT_URL = "login"
 
-MAILERS = {"default": {"BACKEND": env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")}}
+# Email, under Django's own setting names (EMAIL_HOST, ...) read from the environment and
+# handed to the one mailer; host, port and credentials matter only to the SMTP backend.
+EMAIL_BACKEND_PATH = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
+_SMTP_OPTIONS = {
+    "host": env_str("EMAIL_HOST", "localhost"),
+    "port": env_int("EMAIL_PORT", 25, minimum=1),
+    "username": env_str("EMAIL_HOST_USER"),
+    "password": env_str("EMAIL_HOST_PASSWORD"),
+    "use_tls": env_bool("EMAIL_USE_TLS", False),
+    "timeout": env_int("EMAIL_TIMEOUT", 20, minimum=1),
+}
+MAILERS = {"default": {
+    "BACKEND": EMAIL_BACKEND_PATH,
+    "OPTIONS": _SMTP_OPTIONS if EMAIL_BACKEND_PATH.endswith("smtp.EmailBackend") else {},
+}}
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "gpuplatform@localhost")
+# Where people reach the platform: the absolute links in emails and webhook bodies.
+PUBLIC_URL = env_url("PUBLIC_URL", "http://localhost:8000", schemes=("http", "https")).rstrip("/")
+# Notifications (notifications/): a job waiting longer than this is worth a word; after
+# one email, further ones within the digest window are sent together as one digest.
+NOTIFY_WAITING_AFTER_MINUTES = env_int("NOTIFY_WAITING_AFTER_MINUTES", 60, minimum=1)
+NOTIFY_DIGEST_SECONDS = env_int("NOTIFY_DIGEST_SECONDS", 60, minimum=1)
+# Team webhooks never reach loopback, link-local, private or other non-public addresses
+# unless listed here (CIDRs, comma-separated), checked when saved and again at each send.
+WEBHOOK_ALLOWED_NETWORKS = env_list("WEBHOOK_ALLOWED_NETWORKS", [])
+WEBHOOK_TIMEOUT_SECONDS = env_int("WEBHOOK_TIMEOUT_SECONDS", 10, minimum=1)
+WEBHOOK_MAX_ATTEMPTS = env_int("WEBHOOK_MAX_ATTEMPTS", 8, minimum=1)
 # Team owners get one email this many days before a quota grant ends.
 GRANT_EXPIRY_WARNING_DAYS = env_int("GRANT_EXPIRY_WARNING_DAYS", 7, minimum=1)
 
@@ -141,21 +254,48 @@ CELERY_BEAT_SCHEDULE = {
     "sweep": {"task": "gpuplatform.tasks.sweep", "schedule": SWEEP_INTERVAL_SECONDS},
 }
 if CELERY_BROKER_URL.startswith("filesystem://"):
-    # The embedded fallback for machines without Redis: a spool folder under var/.
+    # The embedded fallback for machines without Redis: a spool folder under var/, with
+    # kombu's exchange tables (control_folder, else ./control) inside it too.
     _spool = VAR_DIR / "celery-spool"
     _spool.mkdir(parents=True, exist_ok=True)
-    CELERY_BROKER_TRANSPORT_OPTIONS.update(data_folder_in=str(_spool), data_folder_out=str(_spool))
+    CELERY_BROKER_TRANSPORT_OPTIONS.update(
+        data_folder_in=str(_spool), data_folder_out=str(_spool), control_folder=str(_spool / "control")
+    )
+
+# --- Cache ---------------------------------------------------------------------------------
+# Shared by every process (the API throttle counts here): Redis when REDIS_URL is set, else
+# files under var/cache, which the processes of one machine (make demo) share.
+if env_str("REDIS_URL"):
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
+else:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
+                          "LOCATION": str(VAR_DIR / "cache")}}
 
 # --- Kubernetes --------------------------------------------------------------------------
 KUBECONFIG = env_path("KUBECONFIG")
 KUBE_IN_CLUSTER = env_bool("KUBE_IN_CLUSTER", False)
 KUBE_FIELD_MANAGER = env_str("KUBE_FIELD_MANAGER", "gpuplatform")
+# Reconciles read what we own from a watch cache in the worker (cluster/cache.py).
+KUBE_WATCH_CACHE = env_bool("KUBE_WATCH_CACHE", True)
 TEAM_NAMESPACE_PREFIX = env_str("TEAM_NAMESPACE_PREFIX", "team-")
 PLATFORM_NAMESPACE = env_str("PLATFORM_NAMESPACE", "gpuplatform-system")
 # Pod Security Admission level enforced on team namespaces.
 POD_SECURITY_LEVEL = env_choice(
     "POD_SECURITY_LEVEL", "restricted", ("restricted", "baseline", "privileged")
 )
+# The status watcher: with leader election (the Helm chart runs two), only the holder of
+# the Lease PLATFORM_NAMESPACE/gpuplatform-watcher watches; a crashed holder's Lease runs out
+# after WATCHER_LEASE_SECONDS, a stopped one hands it over at once.
+WATCHER_LEADER_ELECTION = env_bool("WATCHER_LEADER_ELECTION", False)
+WATCHER_LEASE_SECONDS = env_int("WATCHER_LEASE_SECONDS", 15, minimum=3)
+
+# --- Health and metrics (gpuplatform/health.py, gpuplatform/metrics.py) --------------------
+# /healthz and /readyz are open (they say nothing but "ok" and what is unreachable).
+# /metrics answers only a request with "Authorization: Bearer $METRICS_TOKEN" (404 while
+# unset); the worker and the watcher serve theirs on METRICS_PORT (0: off), a port the
+# Helm chart's NetworkPolicy opens to the monitoring namespace only.
+METRICS_TOKEN = env_str("METRICS_TOKEN")
+METRICS_PORT = env_int("METRICS_PORT", 0, minimum=0)
 
 if TEAM_NAMESPACE_PREFIX and not is_dns1123_label(TEAM_NAMESPACE_PREFIX + "x"):
     raise ImproperlyConfigured(
@@ -180,7 +320,13 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_THROTTLE_CLASSES": ["tenants.auth.TokenRateThrottle"],
     "DEFAULT_THROTTLE_RATES": {"api": env_str("API_THROTTLE_RATE", "600/minute")},
-    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.CursorPagination",
+    "NUM_PROXIES": TRUSTED_PROXY_COUNT,
+    "DEFAULT_PAGINATION_CLASS": "core.api_input.CursorPagination",
+    # JSON only, accepted and advertised (the schema lists application/json bodies alone,
+    # so generated clients send JSON, which carries `env`); DRF's JSON parser with a
+    # body-size and JSON-depth limit (413/400 in the error shape). Anything else is 415.
+    "DEFAULT_PARSER_CLASSES": ["core.api_input.JSONParser"],
+    "TEST_REQUEST_DEFAULT_FORMAT": "json",
     "PAGE_SIZE": 50,
     "EXCEPTION_HANDLER": "core.api_errors.exception_handler",
     "DEFAULT_RENDERER_CLASSES": [
@@ -197,7 +343,16 @@ SPECTACULAR_SETTINGS = {
         "drf_spectacular.hooks.postprocess_schema_enums",
         "core.api_errors.add_error_responses",
     ],
-    "ENUM_NAME_OVERRIDES": {"JobState": "jobs.lifecycle.State"},
+    # Choice sets that share a field name ("kind", "status") with newer ones keep the names
+    # clients already know.
+    "ENUM_NAME_OVERRIDES": {"JobState": "jobs.lifecycle.State", "KindEnum": "jobs.models.Job.Kind",
+                            "StatusEnum": "tenants.models.Team.Status"},
+    # Swagger UI from the vendored copy (drf-spectacular-sidecar), never from a CDN; no
+    # validator badge (it would send the schema's address to swagger.io).
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "SWAGGER_UI_SETTINGS": {"deepLinking": True, "validatorUrl": None},
 }
 
 LOGGING = {

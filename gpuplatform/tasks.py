@@ -1,5 +1,7 @@
 """The periodic sweep: re-reconcile everything so lost messages and hand edits heal."""
 
+import logging
+
 from celery import shared_task
 from django.conf import settings
 from django.utils import timezone
@@ -9,29 +11,36 @@ from core.reconcile import RETRY_POLICY, NoCluster, current_cluster
 from jobs.manifests import JOB_KINDS
 from jobs.models import RETAIN_FINISHED, Job
 from jobs.tasks import reconcile_job
-from quotas.emails import warn_expiring_grants
+from notifications.actions import notice_due
 from quotas.actions import apply_grants
 from quotas.tasks import reconcile_cluster_objects, reconcile_team_quotas
 from tenants.models import Team
 from tenants.tasks import reconcile_team
 
+from . import heal  # noqa: F401 - registers the watch cache's hook and its task
+
+log = logging.getLogger(__name__)
 ORPHAN_JOB_OBJECTS = f"{MANAGED_BY_LABEL}={MANAGED_BY_VALUE},{JOB_LABEL}"
 
 
 @shared_task(**RETRY_POLICY)
 def sweep(self) -> dict:
     """0. grants that start or end change their quotas (with or without a cluster), and
-    owners hear of grants ending soon, 1. cluster-wide objects, 2. every team and its
+    people hear of grants and long waits, 1. cluster-wide objects, 2. every team and its
     quotas, 3. every
     live job (each as its own task), 4. delete job objects whose job is gone or finished
     long ago."""
     now = timezone.now()
-    apply_grants(now)
-    warn_expiring_grants(now)
+    failures: list[str] = []  # quotas whose grants could not be applied: logged, retried next sweep
+    apply_grants(now, failures=failures)
+    try:
+        notice_due(now)  # notifications: grants starting or ending soon or ended, jobs waiting long
+    except Exception:  # noqa: BLE001 - a word that cannot be said must not stop the reconciles
+        log.exception("notifications failed; the sweep goes on and the next one tries again")
     try:
         cluster = current_cluster()
     except NoCluster:
-        return {"skipped": "no cluster"}
+        return {"skipped": "no cluster", "grant_failures": failures}
     # A sweep's message that waited past the next sweep is replaced by that sweep's own, so
     # it expires: after a broker or API-server outage the queue drains instead of piling up.
     fresh = {"expires": settings.SWEEP_INTERVAL_SECONDS}
@@ -44,7 +53,7 @@ def sweep(self) -> dict:
     for job_id in live:
         reconcile_job.apply_async((job_id,), **fresh)
     pruned = prune_orphan_jobs(cluster)
-    return {"teams": len(teams), "jobs": len(live), "pruned": pruned}
+    return {"teams": len(teams), "jobs": len(live), "pruned": pruned, "grant_failures": failures}
 
 
 def prune_orphan_jobs(cluster) -> int:
@@ -65,8 +74,7 @@ def prune_orphan_jobs(cluster) -> int:
     )
     on_cluster = {
         int(obj["metadata"]["labels"][JOB_LABEL])
-        for api_version, kind in JOB_KINDS
-        for obj in cluster.list(api_version, kind, label_selector=ORPHAN_JOB_OBJECTS)
+        for obj in cluster.snapshot(ORPHAN_JOB_OBJECTS, JOB_KINDS).items()  # the watch cache, if any
         if obj["metadata"]["labels"][JOB_LABEL].isdigit()
     }
     victims = sorted(job_id for job_id in on_cluster - keep if job_id <= newest)

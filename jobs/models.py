@@ -2,29 +2,41 @@
 
 import enum
 from datetime import timedelta
+from decimal import Decimal
 
 from django.conf import settings
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
 from core.validators import (
-    validate_dns1123_label,
+    between,
+    validate_dns1035_label,
     validate_env,
     validate_image,
     validate_string_list,
 )
-from quotas.models import GpuFlavor, PriorityClass
+from quotas.models import MAX_GPUS_PER_NODE, GpuFlavor, PriorityClass
 from schedulers.workloads import GPU_RUNTIME_ENV_NAMES, GPU_RUNTIME_ENV_PREFIXES
 from tenants.models import Membership, Team
-from tenants.roles import is_quota_manager
 
 from .idempotency import IdempotencyKey  # noqa: F401  (a model of this app)
+from .signals import job_reason_changed
 from .lifecycle import FINAL_STATE_VALUES, FINAL_STATES, TIMESTAMP_ON_ENTRY, TRANSITIONS, InvalidTransition, State, path
 
 JOB_NAME_MAX_LENGTH = 40
+# Bounds of the numbers a job asks for, the same on every database. Each is far inside the
+# int32 of the Kubernetes field it lands in (parallelism, replicas, minAvailable, ports,
+# probe and deadline seconds); a worker never needs more GPUs than a node has.
+MAX_WORKERS = 512
+MAX_REPLICAS = 512
+MAX_GPUS_PER_WORKER = MAX_GPUS_PER_NODE
+MAX_CPU_PER_WORKER = 1024
+MAX_MEMORY_PER_WORKER_GIB = 16 * 1024
+MIN_RUNTIME_SECONDS = 60
+MAX_RUNTIME_SECONDS = 366 * 24 * 3600
+MAX_PROBE_DELAY_SECONDS = 3600
 # How long a finished training job's objects stay on the cluster, so its logs can be read.
 RETAIN_FINISHED = timedelta(days=1)
 # Set by the platform for distributed training; a user value would break the rendezvous.
@@ -79,7 +91,8 @@ class Job(models.Model):
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True,
         related_name="jobs",
     )
-    name = models.CharField(max_length=JOB_NAME_MAX_LENGTH, validators=[validate_dns1123_label])
+    # DNS-1035 (a letter first): the job's Services are named after it.
+    name = models.CharField(max_length=JOB_NAME_MAX_LENGTH, validators=[validate_dns1035_label])
     kind = models.CharField(max_length=10, choices=Kind, default=Kind.TRAINING)
     flavor = models.ForeignKey(GpuFlavor, on_delete=models.PROTECT, related_name="jobs")
     priority = models.ForeignKey(
@@ -91,30 +104,30 @@ class Job(models.Model):
     args = models.JSONField(default=list, blank=True, validators=[validate_string_list])
     env = models.JSONField(default=dict, blank=True, validators=[validate_env])
 
-    workers = models.PositiveSmallIntegerField(
-        default=1, validators=[MinValueValidator(1), MaxValueValidator(512)]
-    )
-    gpus_per_worker = models.PositiveSmallIntegerField(default=1, validators=[MinValueValidator(1)])
+    workers = models.PositiveSmallIntegerField(default=1, validators=between(1, MAX_WORKERS))
+    gpus_per_worker = models.PositiveSmallIntegerField(default=1, validators=between(1, MAX_GPUS_PER_WORKER))
     cpu_per_worker = models.DecimalField(
-        max_digits=6, decimal_places=2, default=4, validators=[MinValueValidator(0.1)],
+        max_digits=6, decimal_places=2, default=4, validators=between(Decimal("0.1"), MAX_CPU_PER_WORKER),
         help_text="CPU cores per worker.",
     )
-    memory_per_worker_gib = models.PositiveIntegerField(default=16, validators=[MinValueValidator(1)])
+    memory_per_worker_gib = models.PositiveIntegerField(
+        default=16, validators=between(1, MAX_MEMORY_PER_WORKER_GIB)
+    )
     max_runtime_seconds = models.PositiveIntegerField(
-        null=True, blank=True, validators=[MinValueValidator(60)],
+        null=True, blank=True, validators=between(MIN_RUNTIME_SECONDS, MAX_RUNTIME_SECONDS),
         help_text="Stop the job after this long; empty means no limit.",
     )
 
     # Inference only.
-    port = models.PositiveIntegerField(
-        null=True, blank=True, validators=[MinValueValidator(1), MaxValueValidator(65535)]
-    )
-    min_replicas = models.PositiveSmallIntegerField(null=True, blank=True, validators=[MinValueValidator(1)])
-    max_replicas = models.PositiveSmallIntegerField(null=True, blank=True, validators=[MinValueValidator(1)])
+    port = models.PositiveIntegerField(null=True, blank=True, validators=between(1, 65535))
+    min_replicas = models.PositiveSmallIntegerField(null=True, blank=True, validators=between(1, MAX_REPLICAS))
+    max_replicas = models.PositiveSmallIntegerField(null=True, blank=True, validators=between(1, MAX_REPLICAS))
     readiness_path = models.CharField(max_length=200, blank=True, default="")
-    readiness_initial_delay_seconds = models.PositiveIntegerField(default=30)
+    readiness_initial_delay_seconds = models.PositiveIntegerField(
+        default=30, validators=between(0, MAX_PROBE_DELAY_SECONDS)
+    )
     autoscaling_target_cpu_percent = models.PositiveSmallIntegerField(
-        null=True, blank=True, validators=[MinValueValidator(1), MaxValueValidator(100)]
+        null=True, blank=True, validators=between(1, 100)
     )
 
     state = models.CharField(max_length=12, choices=State, default=State.DRAFT, db_index=True)
@@ -139,21 +152,25 @@ class Job(models.Model):
                 name="job_name_unique_among_live_jobs",
                 violation_error_message="The team already has a live job with this name.",
             ),
+            # The sizes the usage sums multiply, bounded in the database too (SQLite columns
+            # take any 64-bit integer).
             models.CheckConstraint(
-                condition=Q(workers__gte=1),
-                name="job_workers_positive",
-                violation_error_message="A job needs at least one worker.",
+                condition=Q(workers__gte=1, workers__lte=MAX_WORKERS),
+                name="job_workers_in_range",
+                violation_error_message=f"A job has between 1 and {MAX_WORKERS} workers.",
             ),
             models.CheckConstraint(
-                condition=Q(gpus_per_worker__gte=1),
-                name="job_gpus_positive",
-                violation_error_message="Each worker needs at least one GPU.",
+                condition=Q(gpus_per_worker__gte=1, gpus_per_worker__lte=MAX_GPUS_PER_WORKER),
+                name="job_gpus_in_range",
+                violation_error_message=f"Each worker needs between 1 and {MAX_GPUS_PER_WORKER} GPUs.",
             ),
             models.CheckConstraint(
                 condition=Q(kind="training")
-                | Q(workers=1, port__isnull=False, min_replicas__gte=1, max_replicas__gte=F("min_replicas")),
+                | Q(workers=1, port__isnull=False, min_replicas__gte=1, max_replicas__gte=F("min_replicas"),
+                    max_replicas__lte=MAX_REPLICAS),
                 name="job_inference_shape",
-                violation_error_message="An inference job needs a port and 1 <= min replicas <= max replicas.",
+                violation_error_message=(f"An inference job needs a port and 1 <= min replicas <= max replicas "
+                                         f"<= {MAX_REPLICAS}."),
             ),
             models.CheckConstraint(
                 condition=Q(state__in=[s.value for s in State]),
@@ -181,10 +198,11 @@ class Job(models.Model):
         return not self.is_final and self.state != State.CANCELLING
 
     def can_cancel(self, user) -> bool:
+        """The team's owners and members; quota managers watch jobs but do not stop them
+        (the permission map in docs/console.md), unless they are in the team themselves."""
         if not self.is_cancellable:
             return False
-        role = self.team.role_of(user)
-        return role in (Membership.Role.OWNER, Membership.Role.MEMBER) or is_quota_manager(user)
+        return self.team.role_of(user) in (Membership.Role.OWNER, Membership.Role.MEMBER)
 
     def request_cancel(self, user) -> bool:
         """Stop the job for ``user``: a draft ends at once, anything live starts cancelling
@@ -220,6 +238,10 @@ class Job(models.Model):
                 f"{self.gpus_per_worker} GPUs per worker, but nodes of flavor {flavor.name} "
                 f"have {flavor.gpus_per_node}."
             )
+        if self.priority_id and self.team_id and not self.team.allows_priority(self.priority.value):
+            errors["priority"] = (
+                f"Team {self.team.slug} may use priorities up to {self.team.max_priority_value}; "
+                f"{self.priority.name} is {self.priority.value}. A quota manager can allow more.")
         reserved = sorted(RESERVED_ENV_NAMES.intersection(self.env or {}) if isinstance(self.env, dict) else [])
         if reserved:
             errors["env"] = f"{', '.join(reserved)} is set by the platform for distributed training; remove it."
@@ -286,6 +308,7 @@ class Job(models.Model):
             )
             if changed:
                 self.reason, self.message = reason, message
+                job_reason_changed.send(sender=Job, job=self)
             return bool(changed)
         if self.state == State.CANCELLING and target not in FINAL_STATES:
             return False

@@ -23,6 +23,13 @@ def sync_job(cluster, job: Job) -> Outcome:
     plan = job.cluster_plan()
     if plan is Job.Plan.LEAVE:
         return Outcome()
+    if job.team.owns_system_namespace:  # never touch workloads in the cluster's own namespaces
+        message = f"The team's namespace {job.team.namespace_name} is a system namespace."
+        if job.state == State.CANCELLING:
+            job.transition(State.CANCELLED, reason="Cancelled", message=message)
+        elif not job.is_final:
+            job.transition(State.FAILED, reason="Rejected", message=message)
+        return Outcome()
     outcome = Outcome()
     desired = render_job(job) if plan is Job.Plan.APPLY else []
     try:

@@ -12,6 +12,7 @@ import schedulers
 from cluster.quantity import canonical, gib
 from core.ownership import owned
 from tenants.admission import ADMISSION_KINDS, render_admission, render_admission_params
+from tenants.models import SystemNamespace
 
 from .models import Cohort, GpuFlavor, PriorityClass, Quota
 
@@ -65,7 +66,10 @@ def render_team_queues(quotas: list[Quota], namespace: str, team: str) -> list[d
 
 def render_team_quotas(team, quotas: list[Quota]) -> list[dict]:
     """The team's ResourceQuota, its queues and the admission parameters naming them (its
-    namespace comes from ``tenants``)."""
+    namespace comes from ``tenants``). Raises ``SystemNamespace`` rather than put them in a
+    namespace of the cluster's."""
+    if team.owns_system_namespace:
+        raise SystemNamespace(team.namespace_name)
     queues = {schedulers.queue_name(team.namespace_name, quota.flavor): quota.flavor.name for quota in quotas}
     return [render_resource_quota(team, quotas), render_admission_params(team, queues),
             *render_team_queues(quotas, team.namespace_name, team.slug)]

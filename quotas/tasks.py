@@ -6,7 +6,7 @@ from celery import shared_task
 from cluster import PermanentError
 from core.ownership import cluster_wide_selector, team_selector
 from core.reconcile import RETRY_POLICY, NoCluster, Outcome, current_cluster, enqueue, sync
-from tenants.models import Team
+from tenants.models import SystemNamespace, Team
 from tenants.tasks import sync_team
 
 from .manifests import CLUSTER_KINDS, QUOTA_KINDS, render_cluster, render_team_quotas
@@ -26,7 +26,11 @@ def sync_team_quotas(cluster, team: Team) -> Outcome:
     team.refresh_from_db(fields=["status"])  # another step may have made it ready
     if team.status != Team.Status.READY:
         outcome += sync_team(cluster, team)
-    desired = render_team_quotas(team, list(Quota.objects.of_team(team)))
+    try:
+        desired = render_team_quotas(team, list(Quota.objects.of_team(team)))
+    except SystemNamespace as err:
+        team.set_status(Team.Status.ERROR, str(err))
+        return outcome
     try:
         return outcome + sync(cluster, desired, selector=team_selector(team.slug), kinds=QUOTA_KINDS)
     except PermanentError as err:

@@ -2,14 +2,15 @@
 
 from datetime import timedelta
 
+from django.utils.cache import add_never_cache_headers
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, serializers, status, viewsets
-from rest_framework.pagination import CursorPagination
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 
 from tenants.auth import SessionOnly
 from core.api_errors import RefuseNulMixin, SlugRelatedField
+from core.api_input import CursorPagination
 
 from .models import Team
 from .tokens import ALL_SCOPES, ApiToken
@@ -80,7 +81,9 @@ class TokenViewSet(RefuseNulMixin, mixins.ListModelMixin, mixins.RetrieveModelMi
             lifetime=timedelta(days=data["expires_in_days"]),
         )
         token.token = secret
-        return Response(TokenCreatedSerializer(token).data, status=status.HTTP_201_CREATED)
+        response = Response(TokenCreatedSerializer(token).data, status=status.HTTP_201_CREATED)
+        add_never_cache_headers(response)  # the secret must not stay in any cache on the way
+        return response
 
     @extend_schema(request=None, responses={204: None})
     def destroy(self, request, pk=None):

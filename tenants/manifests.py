@@ -9,7 +9,8 @@ from django.conf import settings
 
 from core.ownership import WORKLOAD_SERVICE_ACCOUNT, owned
 
-from .models import Membership, Team
+from .identities import GroupMapping, cluster_user_name
+from .models import Membership, SystemNamespace, Team
 
 # Kinds inside a team's namespace that the team's own reconcile keeps (the Namespace
 # itself is never pruned by a team reconcile, only by offboarding; the ResourceQuota and the
@@ -47,6 +48,8 @@ def _rules(write: bool) -> list[dict]:
 
 
 def render_namespace(team: Team) -> dict:
+    if team.owns_system_namespace:
+        raise SystemNamespace(team.namespace_name)
     level = settings.POD_SECURITY_LEVEL
     labels = {f"pod-security.kubernetes.io/{mode}": level for mode in ("enforce", "audit", "warn")}
     labels["pod-security.kubernetes.io/enforce-version"] = "latest"
@@ -71,7 +74,10 @@ def render_service_account(team: Team) -> dict:
                   "automountServiceAccountToken": False}, team=team.slug)
 
 
-def render_rbac(team: Team, memberships: list[Membership]) -> list[dict]:
+def render_rbac(team: Team, memberships: list[Membership], groups: list[GroupMapping] = ()) -> list[dict]:
+    """People by the name the cluster knows them by (``cluster_user_name``: the OIDC
+    authenticator's prefix + claim after an SSO login); ``groups`` are IdP groups mapped to
+    the team, bound as Group subjects when CLUSTER_OIDC_BIND_GROUPS is on."""
     namespace = team.namespace_name
     objects = []
     for role, write, roles in (
@@ -81,12 +87,18 @@ def render_rbac(team: Team, memberships: list[Membership]) -> list[dict]:
         objects.append(owned({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
                               "metadata": {"name": role, "namespace": namespace},
                               "rules": _rules(write)}, team=team.slug))
-        users = sorted(m.user.get_username() for m in memberships if m.role in roles)
+        # A deactivated account loses its access to the cluster with its login.
+        users = sorted(cluster_user_name(m.user) for m in memberships if m.role in roles and m.user.is_active)
+        subjects = [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": u} for u in users]
+        if settings.CLUSTER_OIDC_BIND_GROUPS:
+            subjects += [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group",
+                          "name": f"{settings.CLUSTER_OIDC_GROUPS_PREFIX}{g}"}
+                         for g in sorted({g.group for g in groups if g.role in roles})]
         objects.append(owned({
             "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
             "metadata": {"name": role, "namespace": namespace},
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role},
-            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": u} for u in users],
+            "subjects": subjects,
         }, team=team.slug))
     return objects
 
@@ -110,12 +122,15 @@ def render_network_policies(team: Team) -> list[dict]:
     ]
 
 
-def render_team(team: Team, memberships: list[Membership]) -> list[dict]:
-    """The team's namespace and what lives in it for the team itself, namespace first."""
+def render_team(team: Team, memberships: list[Membership], groups: list[GroupMapping] = ()) -> list[dict]:
+    """The team's namespace and what lives in it for the team itself, namespace first.
+    Raises ``SystemNamespace`` rather than render into a namespace of the cluster's."""
+    if team.owns_system_namespace:
+        raise SystemNamespace(team.namespace_name)
     return [
         render_namespace(team),
         render_limit_range(team),
         render_service_account(team),
-        *render_rbac(team, memberships),
+        *render_rbac(team, memberships, groups),
         *render_network_policies(team),
     ]

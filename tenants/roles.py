@@ -6,7 +6,10 @@ QUOTA_MANAGER_GROUP = "Quota managers"
 
 # What a quota manager may do in the console: run teams, members and quotas; watch jobs.
 QUOTA_MANAGER_PERMISSIONS = {
-    "tenants": {"team": "add change delete view", "membership": "add change delete view"},
+    "tenants": {"team": "add change delete view", "membership": "add change delete view",
+                # Single sign-on: map IdP groups, see who signs in as whom.
+                "groupmapping": "add change delete view", "historicalgroupmapping": "view",
+                "oidcidentity": "view", "historicaloidcidentity": "view"},
     "quotas": {
         "gpuflavor": "add change delete view",
         "cohort": "add change delete view",

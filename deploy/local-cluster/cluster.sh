@@ -330,8 +330,19 @@ start_etcd() {
   wait_for "etcd" 60 http_ok "http://127.0.0.1:$ETCD_PORT/health"
 }
 
+# Structured authentication configuration: no JWT issuer until someone writes one in. The
+# apiserver watches the file and reloads it when it changes (the SSO test writes the local
+# IdP's issuer into it, tests/sso/test_cluster_identity.py); an existing file is kept.
+AUTHN_CONFIG="$CLUSTER_DIR/authentication-config.yaml"
+ensure_authn_config() {
+  [[ -s "$AUTHN_CONFIG" ]] && return 0
+  printf '%s\n' "apiVersion: apiserver.config.k8s.io/v1" "kind: AuthenticationConfiguration" "jwt: []" >"$AUTHN_CONFIG"
+}
+
 start_apiserver() {
+  ensure_authn_config
   start kube-apiserver "$(bin kube-apiserver)" \
+    --authentication-config "$AUTHN_CONFIG" \
     --etcd-servers "http://127.0.0.1:$ETCD_PORT" \
     --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$APISERVER_PORT" \
     --cert-dir "$PKI/apiserver-certdir" \

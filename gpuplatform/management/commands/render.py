@@ -24,7 +24,8 @@ class Command(BaseCommand):
                                      list(PriorityClass.objects.all()))
         elif what == "team":
             team = self._get(Team.objects, slug=key, what="team")
-            objects = (render_team(team, list(team.memberships.select_related("user")))
+            objects = (render_team(team, list(team.memberships.select_related("user", "user__oidc_identity")),
+                                   list(team.group_mappings.all()))
                        + render_team_quotas(team, list(Quota.objects.of_team(team))))
         else:
             if not (key or "").isdigit():
