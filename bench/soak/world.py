@@ -99,7 +99,9 @@ def seed() -> dict:
         PriorityClass.objects.create(name=name, value=value)
     tokens = {}
     for slug in TEAMS:
-        team = Team.objects.create(slug=slug, display_name=f"Soak {slug}")
+        # Every soak team may use every priority (the preemption scenario needs "high").
+        team = Team.objects.create(slug=slug, display_name=f"Soak {slug}",
+                                   max_priority_value=max(PRIORITIES.values()))
         owner = users.create_user(f"soak-{slug}-ci", password=f"soak-{slug}-pass")
         Membership.objects.create(team=team, user=owner, role=Membership.Role.OWNER)
         for flavor, nominal in QUOTAS[slug].items():
