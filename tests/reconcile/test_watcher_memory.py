@@ -2,22 +2,14 @@
 come and go (a crash-looping job, a busy cluster) cannot grow it without end."""
 
 import threading
-import time
 
 import pytest
 
 from jobs.watcher import MAX_WARNINGS, StatusWatcher
 
+from .test_watcher import wait_for
+
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def wait_for(predicate, timeout=15.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return predicate()
 
 
 @pytest.fixture
