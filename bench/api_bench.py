@@ -1,23 +1,27 @@
 """``make bench-api``: the REST API under load, against gunicorn and PostgreSQL.
 
-1. create (or reuse) a database ``bench`` on the test PostgreSQL server, migrate it and
-   fill it with 100,000 jobs;
-2. start gunicorn on a free loopback port;
-3. with 20 concurrent clients (keep-alive connections), time ``GET /api/v1/ping`` (the
-   framework floor: Django + DRF, no credentials, no database), ``GET /api/v1/jobs`` and
-   ``POST /api/v1/jobs``, each for a fixed number of requests;
-4. print p50/p99 latency, requests per second and the ratio to the floor, and the number
-   of SQL queries a job list costs at page sizes 10 and 200 (must be equal: no N+1).
+1. prepare two databases on the test PostgreSQL server (once; later runs reuse them):
+   ``bench`` with 100,000 jobs in the bench team, and ``bench_1m`` with the same team
+   plus 900,000 jobs of 999 other teams (BENCH_JOBS, BENCH_JOBS_LARGE; 0 skips the large
+   one). Each preparation also counts the SQL queries of one request per endpoint;
+2. start gunicorn on each in turn, on a free loopback port;
+3. with 20 concurrent clients (keep-alive connections) and a team token, time
+   ``GET /api/v1/ping`` (the framework floor: Django + DRF, no credentials, no database),
+   then list, retrieve, events, submit and cancel, each for a fixed number of requests;
+   on the large database the floor and the list again;
+4. print p50/p95/p99 latency, requests per second and the ratios to the floor, write
+   bench/results/api.md, and end with one ``RESULT api ...`` line.
 
 A benchmark, not a test: it asserts nothing about time. The load generator runs on the
-same machine as the server, so absolute numbers include its CPU.
+same machine as the server, so absolute numbers include its CPU; ratios to the floor are
+measured in the same run.
 """
 
+import datetime
 import http.client
 import json
 import os
 import socket
-import statistics
 import subprocess
 import sys
 import threading
@@ -27,54 +31,46 @@ import uuid
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.machine import load, machine  # noqa: E402
+
 JOBS = int(os.environ.get("BENCH_JOBS", "100000"))
+JOBS_LARGE = int(os.environ.get("BENCH_JOBS_LARGE", "1000000"))
+OTHER_TEAMS = 999
 CLIENTS = int(os.environ.get("BENCH_CLIENTS", "20"))
 REQUESTS = int(os.environ.get("BENCH_REQUESTS", "2000"))  # per scenario, shared by the clients
 WORKERS = int(os.environ.get("BENCH_WORKERS", "4"))
 THREADS = int(os.environ.get("BENCH_THREADS", "2"))
+RESULTS = ROOT / "bench" / "results" / "api.md"
+BODY = {"flavor": "h100", "image": "ghcr.io/example/train:1", "command": ["python"], "args": ["train.py"]}
 
 
 def main() -> int:
-    env = _environment()
-    os.environ.update(env)
-    sys.path.insert(0, str(ROOT))
-    import django
-
-    django.setup()
-    token = _seed()
-    query_counts = _list_query_counts()
-    port = _free_port()
-    server = subprocess.Popen(
-        [str(ROOT / ".venv/bin/gunicorn"), "gpuplatform.wsgi:application", "--bind", f"127.0.0.1:{port}",
-         "--workers", str(WORKERS), "--worker-class", "gthread", "--threads", str(THREADS), "--log-level", "warning"],
-        cwd=ROOT, env={**os.environ, **env},
-    )
-    try:
-        _wait_until_up(port)
-        headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
-        results = {
-            "GET /api/v1/ping (floor)": _load(port, lambda i: ("GET", "/api/v1/ping", None, {})),
-            "GET /api/v1/jobs": _load(port, lambda i: ("GET", "/api/v1/jobs?page_size=50", None, headers)),
-            "POST /api/v1/jobs": _load(port, lambda i: ("POST", "/api/v1/jobs", _job_body(), {
-                **headers, "Idempotency-Key": str(uuid.uuid4())})),
-        }
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
-        _drop_queued_reconciles(env["REDIS_URL"])
-    _report(results, query_counts)
+    if sys.argv[1:2] == ["--prepare"]:
+        return _prepare(int(sys.argv[2]))
+    started = datetime.datetime.now(datetime.UTC)
+    small = _prepared("bench", JOBS)
+    runs = {"small": _run(small, _scenarios(small))}
+    if JOBS_LARGE > JOBS:
+        large = _prepared("bench_1m", JOBS_LARGE)
+        runs["large"] = _run(large, lambda port, headers: {"list": _load(port, _list_request(headers))})
+    _report(started, small, runs)
     return 0
 
 
-def _environment() -> dict:
+# --- the databases (a child process per database: Django binds one at setup) -------------
+def _environment(database: str) -> dict:
     base = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:55432/gpuplatform")
     parts = urllib.parse.urlsplit(base)
-    _ensure_database(parts, "bench")
+    _ensure_database(parts, database)
     redis = os.environ.get("REDIS_URL", "redis://127.0.0.1:56379/0").rsplit("/", 1)[0] + "/14"
     return {
+        **os.environ,
         "DJANGO_SETTINGS_MODULE": "gpuplatform.settings",
-        "DATABASE_URL": urllib.parse.urlunsplit(parts._replace(path="/bench")),
+        "DATABASE_URL": urllib.parse.urlunsplit(parts._replace(path=f"/{database}")),
         "REDIS_URL": redis,
+        "CELERY_BROKER_URL": redis,
         "DEBUG": "0",
         "SECRET_KEY": "bench-only-" + "x" * 40,
         "SECURE_SSL_REDIRECT": "false",  # plain HTTP on loopback, no TLS proxy in front
@@ -93,8 +89,19 @@ def _ensure_database(parts, name: str) -> None:
             conn.execute(f'CREATE DATABASE "{name}"')
 
 
-def _seed() -> str:
-    """Migrate; make one team, flavor and quota, and JOBS jobs (once); return a fresh token."""
+def _prepared(database: str, jobs: int) -> dict:
+    env = _environment(database)
+    print(f"preparing database {database} ({jobs:,} jobs) ...", flush=True)
+    out = subprocess.run([sys.executable, __file__, "--prepare", str(jobs)], env=env, cwd=ROOT,
+                         stdout=subprocess.PIPE, text=True, check=True).stdout
+    return {**json.loads(out.strip().splitlines()[-1]), "env": env, "database": database, "jobs": jobs}
+
+
+def _prepare(jobs: int) -> int:
+    """In the child: migrate, seed, count each endpoint's queries; print what the load needs."""
+    import django
+
+    django.setup()
     from django.contrib.auth import get_user_model
     from django.core.management import call_command
 
@@ -110,48 +117,126 @@ def _seed() -> str:
     flavor, _ = GpuFlavor.objects.get_or_create(
         name="h100", defaults=dict(resource_name="nvidia.com/gpu", gpu_memory_gib=80, gpus_per_node=8))
     Quota.objects.get_or_create(team=team, flavor=flavor, defaults=dict(nominal_gpus=64, cpu_cores=512, memory_gib=4096))
-    missing = JOBS - Job.objects.filter(team=team).count()
-    if missing > 0:
-        print(f"seeding {missing} jobs ...", flush=True)
-        batch = [
-            Job(team=team, submitter=user, flavor=flavor, name=f"seed-{uuid.uuid4().hex[:12]}",
-                image="ghcr.io/example/train:1", command=["python"], args=["train.py"],
-                state=Job.State.SUCCEEDED, reason="Finished")
-            for _ in range(missing)
-        ]
-        Job.objects.bulk_create(batch, batch_size=5000)
-    return ApiToken.objects.issue(user=user, team=team, name="bench")[1]
+    # The jobs earlier runs submitted (no worker ran them): each run starts from the same queue.
+    Job.objects.filter(team=team, name__startswith="b-").delete()
+    ApiToken.objects.filter(user=user).delete()
+    template = Job.objects.filter(team=team, name="seed-template").first() or Job.objects.create(
+        team=team, submitter=user, flavor=flavor, name="seed-template", image="ghcr.io/example/train:1",
+        command=["python"], args=["train.py"], state=Job.State.SUCCEEDED, reason="Finished")
+    _seed(template, [team], min(jobs, JOBS))
+    if jobs > JOBS:
+        others = [Team.objects.get_or_create(slug=f"bench-other-{i:03d}", defaults={"display_name": f"Other {i}"})[0]
+                  for i in range(OTHER_TEAMS)]
+        _seed(template, others, jobs - JOBS)
+    token = ApiToken.objects.issue(user=user, team=team, name="bench")[1]
+    print(json.dumps({"token": token, "queries": _queries(token, team)}), flush=True)
+    return 0
 
 
-def _list_query_counts() -> dict[int, int]:
+def _seed(template, teams: list, wanted: int) -> None:
+    """Copies of ``template`` in SQL, spread over ``teams``, until they hold ``wanted`` jobs."""
+    from django.db import connection
+
+    from jobs.models import Job
+
+    missing = wanted - Job.objects.filter(team__in=teams).count()
+    if missing <= 0:
+        return
+    columns = [f.column for f in Job._meta.concrete_fields if not f.primary_key]
+    team_ids = "ARRAY[" + ",".join(str(t.pk) for t in teams) + "]::bigint[]"
+    values = [{"team_id": f"({team_ids})[1 + mod(g, {len(teams)})]", "name": "'seed-' || md5(g::text || clock_timestamp()::text)"}
+              .get(c, f'"{c}"') for c in columns]
+    batch = 100_000
+    for done in range(0, missing, batch):
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f'INSERT INTO jobs_job ({", ".join(chr(34) + c + chr(34) for c in columns)}) '
+                f'SELECT {", ".join(values)} FROM jobs_job, generate_series(1, %s) AS g WHERE jobs_job.id = %s',
+                [min(batch, missing - done), template.pk])
+        print(f"  seeded {min(done + batch, missing):,} of {missing:,} jobs", file=sys.stderr, flush=True)
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE jobs_job")
+
+
+def _queries(token: str, team) -> dict:
+    """SQL queries of one request per endpoint (after a first one, as on a warm worker)."""
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
     from rest_framework.test import APIClient
 
-    from tenants.tokens import ApiToken
-
-    token = ApiToken.objects.issue(user=ApiToken.objects.filter(name="bench").first().user, name="bench-q")[1]
     client = APIClient(SERVER_NAME="localhost")
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
-    client.get("/api/v1/jobs")  # warm up: the token's first use writes last_used_at
+    client.get("/api/v1/jobs")  # the token's first use writes last_used_at
+    job = client.post("/api/v1/jobs", {**BODY, "team": team.slug, "name": "b-queries"}, format="json").json()["id"]
+    requests = {
+        "ping": lambda: client.get("/api/v1/ping"),
+        "list (10 a page)": lambda: client.get("/api/v1/jobs", {"page_size": 10}),
+        "list (200 a page)": lambda: client.get("/api/v1/jobs", {"page_size": 200}),
+        "retrieve": lambda: client.get(f"/api/v1/jobs/{job}"),
+        "events": lambda: client.get(f"/api/v1/jobs/{job}/events"),
+        "submit": lambda: client.post("/api/v1/jobs", {**BODY, "team": team.slug, "name": f"b-{uuid.uuid4().hex[:16]}"},
+                                      format="json", HTTP_IDEMPOTENCY_KEY=str(uuid.uuid4())),
+        "cancel": lambda: client.post(f"/api/v1/jobs/{job}/cancel"),
+    }
     counts = {}
-    for size in (10, 200):
+    for name, request in requests.items():
         with CaptureQueriesContext(connection) as ctx:
-            assert client.get("/api/v1/jobs", {"page_size": size}).status_code == 200
-        counts[size] = len(ctx.captured_queries)
+            status = request().status_code
+        assert status < 300, (name, status)
+        counts[name] = len(ctx.captured_queries)
     return counts
 
 
-def _job_body() -> str:
-    return json.dumps({"team": "bench", "name": f"b-{uuid.uuid4().hex[:16]}", "flavor": "h100",
-                       "image": "ghcr.io/example/train:1", "command": ["python"], "args": ["train.py"]})
+# --- load ---------------------------------------------------------------------------------
+def _run(prepared: dict, scenarios) -> dict:
+    port = _free_port()
+    server = subprocess.Popen(
+        [str(ROOT / ".venv/bin/gunicorn"), "gpuplatform.wsgi:application", "--bind", f"127.0.0.1:{port}",
+         "--workers", str(WORKERS), "--worker-class", "gthread", "--threads", str(THREADS), "--log-level", "warning"],
+        cwd=ROOT, env=prepared["env"],
+    )
+    try:
+        _wait_until_up(port)
+        headers = {"Authorization": f"Bearer {prepared['token']}", "Content-Type": "application/json"}
+        results = {"ping (floor)": _load(port, lambda i: ("GET", "/api/v1/ping", None, {}))}
+        results.update(scenarios(port, headers))
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+        _drop_queued_reconciles(prepared["env"]["REDIS_URL"])
+    for name, result in results.items():
+        print(f"  {prepared['database']}: {name:<14} p95 {result['p95_ms']:7.1f} ms  {result['rps']:6.0f} req/s", flush=True)
+    return results
 
 
-def _load(port: int, make_request) -> dict:
+def _list_request(headers):
+    return lambda i: ("GET", "/api/v1/jobs?page_size=50", None, headers)
+
+
+def _scenarios(prepared: dict):
+    team = "bench"
+
+    def run(port, headers):
+        created: list[int] = []
+        results = {"list": _load(port, _list_request(headers))}
+        results["submit"] = _load(port, lambda i: ("POST", "/api/v1/jobs", json.dumps(
+            {**BODY, "team": team, "name": f"b-{uuid.uuid4().hex[:16]}"}),
+            {**headers, "Idempotency-Key": str(uuid.uuid4())}), created=created)
+        job = created[0]
+        results["retrieve"] = _load(port, lambda i: ("GET", f"/api/v1/jobs/{job}", None, headers))
+        results["events"] = _load(port, lambda i: ("GET", f"/api/v1/jobs/{job}/events", None, headers))
+        results["cancel"] = _load(port, lambda i: ("POST", f"/api/v1/jobs/{created[i]}/cancel", None, headers),
+                                  requests=len(created))
+        return results
+
+    return run
+
+
+def _load(port: int, make_request, requests: int = REQUESTS, created: list | None = None) -> dict:
     latencies: list[float] = []
     failures = []
     lock = threading.Lock()
-    counter = iter(range(REQUESTS))
+    counter = iter(range(requests))
 
     def client():
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
@@ -165,10 +250,13 @@ def _load(port: int, make_request) -> dict:
             start = time.perf_counter()
             conn.request(method, path, body=body, headers=headers)
             response = conn.getresponse()
-            response.read()
+            payload = response.read()
             mine.append(time.perf_counter() - start)
             if response.status >= 300:
                 failures.append(response.status)
+            elif created is not None:
+                with lock:
+                    created.append(json.loads(payload)["id"])
         conn.close()
         with lock:
             latencies.extend(mine)
@@ -181,24 +269,46 @@ def _load(port: int, make_request) -> dict:
         thread.join()
     elapsed = time.perf_counter() - started
     latencies.sort()
-    return {
-        "p50_ms": statistics.median(latencies) * 1000,
-        "p99_ms": latencies[int(len(latencies) * 0.99) - 1] * 1000,
-        "rps": len(latencies) / elapsed,
-        "errors": len(failures),
-    }
+
+    def at(share: float) -> float:
+        return latencies[max(int(len(latencies) * share) - 1, 0)] * 1000
+
+    return {"p50_ms": at(0.50), "p95_ms": at(0.95), "p99_ms": at(0.99), "rps": len(latencies) / elapsed,
+            "errors": len(failures)}
 
 
-def _report(results: dict, query_counts: dict) -> None:
-    floor = results["GET /api/v1/ping (floor)"]
-    print(f"\n{JOBS} jobs in the database, {CLIENTS} concurrent clients, {REQUESTS} requests per endpoint, "
-          f"gunicorn {WORKERS} workers x {THREADS} threads\n")
-    print(f"{'endpoint':<28} {'p50 ms':>8} {'p99 ms':>8} {'req/s':>8} {'p50/floor':>10} {'rps/floor':>10} {'errors':>7}")
-    for name, r in results.items():
-        print(f"{name:<28} {r['p50_ms']:8.1f} {r['p99_ms']:8.1f} {r['rps']:8.0f} "
-              f"{r['p50_ms'] / floor['p50_ms']:10.1f} {r['rps'] / floor['rps']:10.2f} {r['errors']:7d}")
-    print(f"\nSQL queries for one job list page: page_size=10 -> {query_counts[10]}, "
-          f"page_size=200 -> {query_counts[200]}" + ("  (constant: no N+1)" if query_counts[10] == query_counts[200] else "  (GROWS: N+1!)"))
+# --- report ---------------------------------------------------------------------------------
+def _report(started, small: dict, runs: dict) -> None:
+    lines = [f"# API benchmark ({started:%Y-%m-%d %H:%M} UTC)", "",
+             f"{CLIENTS} concurrent clients (keep-alive), {REQUESTS} requests per endpoint (cancel: one per job "
+             f"submitted), a team token; gunicorn {WORKERS} workers x {THREADS} threads; PostgreSQL "
+             "on the same machine. Ratios are to the floor (`GET /api/v1/ping`: Django + DRF, no credentials, "
+             "no database) measured in the same run.", ""]
+    for key, run in runs.items():
+        database = small["database"] if key == "small" else "bench_1m"
+        jobs = small["jobs"] if key == "small" else JOBS_LARGE
+        floor = run["ping (floor)"]
+        lines += [f"## {jobs:,} jobs in the database ({database})", "",
+                  "| endpoint | queries | p50 ms | p95 ms | p99 ms | req/s | req/s / floor | errors |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for name, r in run.items():
+            queries = small["queries"].get({"ping (floor)": "ping", "list": "list (10 a page)"}.get(name, name), "")
+            lines.append(f"| {name} | {queries} | {r['p50_ms']:.1f} | {r['p95_ms']:.1f} | {r['p99_ms']:.1f} | "
+                         f"{r['rps']:.0f} | {r['rps'] / floor['rps']:.2f} | {r['errors']} |")
+        lines.append("")
+    queries = small["queries"]
+    lines += [f"SQL queries per request: " + ", ".join(f"{name} {count}" for name, count in queries.items())
+              + (" (a list page costs the same at 10 and 200 rows: no N+1)."
+                 if queries["list (10 a page)"] == queries["list (200 a page)"] else " (LIST GROWS WITH THE PAGE: N+1)."),
+              "", f"Machine: {machine()}; {load()} at the end of the run.", ""]
+    small_run = runs["small"]
+    result = (f"RESULT api list_p95_ms={small_run['list']['p95_ms']:.1f}"
+              + (f" list_1m_p95_ms={runs['large']['list']['p95_ms']:.1f}" if "large" in runs else "")
+              + f" submit_p99_ms={small_run['submit']['p99_ms']:.1f}"
+              f" submit_rps_ratio={small_run['submit']['rps'] / small_run['ping (floor)']['rps']:.2f}")
+    text = "\n".join(lines)
+    RESULTS.write_text(text + "\n```\n" + result + "\n```\n")
+    print("\n" + text + f"\nwritten to {RESULTS.relative_to(ROOT)}\n\n{result}")
 
 
 def _drop_queued_reconciles(url: str) -> None:

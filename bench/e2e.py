@@ -24,7 +24,6 @@ bench/results/e2e.md, and ends with
 from __future__ import annotations
 
 import os
-import platform
 import statistics
 import sys
 import threading
@@ -35,6 +34,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.machine import machine  # noqa: E402
 from bench.soak import world  # noqa: E402
 from bench.soak.api import Api  # noqa: E402
 from bench.soak.processes import Processes, cluster_sh, cluster_up, kubectl  # noqa: E402
@@ -260,13 +260,6 @@ def run_baseline(cluster, seen: Seen) -> dict:
     return dict(start=start, submit_rate=JOBS / (created - start), admitted=len(admitted),
                 admit_rate=rate(len(admitted), start, admitted), succeeded=len(finished),
                 success_rate=rate(len(finished), start, finished))
-
-
-def machine() -> str:
-    cpuinfo = Path("/proc/cpuinfo")
-    model = next((line.split(":", 1)[1].strip() for line in cpuinfo.read_text().splitlines()
-                  if line.startswith("model name")), "") if cpuinfo.exists() else platform.processor()
-    return f"{platform.node()}, {os.cpu_count()} cores ({model}), Linux {platform.release()}, Python {platform.python_version()}"
 
 
 def main() -> int:

@@ -36,6 +36,7 @@ from django.contrib.auth import get_user_model  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 from django.db import connections  # noqa: E402
 
+from bench.machine import machine  # noqa: E402
 from cluster import Cluster  # noqa: E402
 from core.ownership import selector  # noqa: E402
 from quotas.manifests import render_cluster, render_team_quotas  # noqa: E402
@@ -54,14 +55,6 @@ CPU: list[float] = []  # this process's CPU seconds in each of our runs (client 
 
 def progress(message: str) -> None:
     print(f"[bench {time.strftime('%H:%M:%S')}] {message}", flush=True)
-
-
-def machine() -> str:
-    import platform
-
-    model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                  if line.startswith("model name")), platform.processor()) if Path("/proc/cpuinfo").exists() else ""
-    return f"{platform.node()}, {os.cpu_count()} cores ({model}), Linux {platform.release()}, Python {platform.python_version()}"
 
 
 def kubectl_binary() -> str:

@@ -24,8 +24,8 @@ def submit(*, team, submitter, **fields) -> Job:
     return job
 
 
-def submit_once(*, key: str, digest: str, token, team, submitter, **fields) -> tuple[int, bool]:
-    """Submit unless `key` already did: (job id, whether this call created it).
+def submit_once(*, key: str, digest: str, token, team, submitter, **fields) -> tuple[int, Job | None]:
+    """Submit unless `key` already did: (job id, the job when this call created it).
 
     Raises `jobs.idempotency.KeyConflict` when the key was used for another request."""
     with transaction.atomic():
@@ -33,8 +33,8 @@ def submit_once(*, key: str, digest: str, token, team, submitter, **fields) -> t
         if record is not None:
             record.job = submit(team=team, submitter=submitter, **fields)
             record.save(update_fields=["job"])
-            return record.job_id, True
-    return IdempotencyKey.objects.replayed_job_id(user=submitter, token=token, key=key, digest=digest), False
+            return record.job_id, record.job
+    return IdempotencyKey.objects.replayed_job_id(user=submitter, token=token, key=key, digest=digest), None
 
 
 def cancel(job: Job, user) -> bool:

@@ -66,7 +66,9 @@ class JobQuerySet(models.QuerySet):
             raise PermissionDenied(f"Only owners and members of {team.slug} can submit jobs.")
         job = Job(team=team, submitter=submitter, **fields)
         job.full_clean()
-        with transaction.atomic():
+        # No savepoint of its own: nothing in here is caught and carried on from, and the
+        # caller's transaction (``jobs.actions.submit``) rolls back as one.
+        with transaction.atomic(savepoint=False):
             job.save()
             job.submit()
         return job
@@ -144,7 +146,15 @@ class Job(models.Model):
 
     class Meta:
         ordering = ["-created_at", "-id"]
-        indexes = [models.Index(fields=["team", "state"], name="job_team_state")]
+        indexes = [
+            models.Index(fields=["team", "state"], name="job_team_state"),
+            # A team's jobs newest first: the API list's visibility filter and cursor order,
+            # read from the index whatever the number of other teams' jobs.
+            models.Index(fields=["team", "-id"], name="job_team_newest_first"),
+            # The pages' newest-first order (Meta.ordering), for a team and for everyone.
+            models.Index(fields=["team", "-created_at", "-id"], name="job_team_created_newest"),
+            models.Index(fields=["-created_at", "-id"], name="job_created_newest"),
+        ]
         constraints = [
             models.UniqueConstraint(
                 fields=["team", "name"],
@@ -230,6 +240,21 @@ class Job(models.Model):
             return self.Plan.REMOVE
         return self.Plan.LEAVE
 
+    def clean_fields(self, exclude=None) -> None:
+        # A related row given as an object was just read: Django would query again that it
+        # exists (one query per relation on every submit). The foreign key still guards it.
+        held = {field.name for field in self._meta.concrete_fields
+                if field.is_relation and field.is_cached(self) and getattr(self, field.name) is not None}
+        super().clean_fields(exclude={*(exclude or ()), *held})
+
+    def get_constraints(self):
+        # The check constraints restate for the database what the fields' validators and
+        # ``clean`` already say, with the same limits (tests/jobs/test_model_constraints.py
+        # holds them to it); validating them again would cost three round trips apiece.
+        # The uniqueness of live names needs the database, and stays.
+        return [(model, [c for c in constraints if not isinstance(c, models.CheckConstraint)])
+                for model, constraints in super().get_constraints()]
+
     def clean(self) -> None:
         errors: dict[str, str] = {}
         flavor = self.flavor if self.flavor_id else None
@@ -281,7 +306,7 @@ class Job(models.Model):
         stamp = TIMESTAMP_ON_ENTRY.get(target)
         if stamp and getattr(self, stamp) is None:
             changes[stamp] = at
-        with transaction.atomic():
+        with transaction.atomic(savepoint=False):  # an error here fails the caller's transaction too
             won = Job.objects.filter(pk=self.pk, state=current).update(**changes)
             if not won:
                 return False

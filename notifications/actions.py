@@ -72,9 +72,17 @@ def _job_data(job: Job) -> dict:
                     "submitter": job.submitter.get_username() if job.submitter else None}}
 
 
+def worth_telling(event: JobEvent) -> bool:
+    """Whether ``job_event`` could record something (most moves, submitted and queued
+    among them, tell nobody): decided without a query."""
+    return event.to_state in JOB_KINDS or event.message.startswith(NEVER_STARTS)
+
+
 def job_event(event: JobEvent) -> Event | None:
     """A job's state change worth telling (started, ended, preempted), or its reason
     saying it can never start."""
+    if not worth_telling(event):
+        return None
     job = Job.objects.select_related("team", "flavor", "submitter").get(pk=event.job_id)
     kind = JOB_KINDS.get(event.to_state)
     if kind is None:

@@ -34,10 +34,15 @@ def _quietly(receiver):
     return run
 
 
-@_quietly
 def on_job_event(sender, instance: JobEvent, created: bool, raw: bool = False, **kwargs) -> None:
-    if created and not raw:
-        actions.job_event(instance)
+    # Asked first, outside the savepoint: most moves (every submit) tell nobody.
+    if created and not raw and actions.worth_telling(instance):
+        _record_job_event(instance)
+
+
+@_quietly
+def _record_job_event(event: JobEvent) -> None:
+    actions.job_event(event)
 
 
 @_quietly

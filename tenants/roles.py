@@ -1,6 +1,7 @@
 """Platform-wide roles. Team roles live on Membership; "quota manager" is a Django group."""
 
 from django.contrib.auth.models import Group, Permission
+from django.db.models import Exists, OuterRef, Q
 
 QUOTA_MANAGER_GROUP = "Quota managers"
 
@@ -29,13 +30,29 @@ QUOTA_MANAGER_PERMISSIONS = {
 }
 
 
+# Set on a user object once known, for the rest of the request.
+QUOTA_MANAGER_FLAG = "_is_quota_manager"
+
+
 def is_quota_manager(user) -> bool:
     if not user.is_authenticated:
         return False
     if user.is_superuser:
         return True
-    # Cached per request object by Django's permission backend.
-    return user.has_perm("quotas.change_quota")
+    # An API token's lookup answers it in its own query (``quota_manager_flag``); a session
+    # asks Django's permission backend, which remembers every permission on the user
+    # object for the pages' other checks.
+    if not hasattr(user, QUOTA_MANAGER_FLAG):
+        setattr(user, QUOTA_MANAGER_FLAG, user.has_perm("quotas.change_quota"))
+    return getattr(user, QUOTA_MANAGER_FLAG)
+
+
+def quota_manager_flag(user_field: str):
+    """For ``annotate`` on a query that reads an active user (then set as
+    ``QUOTA_MANAGER_FLAG`` on it): whether ``has_perm("quotas.change_quota")`` says yes."""
+    user = OuterRef(user_field)
+    return Exists(Permission.objects.filter(
+        Q(user=user) | Q(group__user=user), content_type__app_label="quotas", codename="change_quota"))
 
 
 def ensure_quota_manager_group(sender=None, **kwargs) -> Group:

@@ -18,6 +18,8 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
+from .roles import QUOTA_MANAGER_FLAG, quota_manager_flag
+
 TOKEN_PREFIX = "gpp_"
 LOOKUP_LENGTH = 8  # characters after TOKEN_PREFIX that are stored in clear for lookup
 DEFAULT_LIFETIME = timedelta(days=90)
@@ -65,8 +67,11 @@ class ApiTokenQuerySet(models.QuerySet):
         if not secret.startswith(TOKEN_PREFIX):
             return None
         digest = _digest(secret)
-        for token in self.filter(prefix=secret[: len(TOKEN_PREFIX) + LOOKUP_LENGTH]).select_related("user", "team"):
+        candidates = (self.filter(prefix=secret[: len(TOKEN_PREFIX) + LOOKUP_LENGTH])
+                      .select_related("user", "team").annotate(user_is_quota_manager=quota_manager_flag("user")))
+        for token in candidates:
             if hmac.compare_digest(token.digest, digest):
+                setattr(token.user, QUOTA_MANAGER_FLAG, token.user_is_quota_manager)
                 return token
         return None
 

@@ -11,6 +11,9 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('tenants', '0003_idempotency_keys_move_to_jobs'),
+        # The history tables stay where quotas made them: later migrations of this app
+        # alter them, so they must exist first (the order was luck before this line).
+        ('quotas', '0002_requests_grants_history'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

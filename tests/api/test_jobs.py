@@ -171,3 +171,31 @@ def test_a_job_cannot_ask_the_gpu_runtime_for_every_gpu_on_its_node(client_as, m
     assert response.status_code == 400
     assert "NVIDIA_VISIBLE_DEVICES would be read by the GPU runtime" in str(response.json()["fields"]["env"])
     assert not Job.objects.exists()
+
+
+def test_a_token_reads_jobs_in_two_queries(client_as, owner, team, flavor, django_assert_num_queries):
+    """The token with its user and whether they manage quotas, then the page; a retrieve the
+    same. Nothing is written once the token's last use is recorded."""
+    from .conftest import issue_token
+
+    job = make_job(team, flavor, name="one", submitter=owner)
+    api = client_as(token=issue_token(owner, team=team))
+    api.get("/api/v1/jobs")  # the token's first use of the minute writes last_used_at
+    with django_assert_num_queries(2):
+        assert api.get("/api/v1/jobs").status_code == 200
+    with django_assert_num_queries(2):
+        assert api.get(f"/api/v1/jobs/{job.pk}").status_code == 200
+
+
+def test_a_submit_reads_nothing_back(client_as, owner, team, flavor, django_assert_num_queries):
+    """What a submit costs, pinned: the token; the team and flavor named; in one transaction
+    the key, the membership, the live-name check, the job, its move and event, the key's
+    job (with three savepoints); then the feasibility answer's usage, quota and queue."""
+    from .conftest import issue_token
+
+    make_quota(team, flavor, nominal_gpus=8)
+    api = client_as(token=issue_token(owner, team=team))
+    api.get("/api/v1/jobs")
+    with django_assert_num_queries(21):
+        response = api.post("/api/v1/jobs", {**JOB_BODY, "team": team.slug}, HTTP_IDEMPOTENCY_KEY="k-1")
+    assert response.status_code == 201, response.json()
