@@ -15,8 +15,12 @@ checked by the API server or re-read:
   brings the change calls `on_change`, and the worker reconciles the owner again (level
   triggered, as a controller is): the write is late by the watch lag, never lost.
 - *Cache miss*: unknown, not absent. A kind with field rules (`cluster.fields`: what a
-  controller writes after creation) is read with a GET first; other kinds are applied as
-  they are, which is right whether the object exists or not.
+  controller writes after creation) is applied as a create only (`objects.create_only`: a
+  resourceVersion no object has, so the API server creates it if absent and answers 409 if
+  it exists); on 409 it is read with a GET and decided as any existing object, so a
+  controller's fields are never taken back. A new job's workload costs one request, not a
+  GET and an apply. Other kinds are applied as they are, which is right whether the
+  object exists or not.
 - *Stale differences*: an apply onto a kind with field rules carries the resourceVersion
   it was computed from; a conflict is re-read and decided again (`Cluster.apply`).
 - *Prune*: every delete carries the uid and resourceVersion it was decided on as

@@ -39,6 +39,7 @@ from .objects import (
     ObjectRef,
     Snapshot,
     apply_order,
+    create_only,
     is_unchanged,
 )
 from .cache import WatchCache
@@ -255,6 +256,8 @@ class Cluster(SnapshotAndPrune):
 
         Skipping needs the live object, never a write: from `snapshot` when it covers the
         kind, else one GET. A second reconcile of an unchanged database costs reads only.
+        A watch-cache miss on a kind with field rules is applied as a create only and read
+        only if it exists after all (`_create_or_decide`).
         This is not check-then-create: whatever was read, the PATCH is an idempotent apply.
         `rules` say which fields of an existing object belong to others (`cluster.fields`).
         """
@@ -268,8 +271,10 @@ class Cluster(SnapshotAndPrune):
         if self.cache is not None and kind_rules is not None:
             self.cache.rules[(ref.group, ref.kind)] = kind_rules
         from_cache = snapshot is not None and not snapshot.is_complete(ref)
-        if snapshot is None or snapshot.needs_read(ref, kind_rules):
+        if snapshot is None or not snapshot.covers(ref):
             live = self._read(path)
+        elif snapshot.is_unknown(ref, kind_rules):
+            return self._create_or_decide(ref, path, desired, kind_rules)
         else:
             live = snapshot.get(ref)
         try:
@@ -279,6 +284,17 @@ class Cluster(SnapshotAndPrune):
                 raise  # a conflict with a fresh read is the task's to retry, with backoff
             # The watch cache was behind the cluster: read the object and decide once more.
             return self._apply_onto(ref, path, desired, self._read(path), kind_rules)
+
+    def _create_or_decide(self, ref: ObjectRef, path: str, desired: dict, kind_rules) -> ApplyResult:
+        """A cache miss on a kind with field rules (a new job's workload, most likely):
+        create it if it is absent, in one request; if it exists after all (409), read it
+        and decide as for any existing object, so no controller's field is taken back."""
+        try:
+            return self._apply_onto(ref, path, create_only(desired), None, kind_rules)
+        except TransientError as exc:
+            if exc.status != 409:
+                raise
+        return self._apply_onto(ref, path, desired, self._read(path), kind_rules)
 
     def _read(self, path: str) -> dict | None:
         try:

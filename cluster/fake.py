@@ -31,6 +31,7 @@ from .objects import (
     is_unchanged,
     matches_selector,
     comparable,
+    create_only,
     owned_fields,
 )
 from .fields import Ownership, for_existing
@@ -142,8 +143,15 @@ class FakeCluster(SnapshotAndPrune):
         if self.cache is not None and kind_rules is not None:
             self.cache.rules[(ref.group, ref.kind)] = kind_rules
         from_cache = snapshot is not None and not snapshot.is_complete(ref)
-        if snapshot is None or snapshot.needs_read(ref, kind_rules):
+        if snapshot is None or not snapshot.covers(ref):
             live = self._read(ref)
+        elif snapshot.is_unknown(ref, kind_rules):
+            try:  # as the real door: create only if absent, else read and decide
+                return self._apply_onto(ref, create_only(desired), None, kind_rules)
+            except TransientError as exc:
+                if exc.status != 409:
+                    raise
+            return self._apply_onto(ref, desired, self._read(ref), kind_rules)
         else:
             live = snapshot.get(ref)  # as read, like the real door: it may be stale
         try:
@@ -271,9 +279,11 @@ class FakeCluster(SnapshotAndPrune):
 
     @staticmethod
     def _check_precondition(ref: ObjectRef, desired: dict, live: dict | None) -> None:
-        """An apply that names a resourceVersion fails when the object moved on since."""
+        """An apply that names a resourceVersion fails when the object moved on since. As on
+        the API server, an object that does not exist is created whatever version is named
+        (`objects.create_only` relies on it)."""
         wanted = (desired.get("metadata") or {}).get("resourceVersion")
-        if wanted and (live is None or live["metadata"]["resourceVersion"] != wanted):
+        if wanted and live is not None and live["metadata"]["resourceVersion"] != wanted:
             raise TransientError(
                 f"Operation cannot be fulfilled on {ref}: the object has been modified",
                 status=409, reason="Conflict",

@@ -71,7 +71,8 @@ class Snapshot:
     An object of a listed kind that the snapshot lacks is taken as absent (or not ours yet):
     applying it is right either way, since server-side apply is idempotent. A kind filled
     from the watch cache is not *complete*: a miss there is unknown, and a kind whose
-    fields controllers share is read before it is applied (`needs_read`).
+    fields controllers share is created only if it is absent (`is_unknown`, `create_only`),
+    and read and decided on when it exists after all.
     """
 
     def __init__(self):
@@ -100,11 +101,14 @@ class Snapshot:
         return (ref.group, ref.kind) not in self._incomplete
 
     def needs_read(self, ref: "ObjectRef", rules) -> bool:
-        """Whether `apply` must GET `ref` rather than trust this snapshot: a kind it does
-        not cover, or a cache miss on a kind with field rules (applying it blind would
-        take back a controller's fields if it exists after all)."""
-        if not self.covers(ref):
-            return True
+        """Whether `apply` cannot trust this snapshot about `ref`: a kind it does not
+        cover, or an unknown (`is_unknown`)."""
+        return not self.covers(ref) or self.is_unknown(ref, rules)
+
+    def is_unknown(self, ref: "ObjectRef", rules) -> bool:
+        """A cache miss on a kind with field rules: applying it blind would take back a
+        controller's fields if it exists after all, so `apply` creates it only if it is
+        absent (`create_only`) and reads it when it is not."""
         return self.get(ref) is None and not self.is_complete(ref) and bool(rules and rules.paths)
 
     def get(self, ref: "ObjectRef") -> dict | None:
@@ -112,6 +116,21 @@ class Snapshot:
 
     def items(self) -> list[dict]:
         return list(self._objects.values())
+
+
+# A resourceVersion no stored object has: etcd numbers revisions from 1 for the empty
+# store, so every write is 2 or later. Server-side apply takes a resourceVersion in the
+# body as a precondition (409 Conflict when the object exists at another version) and
+# ignores it when the object does not exist yet; so an apply carrying this one creates an
+# absent object and refuses to touch an existing one, whatever state it is in.
+CREATE_ONLY_VERSION = "1"
+
+
+def create_only(desired: dict) -> dict:
+    """`desired` as an apply that creates it when absent and fails with 409 when it exists
+    (`CREATE_ONLY_VERSION`): one request where a read and then an apply would be two, for
+    an object that is most likely new but might exist (a watch-cache miss)."""
+    return {**desired, "metadata": {**(desired.get("metadata") or {}), "resourceVersion": CREATE_ONLY_VERSION}}
 
 
 @dataclass(frozen=True)

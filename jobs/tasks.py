@@ -7,7 +7,7 @@ from celery import shared_task
 from cluster import PermanentError
 from core.ownership import job_selector
 from core.reconcile import RETRY_POLICY, NoCluster, Outcome, current_cluster, sync
-from quotas.tasks import sync_team_quotas
+from quotas.tasks import ensure_team_quotas
 
 from .lifecycle import State
 from .manifests import JOB_KINDS, job_fields, render_job
@@ -34,8 +34,9 @@ def sync_job(cluster, job: Job) -> Outcome:
     desired = render_job(job) if plan is Job.Plan.APPLY else []
     try:
         if job.state == State.SUBMITTED:
-            # A new job needs its team's namespace and queues; a few reads when they exist.
-            outcome += sync_team_quotas(cluster, job.team)
+            # A new job needs its team's namespace and queues: nothing to do when the watch
+            # cache shows them in place, else the team's quotas are synced.
+            outcome += ensure_team_quotas(cluster, job.team, job.flavor)
         outcome += sync(cluster, desired, selector=job_selector(job.pk), kinds=JOB_KINDS, rules=job_fields(job))
     except PermanentError as err:
         job.transition(State.FAILED, reason="Rejected", message=f"The cluster refused the job: {err}")

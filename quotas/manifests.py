@@ -11,7 +11,7 @@ from collections import defaultdict
 import schedulers
 from cluster.quantity import canonical, gib
 from core.ownership import owned
-from tenants.admission import ADMISSION_KINDS, render_admission, render_admission_params
+from tenants.admission import ADMISSION_KINDS, PARAMS_NAME, render_admission, render_admission_params
 from tenants.models import SystemNamespace
 
 from .models import Cohort, GpuFlavor, PriorityClass, Quota
@@ -52,9 +52,12 @@ def namespace_ceilings(quotas: list[Quota]) -> dict[str, str]:
 
 
 # --- rendering ---------------------------------------------------------------------------
+RESOURCE_QUOTA_NAME = "team-quota"
+
+
 def render_resource_quota(team, quotas: list[Quota]) -> dict:
     return owned({"apiVersion": "v1", "kind": "ResourceQuota",
-                  "metadata": {"name": "team-quota", "namespace": team.namespace_name},
+                  "metadata": {"name": RESOURCE_QUOTA_NAME, "namespace": team.namespace_name},
                   "spec": {"hard": namespace_ceilings(quotas)}}, team=team.slug)
 
 
@@ -73,6 +76,16 @@ def render_team_quotas(team, quotas: list[Quota]) -> list[dict]:
     queues = {schedulers.queue_name(team.namespace_name, quota.flavor): quota.flavor.name for quota in quotas}
     return [render_resource_quota(team, quotas), render_admission_params(team, queues),
             *render_team_queues(quotas, team.namespace_name, team.slug)]
+
+
+def job_prerequisites(team, flavor) -> list[tuple[str, str, str | None, str]]:
+    """(apiVersion, kind, namespace or None, name) of what a job of ``flavor`` needs from its
+    team before it is applied: the namespace, its ResourceQuota, the admission parameters
+    (which must name the job's queue) and the queue objects it is queued through."""
+    namespace = team.namespace_name
+    return [("v1", "Namespace", None, namespace), ("v1", "ResourceQuota", namespace, RESOURCE_QUOTA_NAME),
+            ("v1", "ConfigMap", namespace, PARAMS_NAME),
+            *schedulers.for_flavor(flavor).queue_refs(namespace, flavor)]
 
 
 def render_cluster(flavors: list[GpuFlavor], cohorts: list[Cohort], priorities: list[PriorityClass]) -> list[dict]:

@@ -81,6 +81,12 @@ class Scheduler:
     def queue_objects(self, quota, namespace: str, team: str) -> list[dict]:
         raise NotImplementedError
 
+    def queue_refs(self, namespace: str, flavor) -> list[tuple[str, str, str | None, str]]:
+        """(apiVersion, kind, namespace or None, name) of the queue objects a job of
+        `flavor` in `namespace` is queued through: those `queue_objects` renders for the
+        team's quota on that flavor. A job's reconcile checks they are in place."""
+        raise NotImplementedError
+
     def render_training(self, job) -> list[dict]:
         raise NotImplementedError
 

@@ -251,6 +251,10 @@ class Kueue(Scheduler):
     def queue_objects(self, quota, namespace: str, team: str) -> list[dict]:
         return [render_cluster_queue(quota, namespace, team), render_local_queue(quota, namespace, team)]
 
+    def queue_refs(self, namespace: str, flavor) -> list[tuple[str, str, str | None, str]]:
+        return [(API, "ClusterQueue", None, queue_name(namespace, flavor)),
+                (API, "LocalQueue", namespace, local_queue_name(flavor))]
+
     def render_training(self, job) -> list[dict]:
         return render_training(job)
 

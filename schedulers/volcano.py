@@ -145,6 +145,9 @@ class Volcano(Scheduler):
     def queue_objects(self, quota, namespace: str, team: str) -> list[dict]:
         return [render_queue(quota, namespace, team)]
 
+    def queue_refs(self, namespace: str, flavor) -> list[tuple[str, str, str | None, str]]:
+        return [(QUEUE_API, "Queue", None, queue_name(namespace, flavor))]
+
     def render_training(self, job) -> list[dict]:
         return render_training(job)
 
