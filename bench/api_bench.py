@@ -129,7 +129,8 @@ def _prepare(jobs: int) -> int:
                   for i in range(OTHER_TEAMS)]
         _seed(template, others, jobs - JOBS)
     token = ApiToken.objects.issue(user=user, team=team, name="bench")[1]
-    print(json.dumps({"token": token, "queries": _queries(token, team)}), flush=True)
+    print(json.dumps({"token": token, "queries": _queries(token, team), "profile": _profile(token, team)}),
+          flush=True)
     return 0
 
 
@@ -185,6 +186,63 @@ def _queries(token: str, team) -> dict:
         assert status < 300, (name, status)
         counts[name] = len(ctx.captured_queries)
     return counts
+
+
+# Where a request's time goes: (stage, file, function) whose cumulative time is counted;
+# a stage that runs inside another (NESTED) is taken out of it. What is left is Django's
+# and DRF's own dispatch and middleware.
+STAGES = [
+    ("authentication (token, user, quota-manager flag)", "tenants/auth.py", "authenticate"),
+    ("throttle (two cache round trips)", "rest_framework/views.py", "check_throttles"),
+    ("permissions (token scope)", "rest_framework/views.py", "check_permissions"),
+    ("request validation (serializer)", "rest_framework/serializers.py", "is_valid"),
+    ("submit transaction (key, job, move, event)", "jobs/actions.py", "submit_once"),
+    ("broker publish (after commit)", "core/reconcile.py", "send"),
+    ("feasibility answer (usage, quota, queue)", "jobs/feasibility.py", "assess"),
+    ("page query (visibility filter, cursor order)", "rest_framework/pagination.py", "paginate_queryset"),
+    ("serializing", "rest_framework/serializers.py", "data"),
+    ("JSON rendering", "rest_framework/renderers.py", "render"),
+]
+NESTED = {"feasibility answer (usage, quota, queue)": "serializing",  # the 201's `feasibility` field
+          "broker publish (after commit)": "submit transaction (key, job, move, event)"}
+
+
+def _profile(token: str, team, rounds: int = 50) -> dict:
+    """Per endpoint, milliseconds per request in each stage (in-process, under cProfile)."""
+    import cProfile
+    import pstats
+
+    from django.test import Client
+
+    client = Client(SERVER_NAME="localhost", HTTP_AUTHORIZATION=f"Bearer {token}")
+    requests = {
+        "list": lambda: client.get("/api/v1/jobs", {"page_size": 50}),
+        "submit": lambda: client.post("/api/v1/jobs", json.dumps(
+            {**BODY, "team": team.slug, "name": f"b-{uuid.uuid4().hex[:16]}"}),
+            content_type="application/json", HTTP_IDEMPOTENCY_KEY=str(uuid.uuid4())),
+    }
+    result = {}
+    for name, request in requests.items():
+        request()
+        profiler = cProfile.Profile()
+        started = time.perf_counter()
+        profiler.enable()
+        for _ in range(rounds):
+            request()
+        profiler.disable()
+        total = (time.perf_counter() - started) / rounds * 1000
+        stats = pstats.Stats(profiler).stats
+        stages = {}
+        for stage, path, function in STAGES:
+            seconds = sum(row[3] for (file, _, func), row in stats.items() if file.endswith(path) and func == function)
+            if seconds:
+                stages[stage] = seconds / rounds * 1000
+        for inner, outer in NESTED.items():
+            if inner in stages and outer in stages:
+                stages[outer] -= stages[inner]
+        stages["Django and DRF dispatch, middleware"] = total - sum(stages.values())
+        result[name] = {"total_ms": total, "stages": stages}
+    return result
 
 
 # --- load ---------------------------------------------------------------------------------
@@ -296,8 +354,15 @@ def _report(started, small: dict, runs: dict) -> None:
             lines.append(f"| {name} | {queries} | {r['p50_ms']:.1f} | {r['p95_ms']:.1f} | {r['p99_ms']:.1f} | "
                          f"{r['rps']:.0f} | {r['rps'] / floor['rps']:.2f} | {r['errors']} |")
         lines.append("")
+    lines += ["## Where the time goes", "", "One request at a time, in-process under cProfile (which slows "
+              "everything by about the same factor), milliseconds per request:", ""]
+    for endpoint, profile in small["profile"].items():
+        lines += [f"**{endpoint}** ({profile['total_ms']:.1f} ms under the profiler):", "",
+                  "| stage | ms | share |", "|---|---|---|"]
+        lines += [f"| {stage} | {ms:.1f} | {ms / profile['total_ms']:.0%} |" for stage, ms in profile["stages"].items()]
+        lines.append("")
     queries = small["queries"]
-    lines += [f"SQL queries per request: " + ", ".join(f"{name} {count}" for name, count in queries.items())
+    lines += ["SQL queries per request: " + ", ".join(f"{name} {count}" for name, count in queries.items())
               + (" (a list page costs the same at 10 and 200 rows: no N+1)."
                  if queries["list (10 a page)"] == queries["list (200 a page)"] else " (LIST GROWS WITH THE PAGE: N+1)."),
               "", f"Machine: {machine()}; {load()} at the end of the run.", ""]

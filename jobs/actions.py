@@ -19,8 +19,12 @@ def reconcile_soon(job: Job) -> None:
 def submit(*, team, submitter, **fields) -> Job:
     """The one way a job enters the platform, for the web UI and the API alike."""
     with transaction.atomic():
-        job = Job.objects.submit(team=team, submitter=submitter, **fields)
-        reconcile_soon(job)
+        return _submit(team=team, submitter=submitter, **fields)
+
+
+def _submit(*, team, submitter, **fields) -> Job:
+    job = Job.objects.submit(team=team, submitter=submitter, **fields)
+    reconcile_soon(job)
     return job
 
 
@@ -31,7 +35,9 @@ def submit_once(*, key: str, digest: str, token, team, submitter, **fields) -> t
     with transaction.atomic():
         record = IdempotencyKey.objects.claim(user=submitter, token=token, key=key, digest=digest)
         if record is not None:
-            record.job = submit(team=team, submitter=submitter, **fields)
+            # Not `submit`: its savepoint would guard nothing here, where any error
+            # rolls back the whole transaction, key included.
+            record.job = _submit(team=team, submitter=submitter, **fields)
             record.save(update_fields=["job"])
             return record.job_id, record.job
     return IdempotencyKey.objects.replayed_job_id(user=submitter, token=token, key=key, digest=digest), None
