@@ -1,5 +1,5 @@
 # The two commands of the README are `make demo` and `make test`.
-.PHONY: image helm chart-lint demo test cluster-up cluster-down cluster-status idp-up idp-down idp-status demo-cluster-down clean bench-reconcile bench-api soak soak-cluster-down
+.PHONY: image helm chart-lint demo test cluster-up cluster-down cluster-status idp-up idp-down idp-status demo-cluster-down clean bench-reconcile bench-api bench-pages bench-watcher bench-e2e e2e-cluster-down soak soak-cluster-down
 
 demo:  ## start the platform with demo data (SQLite unless DATABASE_URL is set)
 	@scripts/demo.sh
@@ -43,6 +43,19 @@ bench-api:  ## REST API latency under 20 concurrent clients (gunicorn + PostgreS
 	@env_lines=$$(scripts/services.sh up); \
 	for line in $$env_lines; do export "$$line"; done; \
 	.venv/bin/python bench/api_bench.py
+
+bench-watcher:  ## the status watcher's memory at 10k live jobs on the local cluster (BENCH_WATCHER_JOBS; BENCH_WATCHER_KEEP=1 keeps them)
+	@scripts/venv.sh dev
+	@deploy/local-cluster/cluster.sh up >/dev/null
+	@env_lines=$$(scripts/services.sh up); \
+	for line in $$env_lines; do export "$$line"; done; \
+	.venv/bin/python bench/watcher_memory.py
+
+bench-pages:  ## the web pages at 1,000 teams and 100k jobs: queries, p50/p95 (PostgreSQL, test client)
+	@scripts/venv.sh dev
+	@env_lines=$$(scripts/services.sh up); \
+	for line in $$env_lines; do export "$$line"; done; \
+	.venv/bin/python bench/pages.py
 
 bench-e2e:  ## submit -> admitted -> succeeded through the real processes, against Kueue alone (BENCH_E2E_JOBS, default 1000)
 	@scripts/venv.sh dev
