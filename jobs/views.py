@@ -4,11 +4,13 @@ Each view answers the full page and, for htmx requests, the named partial it swa
 Rules (who may see, submit, cancel) are asked of the models; views only render.
 """
 
+from datetime import UTC, datetime, timedelta
+
 import yaml
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.core.paginator import Paginator
+from django.db.models import Q
 from django.http import Http404, HttpResponseForbidden
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -17,6 +19,7 @@ from django.views.decorators.http import require_GET, require_POST
 from cluster import ClusterError
 from core.ownership import job_selector
 from core.reconcile import NoCluster, current_cluster
+from quotas.models import GpuFlavor
 from tenants.models import Team
 
 from . import actions, feasibility, usage
@@ -40,20 +43,108 @@ def _visible_jobs(request):
 
 
 # --- list ---------------------------------------------------------------------------------------
+# Newest first, 25 at a time, by keyset ("newer"/"older" than a job's (created_at, id), the
+# order of Meta.ordering and of the indexes job_created_newest and job_team_created_newest):
+# a page reads its 26 rows from an index whatever the number of jobs, and nothing is counted.
+CURSOR_PARAMS = ("older", "newer", "page")
+# Up to this many visible teams the team filter is a <select>; beyond it (a quota manager,
+# someone in many teams) a slug input whose suggestions come as one types.
+TEAM_SELECT_MAX = 50
+TEAM_SUGGESTIONS = 20
+# What a row shows (templates/jobs/partials/job_rows.html), not the JSON and text of five tables.
+LIST_COLUMNS = ("id", "name", "state", "kind", "workers", "max_replicas", "gpus_per_worker", "created_at",
+                "team__slug", "flavor__name", "submitter__username")
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
+
+
+def _cursor(job: Job) -> str:
+    """The job's place in the list, exactly: microseconds since the epoch and the id."""
+    return f"{(job.created_at - _EPOCH) // _MICROSECOND}_{job.pk}"
+
+
+def _parse_cursor(value: str | None):
+    """(created_at, id) from a cursor, or None for a missing or malformed one (the first page)."""
+    micros, _, pk = (value or "").partition("_")
+    if not (micros.isascii() and micros.isdigit() and pk.isascii() and pk.isdigit()) or len(micros) > 17 or len(pk) > 18:
+        return None
+    try:
+        return _EPOCH + timedelta(microseconds=int(micros)), int(pk)
+    except OverflowError:
+        return None
+
+
+def _keyset_page(jobs, params) -> dict:
+    """One page of ``jobs`` (newest first) and the cursors of its neighbours, in one query."""
+    older = None
+    if newer := _parse_cursor(params.get("newer")):
+        at, pk = newer
+        rows = list(jobs.filter(Q(created_at__gt=at) | Q(created_at=at, id__gt=pk), created_at__gte=at)
+                    .order_by("created_at", "id")[:PAGE_SIZE + 1])
+        has_newer, has_older = len(rows) > PAGE_SIZE, True
+        rows = rows[:PAGE_SIZE][::-1]
+    else:
+        if older := _parse_cursor(params.get("older")):
+            at, pk = older
+            jobs = jobs.filter(Q(created_at__lt=at) | Q(created_at=at, id__lt=pk), created_at__lte=at)
+        rows = list(jobs.order_by("-created_at", "-id")[:PAGE_SIZE + 1])
+        has_newer, has_older = older is not None, len(rows) > PAGE_SIZE
+        rows = rows[:PAGE_SIZE]
+    return {
+        "object_list": rows,
+        "newer": _cursor(rows[0]) if rows and has_newer else None,
+        "older": _cursor(rows[-1]) if rows and has_older else None,
+        "paged": bool(newer or older),  # off the first page: "Newest" leads back
+    }
+
+
+def _team_suggestions(user, typed: str) -> list[str]:
+    typed = typed.strip().lower()[:100]
+    teams = Team.objects.visible_to(user)
+    if typed:
+        teams = teams.filter(slug__startswith=typed)
+    return list(teams.order_by("slug").values_list("slug", flat=True)[:TEAM_SUGGESTIONS])
+
+
 @login_required
 @require_GET
 def job_list(request):
-    jobs = _visible_jobs(request)
-    filterset = JobFilter(request.GET or None, queryset=jobs, request=request)
-    for name, label in [("team", "Any team"), ("flavor", "Any flavor")]:
-        filterset.form.fields[name].empty_label = label
-    filterset.form.fields["kind"].choices = [("", "Any kind"), *Job.Kind.choices]
-    page = Paginator(filterset.qs if filterset.is_bound else jobs, PAGE_SIZE).get_page(request.GET.get("page"))
+    if request.htmx and request.htmx.target == "team-options":  # the team input's suggestions
+        context = {"slugs": _team_suggestions(request.user, request.GET.get("team", ""))}
+        return render(request, "jobs/partials/team_options.html", context)
+    jobs = Job.objects.visible_to(request.user).select_related("team", "flavor", "submitter").only(*LIST_COLUMNS)
+    data = request.GET.copy()
+    if "state" in data:  # "Any state" sends an empty value
+        data.setlist("state", [state for state in data.getlist("state") if state])
+    filterset = JobFilter(data or None, queryset=jobs, request=request)
+    # A typo in a filter shows its error and no jobs, not every job as if unfiltered.
+    page = _keyset_page(jobs.none() if filterset.is_bound and not filterset.is_valid() else filterset.qs,
+                        request.GET)
     query = request.GET.copy()
-    query.pop("page", None)
-    context = {"filter": filterset, "page": page, "query": query.urlencode()}
+    for name in CURSOR_PARAMS:
+        query.pop(name, None)
+    context = {"filter": filterset, "page": page, "query": query.urlencode(), "page_size": PAGE_SIZE}
     if request.htmx and request.htmx.target == "job-table":
         return render(request, "jobs/partials/job_table.html", context)
+    # The form is written out in the template: Django's widgets would render every visible
+    # team (a thousand for a quota manager) and re-query the flavors.
+    slugs = list(Team.objects.visible_to(request.user).order_by("slug")
+                 .values_list("slug", flat=True)[:TEAM_SELECT_MAX + 1])
+    context.update(
+        team_slugs=slugs,
+        team_as_select=len(slugs) <= TEAM_SELECT_MAX,
+        flavors=list(GpuFlavor.objects.order_by("name").values_list("name", "display_name")),
+        kinds=Job.Kind.choices,
+        states=Job.State.choices,
+        chosen={
+            "team": request.GET.get("team", ""),
+            "states": request.GET.getlist("state"),
+            "kind": request.GET.get("kind", ""),
+            "flavor": request.GET.get("flavor", ""),
+            "submitter": request.GET.get("submitter", ""),
+            "q": request.GET.get("q", ""),
+        },
+    )
     return render(request, "jobs/job_list.html", context)
 
 
