@@ -203,6 +203,12 @@ def _seed() -> None:
                   UNION ALL SELECT id, finished_at, 'running', state, 'Finished' FROM jobs_job WHERE finished_at IS NOT NULL
                 ) e""")
             _step(f"{cursor.rowcount} job events", started)
+            # What Job.transition writes as jobs hold GPUs (the usage page reads these).
+            cursor.execute("""
+                INSERT INTO jobs_gpuinterval (job_id, team_id, flavor_id, submitter_id, gpus, started_at, ended_at)
+                SELECT id, team_id, flavor_id, submitter_id, workers * gpus_per_worker, admitted_at, finished_at
+                FROM jobs_job WHERE admitted_at IS NOT NULL""")
+            _step(f"{cursor.rowcount} GPU intervals", started)
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE")
     _step("seeded and analyzed", started)

@@ -16,7 +16,8 @@ from quotas.models import GpuFlavor, Quota
 
 @dataclass
 class Line:
-    """One row of the capacity tables: a flavor, a cohort on a flavor, or a team's quota."""
+    """One row of the capacity tables: a flavor, a cohort on a flavor, or a team's quota
+    (``quota_id``); a cohort line names its teams."""
 
     label: str
     flavor: GpuFlavor
@@ -25,7 +26,8 @@ class Line:
     borrowed: int = 0
     queued: int = 0
     cluster: int | None = None
-    quotas: list = field(default_factory=list)
+    quota_id: int | None = None
+    teams: list = field(default_factory=list)
 
     @property
     def commitment(self) -> str:
@@ -80,32 +82,35 @@ def cluster_gpus(flavors) -> tuple[dict[int, int], str]:
 
 def overview() -> dict:
     """Lines per flavor, per cohort and flavor, and per team quota; plus a note on the
-    cluster's size. Four queries and at most one LIST of Nodes."""
+    cluster's size. Three queries and at most one LIST of Nodes, whatever the number of
+    teams: quotas are read as plain values, no model per row."""
     flavors = list(GpuFlavor.objects.all())
-    quotas = list(Quota.objects.select_related("team", "flavor", "cohort").order_by("flavor__name", "team__slug"))
+    flavor_by_pk = {f.pk: f for f in flavors}
+    quotas = (Quota.objects.order_by("flavor__name", "team__slug")
+              .values_list("pk", "team_id", "team__slug", "flavor_id", "cohort__name", "nominal_gpus"))
     jobs = job_gpus()
     counts, note = cluster_gpus(flavors)
     by_flavor = {f.pk: Line(f.display_name or f.name, f, cluster=counts.get(f.pk)) for f in flavors}
     by_cohort: dict = {}
     teams = []
     quota_keys = set()
-    for quota in quotas:
-        gpus = jobs.get((quota.team_id, quota.flavor_id), JobGpus())
+    for quota_id, team_id, slug, flavor_id, cohort, nominal in quotas:
+        gpus = jobs.get((team_id, flavor_id), JobGpus())
         in_use, queued = gpus.in_use, gpus.waiting
-        quota_keys.add((quota.team_id, quota.flavor_id))
-        line = Line(quota.team.slug, quota.flavor, nominal=quota.nominal_gpus, in_use=in_use,
-                    borrowed=max(0, in_use - quota.nominal_gpus), queued=queued, quotas=[quota])
+        quota_keys.add((team_id, flavor_id))
+        flavor = flavor_by_pk[flavor_id]
+        line = Line(slug, flavor, nominal=nominal, in_use=in_use, borrowed=max(0, in_use - nominal),
+                    queued=queued, quota_id=quota_id)
         teams.append(line)
-        targets = [by_flavor[quota.flavor_id]]
-        if quota.cohort_id:
-            key = (quota.cohort.name, quota.flavor_id)
-            targets.append(by_cohort.setdefault(key, Line(quota.cohort.name, quota.flavor)))
+        targets = [by_flavor[flavor_id]]
+        if cohort is not None:
+            targets.append(by_cohort.setdefault((cohort, flavor_id), Line(cohort, flavor)))
         for target in targets:
             target.nominal += line.nominal
             target.in_use += line.in_use
             target.borrowed += line.borrowed
             target.queued += line.queued
-            target.quotas.append(quota)
+            target.teams.append(slug)
     # Jobs on a flavor where their team has no quota still use (or wait for) GPUs.
     for (team_id, flavor_id), gpus in jobs.items():
         if (team_id, flavor_id) not in quota_keys and flavor_id in by_flavor:

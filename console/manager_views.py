@@ -6,6 +6,7 @@ import functools
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.paginator import Paginator
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
@@ -19,6 +20,7 @@ from quotas.models import Quota, QuotaGrant, QuotaRequest
 from . import capacity
 
 RECENT_DECISIONS = 20
+TEAMS_PER_PAGE = 50
 
 
 def quota_manager_required(view):
@@ -39,8 +41,22 @@ def _nav(request, section: str) -> dict:
 @quota_manager_required
 @require_GET
 def capacity_page(request):
+    """Flavor and cohort lines over every quota; the per-team tables one page of teams at a
+    time (``?q=`` narrows them by slug), so a thousand teams do not make a thousand rows."""
     data = capacity.overview()
-    context = {**_nav(request, "capacity"), **data, "team_totals": capacity.team_totals(data["teams"])}
+    search = request.GET.get("q", "").strip()
+    totals = capacity.team_totals(data["teams"])
+    if search:
+        totals = [row for row in totals if search.lower() in row["team"].lower()]
+    page = Paginator(totals, TEAMS_PER_PAGE).get_page(request.GET.get("page"))
+    shown = {row["team"] for row in page.object_list}
+    query = request.GET.copy()
+    query.pop("page", None)
+    context = {
+        **_nav(request, "capacity"), **data,
+        "teams": [line for line in data["teams"] if line.label in shown],
+        "team_totals": page.object_list, "page": page, "q": search, "query": query.urlencode(),
+    }
     return render(request, "console/capacity.html", context)
 
 

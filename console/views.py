@@ -1,9 +1,13 @@
 """The pages that bring the apps together: the dashboard, a team's page (members,
 namespace, quotas with usage, quota requests and grants, recent jobs) and the quota list."""
 
+from collections import defaultdict
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.paginator import Paginator
+from django.db.models import Q
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
@@ -19,6 +23,8 @@ from tenants.roles import is_quota_manager
 
 RECENT_JOBS = 10
 TEAM_REQUESTS = 10
+DASHBOARD_TEAMS = 24  # team cards a page
+QUOTA_LIST_TEAMS = 50  # teams a page of the quota list
 
 
 def _recent_jobs(jobs):
@@ -27,11 +33,22 @@ def _recent_jobs(jobs):
 
 def _team_rows(teams, usage, roles):
     """Per team, the person's role and its quotas' usage in flavor order."""
-    return [
-        {"team": team, "role": roles.get(team.pk),
-         "usage": [item for (team_id, _), item in usage.items() if team_id == team.pk]}
-        for team in teams
-    ]
+    by_team = defaultdict(list)
+    for (team_id, _), item in usage.items():
+        by_team[team_id].append(item)
+    return [{"team": team, "role": roles.get(team.pk), "usage": by_team[team.pk]} for team in teams]
+
+
+def _team_page_of(request, teams, per_page: int):
+    """One page of ``teams`` (``?page=``), narrowed by ``?q=`` (slug or display name), and
+    the query string to keep in the pager's links."""
+    search = request.GET.get("q", "").strip()
+    if search:
+        teams = teams.filter(Q(slug__icontains=search) | Q(display_name__icontains=search))
+    page = Paginator(teams, per_page).get_page(request.GET.get("page"))
+    query = request.GET.copy()
+    query.pop("page", None)
+    return page, search, query.urlencode()
 
 
 @login_required
@@ -41,9 +58,12 @@ def dashboard(request):
     context = {"jobs": jobs, "live": any(not job.is_final for job in jobs)}
     if request.htmx and request.htmx.target == "recent-jobs":
         return render(request, "jobs/partials/recent_jobs.html", context)
-    teams = list(Team.objects.visible_to(request.user))
-    roles = dict(Membership.objects.filter(user=request.user).values_list("team_id", "role"))
-    context.update(teams=_team_rows(teams, usage_for(teams), roles))
+    # A quota manager sees every team: one page of cards at a time, with a search.
+    page, search, query = _team_page_of(request, Team.objects.visible_to(request.user), DASHBOARD_TEAMS)
+    teams = list(page.object_list)
+    roles = dict(Membership.objects.filter(user=request.user, team__in=[t.pk for t in teams])
+                 .values_list("team_id", "role"))
+    context.update(teams=_team_rows(teams, usage_for(teams), roles), page=page, q=search, query=query)
     return render(request, "console/dashboard.html", context)
 
 
@@ -151,7 +171,10 @@ def request_create(request, slug):
 @login_required
 @require_GET
 def quota_list(request):
-    """Quotas a person may see, per team and flavor, with what is in use."""
-    teams = Team.objects.visible_to(request.user)
-    usage = usage_for(teams)
-    return render(request, "console/quota_list.html", {"usage": list(usage.values())})
+    """Quotas a person may see, per team and flavor, with what is in use: one page of teams
+    at a time (a quota manager sees them all), narrowed by ``?q=``."""
+    teams = Team.objects.visible_to(request.user).filter(quotas__isnull=False).distinct()
+    page, search, query = _team_page_of(request, teams, QUOTA_LIST_TEAMS)
+    usage = usage_for(list(page.object_list))
+    return render(request, "console/quota_list.html",
+                  {"usage": list(usage.values()), "page": page, "q": search, "query": query})

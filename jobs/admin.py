@@ -2,7 +2,7 @@
 
 from django.contrib import admin
 
-from .models import Job, JobEvent
+from .models import GpuInterval, Job, JobEvent
 
 
 class JobEventInline(admin.TabularInline):
@@ -43,4 +43,25 @@ class JobEventAdmin(admin.ModelAdmin):
         return False
 
     def has_change_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(GpuInterval)
+class GpuIntervalAdmin(admin.ModelAdmin):
+    """What the usage page sums; written by the job's state changes only, so read-only."""
+
+    list_display = ["job", "team", "flavor", "submitter", "gpus", "started_at", "ended_at"]
+    list_filter = ["flavor", "team"]
+    search_fields = ["job__name", "team__slug", "submitter__username"]
+    list_select_related = ["job__team", "team", "flavor", "submitter"]
+    readonly_fields = list_display
+    date_hierarchy = "started_at"
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
         return False

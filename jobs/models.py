@@ -23,7 +23,9 @@ from tenants.models import Membership, Team
 
 from .idempotency import IdempotencyKey  # noqa: F401  (a model of this app)
 from .signals import job_reason_changed
-from .lifecycle import FINAL_STATE_VALUES, FINAL_STATES, TIMESTAMP_ON_ENTRY, TRANSITIONS, InvalidTransition, State, path
+from .lifecycle import (
+    FINAL_STATE_VALUES, FINAL_STATES, HOLDING_QUOTA, TIMESTAMP_ON_ENTRY, TRANSITIONS, InvalidTransition, State, path,
+)
 
 JOB_NAME_MAX_LENGTH = 40
 # Bounds of the numbers a job asks for, the same on every database. Each is far inside the
@@ -314,6 +316,7 @@ class Job(models.Model):
                 job=self, created_at=at, from_state=current, to_state=target,
                 reason=reason, message=message,
             )
+            GpuInterval.objects.follow(self, current, target, at)
         for field, value in changes.items():
             setattr(self, field, value)
         return True
@@ -370,3 +373,53 @@ class JobEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.from_state or '-'} -> {self.to_state}: {self.reason}"
+
+
+class GpuIntervalQuerySet(models.QuerySet):
+    def follow(self, job: Job, current: str, target: str, at) -> None:
+        """Open or close ``job``'s interval for its move from ``current`` to ``target`` (called
+        by ``Job.transition``, in its transaction). The rule of ``jobs.usage.admitted_intervals``:
+        entering a state that holds quota (admitted, running) opens one unless one is open;
+        cancelling keeps what it held until it ends; any other state closes it."""
+        if target in HOLDING_QUOTA:
+            if current not in HOLDING_QUOTA:
+                self.create(job=job, team_id=job.team_id, flavor_id=job.flavor_id, submitter_id=job.submitter_id,
+                            gpus=job.total_gpus, started_at=at)
+        elif target != State.CANCELLING and (current in HOLDING_QUOTA or current == State.CANCELLING):
+            self.filter(job=job, ended_at__isnull=True).update(ended_at=at)
+
+
+class GpuInterval(models.Model):
+    """A stretch of time during which a job held its GPUs (admitted or running, and then
+    cancelling until it ends), written as it happens by ``Job.transition``: what the usage
+    page and its CSV sum. ``ended_at`` is empty while the job still holds them."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="gpu_intervals")
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="gpu_intervals")
+    flavor = models.ForeignKey(GpuFlavor, on_delete=models.PROTECT, related_name="gpu_intervals")
+    submitter = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="gpu_intervals",
+    )
+    gpus = models.PositiveIntegerField(help_text="The job's GPUs: replicas (maximum for inference) times GPUs per worker.")
+    started_at = models.DateTimeField()
+    ended_at = models.DateTimeField(null=True, blank=True)
+
+    objects = GpuIntervalQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["started_at", "id"]
+        indexes = [
+            models.Index(fields=["started_at"], name="gpu_interval_start"),
+            models.Index(fields=["team", "started_at"], name="gpu_interval_team_start"),
+            # A report's window: intervals still open or ended after its start.
+            models.Index(fields=["ended_at"], name="gpu_interval_end"),
+        ]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["job"], condition=Q(ended_at__isnull=True), name="gpu_interval_one_open_per_job",
+                violation_error_message="A job holds its GPUs in one interval at a time.",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.job_id}: {self.gpus} GPUs {self.started_at:%Y-%m-%d %H:%M} - {self.ended_at or 'now'}"

@@ -9,6 +9,7 @@ The dashboard and quota list (`usage_for`), the team API and the managers' conso
 """
 
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from django.db.models import Case, Count, F, IntegerField, Q, Sum, When
 from django.db.models.functions import Coalesce
@@ -114,6 +115,26 @@ def usage_for(teams) -> dict[tuple[int, int], Usage]:
     gpus = job_gpus(teams)
     return {(q.team_id, q.flavor_id): Usage(quota=q, flavor=q.flavor, gpus=gpus.get((q.team_id, q.flavor_id), JobGpus()))
             for q in quotas}
+
+
+def admitted_intervals(events, until: datetime) -> list[tuple[datetime, datetime]]:
+    """The rule of GPU time, on a job's events: ``events`` are (time, to_state) in order;
+    the result, the intervals during which the job held GPUs, one still open closed at
+    ``until``. A state that holds quota opens an interval unless one is open; cancelling keeps
+    what it held until the job ends; any other state closes it. ``Job.transition`` writes the
+    same intervals as they happen (``GpuInterval``), and migration 0005 replayed it once."""
+    intervals, opened = [], None
+    for at, state in events:
+        if state in HOLDING_QUOTA:
+            opened = opened or at
+        elif state == State.CANCELLING:
+            continue  # cancelling keeps what it held until it ends
+        elif opened is not None:
+            intervals.append((opened, at))
+            opened = None
+    if opened is not None and opened < until:
+        intervals.append((opened, until))
+    return intervals
 
 
 def usage_of(team, flavor) -> Usage:

@@ -2,6 +2,7 @@
 
 import csv
 import io
+import random
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from zoneinfo import ZoneInfo
@@ -10,8 +11,15 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.urls import reverse
 
+from console.accounting import (
+    admitted_intervals,
+    month_window,
+    split_by_day,
+    totals,
+    usage_rows,
+    usage_summary,
+)
 from jobs.lifecycle import State
-from console.accounting import admitted_intervals, month_window, split_by_day, usage_rows
 
 from ..builders import make_flavor, make_job
 
@@ -111,7 +119,7 @@ def test_inference_counts_its_maximum_replicas(team, flavor, member):
     ("never admitted", [(1, S.SUBMITTED), (2, S.QUEUED), (3, S.CANCELLING), (4, S.CANCELLED)], []),
 ])
 def test_admitted_intervals(case, events, intervals):
-    t = lambda h: at(1, h)  # noqa: E731
+    t = lambda h: at(1, h)
     assert admitted_intervals([(t(h), s) for h, s in events], t(10)) == [(t(a), t(b)) for a, b in intervals]
 
 
@@ -120,6 +128,12 @@ def test_split_by_day_handles_a_23_hour_day():
     # Midnight of the 28th in Berlin is 23:00 UTC; of the 29th (summer time by then) 22:00 UTC.
     start, end = datetime(2027, 3, 27, 23, tzinfo=UTC), datetime(2027, 3, 29, 0, tzinfo=UTC)
     assert split_by_day(start, end, tz) == [(date(2027, 3, 28), 23 * 3600.0), (date(2027, 3, 29), 2 * 3600.0)]
+
+
+def test_split_by_day_counts_the_25_hours_of_the_day_summer_time_ends():
+    tz = ZoneInfo("Europe/Berlin")
+    start, end = month_window("2026-10", tz)[0] + timedelta(days=23), month_window("2026-10", tz)[0] + timedelta(days=26)
+    assert [hours for _, hours in split_by_day(start, end, tz)] == [24 * 3600.0, 25 * 3600.0, 24 * 3600.0]
 
 
 # --- the page and the CSV -------------------------------------------------------------------
@@ -192,3 +206,92 @@ def test_a_month_window_is_the_whole_month():
     assert month_window("2026-12", UTC) == (datetime(2026, 12, 1, tzinfo=UTC), datetime(2027, 1, 1, tzinfo=UTC))
     assert month_window("2027-02", UTC)[1] - month_window("2027-02", UTC)[0] == timedelta(days=28)
 
+
+
+# --- the figures of the stored intervals are those of the replayed events -------------------
+def replayed_rows(start, end, now, tz):
+    """The report as it was computed before the intervals were stored: every job's events
+    walked by ``admitted_intervals``, cut at the window and at local midnights in Python."""
+    from collections import defaultdict
+
+    from jobs.models import Job
+
+    until = min(end, now)
+    seconds = defaultdict(float)
+    for job in Job.objects.select_related("team", "flavor", "submitter"):
+        events = list(job.events.order_by("created_at", "id").values_list("created_at", "to_state"))
+        for lo, hi in admitted_intervals(events, until):
+            lo, hi = max(lo, start), min(hi, until)
+            if lo >= hi:
+                continue
+            user = job.submitter.get_username() if job.submitter_id else "(deleted user)"
+            for day, secs in split_by_day(lo, hi, tz):
+                seconds[(day, job.team.slug, job.flavor.name, user, job.flavor.cost_per_gpu_hour)] += secs * job.total_gpus
+    rows = []
+    for (day, team, flavor, user, price), secs in sorted(seconds.items(), key=lambda kv: kv[0][:4]):
+        hours = (Decimal(secs) / 3600).quantize(Decimal("0.01"))
+        if hours:
+            rows.append((day, team, flavor, user, hours, None if price is None else (hours * price).quantize(Decimal("0.01"))))
+    return rows
+
+
+@pytest.fixture
+def history(team, priced, member, owner, outsider):
+    """Seven teams' jobs over October 2026 (Berlin leaves summer time on the 25th): preempted,
+    requeued, cancelled, crossing midnight and the month's edges, some still running."""
+    from ..builders import make_team
+
+    rng = random.Random(11)
+    flavor = make_flavor("a100")
+    teams = [team, team.__class__.objects.get(slug="other-team")] + [make_team(f"t{i}") for i in range(5)]
+    people = {team.pk: [member, owner], teams[1].pk: [outsider]}
+    begin = datetime(2026, 9, 29, tzinfo=UTC)
+    for n in range(60):
+        crew = teams[n % len(teams)]
+        job = make_job(crew, priced if n % 3 else flavor, submitter=rng.choice(people.get(crew.pk, [None, owner])),
+                       workers=1 + n % 3, gpus_per_worker=1 + n % 4)
+        when = begin + timedelta(seconds=rng.randrange(0, 34 * 86400))
+        path = rng.choice([
+            [S.SUBMITTED, S.QUEUED, S.ADMITTED, S.RUNNING, S.SUCCEEDED],
+            [S.SUBMITTED, S.ADMITTED, S.RUNNING, S.PREEMPTED, S.QUEUED, S.ADMITTED, S.RUNNING, S.FAILED],
+            [S.SUBMITTED, S.ADMITTED, S.PREEMPTED, S.ADMITTED, S.CANCELLING, S.CANCELLED],
+            [S.SUBMITTED, S.QUEUED, S.ADMITTED, S.RUNNING],
+            [S.SUBMITTED, S.QUEUED, S.CANCELLING, S.CANCELLED],
+        ])
+        for state in path:
+            assert job.transition(state, reason=state.label, at=when)
+            when += timedelta(seconds=rng.choice([0, 7, 1800, 5400, 40000, 100000]), microseconds=rng.randrange(10**6))
+
+
+@pytest.mark.parametrize("tz", [UTC, ZoneInfo("Europe/Berlin")], ids=["UTC", "Berlin"])
+@pytest.mark.parametrize("now", [datetime(2026, 10, 20, 12, 30, tzinfo=UTC), datetime(2026, 11, 15, tzinfo=UTC)],
+                         ids=["mid-month", "after"])
+def test_the_stored_intervals_give_the_figures_of_the_replayed_events(history, tz, now):
+    start, end = month_window("2026-10", tz)
+    expected = replayed_rows(start, end, now, tz)
+    rows = usage_rows(start, end, now=now, tz=tz)
+    assert len(rows) > 20
+    assert [(r.day, r.team, r.flavor, r.user, r.gpu_hours, r.cost) for r in rows] == expected
+    summary = usage_summary(start, end, now=now, tz=tz)
+    assert summary.total == sum(r.gpu_hours for r in rows)
+    assert summary.total_cost == sum(r.cost for r in rows if r.cost is not None)
+    for key, table in (("team", summary.by_team), ("flavor", summary.by_flavor), ("user", summary.by_user)):
+        assert table == totals(rows, key)
+    # The chart: five teams apart, the others stacked; every day's column is the day's lines.
+    names = [t["name"] for t in summary.chart["teams"]]
+    assert names[-1] == "other teams" and len(names) == 6
+    by_day = {d: h for d, h, _ in totals(rows, "day")}
+    assert {c["day"]: c["total"] for c in summary.chart["columns"] if c["total"]} == by_day
+
+
+def test_the_page_sums_lines_rounded_half_to_even(team, priced, member):
+    # 18 GPU-seconds is 0.005 GPU-hour: each such line rounds to 0.00, and 54 s (0.015) to
+    # 0.02; the page adds the lines, not the seconds.
+    for day, seconds in ((5, 18), (6, 18), (7, 54)):
+        job_with_path(team, priced, member, [(S.SUBMITTED, at(day, 9)), (S.ADMITTED, at(day, 10)),
+                                             (S.SUCCEEDED, at(day, 10) + timedelta(seconds=seconds))])
+    rows = usage_rows(*NOV, now=END_OF_NOV, tz=UTC)
+    assert [(r.day.day, r.gpu_hours, r.cost) for r in rows] == [(7, Decimal("0.02"), Decimal("0.07"))]
+    summary = usage_summary(*NOV, now=END_OF_NOV, tz=UTC)
+    assert (summary.total, summary.total_cost) == (Decimal("0.02"), Decimal("0.07"))
+    assert summary.by_team == [("vision", Decimal("0.02"), Decimal("0.07"))]
