@@ -622,20 +622,6 @@ def deep_size(obj, seen: set) -> int:
     return size
 
 
-def slim(obj: dict) -> dict:
-    """What the watcher's observers read of an object (`schedulers.*.observe_*`, `jobs.status`):
-    metadata without managedFields, status, and of a pod's spec only nodeName and
-    schedulingGates. The size it would hold with such a transform on its watches."""
-    out = dict(obj)
-    meta = dict(out.get("metadata") or {})
-    meta.pop("managedFields", None)
-    out["metadata"] = meta
-    spec = out.get("spec")
-    if isinstance(spec, dict):
-        out["spec"] = {k: spec[k] for k in ("nodeName", "schedulingGates") if k in spec}
-    return out
-
-
 def explain() -> None:
     """Run the watcher in this process under tracemalloc against the kept objects; print
     what its caches hold, by kind and by part of the object."""
@@ -648,7 +634,7 @@ def explain() -> None:
     reset_rows()
     tracemalloc.start(8)
     from cluster import Cluster
-    from jobs.watcher import StatusWatcher
+    from jobs.watcher import StatusWatcher, slim  # what the watcher keeps of an object
 
     before = tracemalloc.take_snapshot()
     watcher = StatusWatcher(Cluster(kubeconfig=KUBECONFIG), resync_seconds=3600)

@@ -217,7 +217,9 @@ class Cluster(SnapshotAndPrune):
         """Objects of a kind, in one namespace or (namespace=None) all of them."""
         return self._list(api_version, kind, namespace, label_selector)[0]
 
-    def _list(self, api_version, kind, namespace, label_selector) -> tuple[list[dict], str]:
+    def _list(self, api_version, kind, namespace, label_selector, transform=None) -> tuple[list[dict], str]:
+        """All pages; `transform` (a watch's, see `cluster.watch`) is applied to each item
+        as its page arrives, so only one page of full objects is held at a time."""
         path = self._path(api_version, kind, namespace=namespace)
         items, token = [], None
         while True:
@@ -228,7 +230,7 @@ class Cluster(SnapshotAndPrune):
                 # The API server leaves these out of list items of built-in kinds.
                 item.setdefault("apiVersion", api_version)
                 item.setdefault("kind", kind)
-                items.append(item)
+                items.append(item if transform is None else transform(item))
             token = (page.get("metadata") or {}).get("continue")
             if not token:
                 return items, (page.get("metadata") or {}).get("resourceVersion", "")
@@ -361,16 +363,19 @@ class Cluster(SnapshotAndPrune):
         timeout: float | None = None,
         on_listed=None,
         on_watching=None,
+        transform=None,
     ) -> WatchStream:
         """Events for a kind as ``(type, object)``; see `cluster.watch.WatchStream`.
 
         Without `resource_version` it starts with a LIST (ADDED for each object) and
         watches from there. `timeout` (seconds) ends the iteration; so does `stop()`.
+        `transform(obj) -> obj` is applied to every listed item (page by page) and every
+        event's object before the stream keeps it: a cache keeps only what it reads.
         """
         path = self._path(api_version, kind, namespace=namespace)
 
         def lister():
-            return self._list(api_version, kind, namespace, label_selector)
+            return self._list(api_version, kind, namespace, label_selector, transform)
 
         def opener(version, seconds):
             try:
@@ -393,7 +398,7 @@ class Cluster(SnapshotAndPrune):
 
         return WatchStream(
             lister=lister, opener=opener, resource_version=resource_version, timeout=timeout,
-            on_listed=on_listed, on_watching=on_watching,
+            on_listed=on_listed, on_watching=on_watching, transform=transform,
         )
 
     def close(self) -> None:

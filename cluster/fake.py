@@ -226,7 +226,7 @@ class FakeCluster(SnapshotAndPrune):
 
     def watch(
         self, api_version, kind, *, namespace=None, label_selector=None, resource_version=None,
-        timeout=None, on_listed=None, on_watching=None,
+        timeout=None, on_listed=None, on_watching=None, transform=None,
     ) -> WatchStream:
         """Yields what has happened (after `resource_version`, or the current state first),
         then ends instead of blocking: a unit test reads a finite stream."""
@@ -235,7 +235,8 @@ class FakeCluster(SnapshotAndPrune):
         stream = None
 
         def lister():
-            return self._list(api_version, kind, namespace, label_selector)
+            items, version = self._list(api_version, kind, namespace, label_selector)
+            return (items if transform is None else [transform(item) for item in items]), version
 
         def opener(version, _seconds):
             self._request("WATCH")
@@ -256,7 +257,7 @@ class FakeCluster(SnapshotAndPrune):
 
         stream = WatchStream(
             lister=lister, opener=opener, resource_version=resource_version, timeout=timeout,
-            on_listed=on_listed, on_watching=on_watching,
+            on_listed=on_listed, on_watching=on_watching, transform=transform,
         )
         return stream
 

@@ -11,6 +11,12 @@ the real client unchanged:
   raw watch events (``{"type": ..., "object": ...}``) with a ``close()`` that also
   unblocks a read in progress. It raises `Gone` when the version is too old.
 
+A ``transform`` (optional) is applied to every object as it enters: each watch event's
+object, before the stream remembers or hands it out. The lister applies the same
+transform to what it lists (page by page, so a LIST never holds every full object at
+once): a long-lived cache that reads a few fields keeps only those. It must keep
+``metadata.name``, ``namespace`` and ``resourceVersion``, which the stream itself reads.
+
 After a relist the stream emits synthetic events that turn what the caller has seen into
 the current state: ADDED for new objects, MODIFIED for changed ones, DELETED for objects
 that vanished while we were away. It can only know about objects it has seen, so a
@@ -51,6 +57,7 @@ class WatchStream:
         clock: Callable[[], float] = time.monotonic,
         on_listed: Callable[[list[dict]], None] | None = None,
         on_watching: Callable[[], None] | None = None,
+        transform: Callable[[dict], dict] | None = None,
     ):
         self._list = lister
         self._open = opener
@@ -68,6 +75,7 @@ class WatchStream:
         # response is open.
         self._on_listed = on_listed
         self._on_watching = on_watching
+        self._transform = transform
 
     @property
     def resource_version(self) -> str | None:
@@ -133,6 +141,8 @@ class WatchStream:
                 self._rv = version
             if kind == "BOOKMARK":
                 continue
+            if self._transform is not None:
+                obj = self._transform(obj)
             self._remember(kind, obj)
             yield kind, obj
             if self._stopped.is_set():

@@ -10,6 +10,7 @@ resync re-checks every live job, so API server restarts and disconnects lose not
 
 import itertools
 import logging
+import sys
 import threading
 import time
 from dataclasses import replace
@@ -46,6 +47,60 @@ LABELLED = [kind for kind, selector in WATCHED if selector]
 # The oldest are forgotten first; a job still waiting gets fresh Warnings anyway.
 MAX_WARNINGS = 10_000
 
+# What the watcher keeps of each object: what it and its observers read (`jobs.status`,
+# `schedulers.*.observe_*`), nothing more. Everything enters the caches through `slim`
+# (each LIST page and each watch event, before it is remembered), so metadata.managedFields
+# (most of an object) and the pod templates never stay in memory. Reading another field in
+# an observer means keeping it here; tests/jobs/test_watcher_transform.py fails otherwise.
+# - every kind: metadata name, namespace, resourceVersion (the stream's position, relist
+#   diffs), labels (JOB_LABEL), ownerReferences (`_owner_job`, `_owned_by`), plus uid and
+#   creation/deletion timestamps (small; what a reader expects of an object);
+# - status, whole: batch Job conditions and `ready`, Workload conditions, Volcano Job
+#   `state`, PodGroup `phase` and conditions, Deployment `readyReplicas`;
+# - of the spec, only what `SPEC_READ` names: a Pod's nodeName and schedulingGates
+#   (`observe_inference`); no other kind's spec is read;
+# - Events (only ever held by their watch stream, to tell deletions at a relist): name,
+#   namespace and resourceVersion of the metadata, type; of a Warning also reason, message
+#   and involvedObject's apiVersion, kind, namespace and name (`_record_warning`).
+METADATA_KEPT = ("name", "namespace", "uid", "resourceVersion", "labels", "ownerReferences",
+                 "creationTimestamp", "deletionTimestamp")
+SPEC_READ: dict[Kind, tuple[str, ...]] = {POD: ("nodeName", "schedulingGates")}
+EVENT_METADATA_KEPT = ("name", "namespace", "resourceVersion")
+INVOLVED_KEPT = ("apiVersion", "kind", "namespace", "name")
+
+
+def _compact(value):
+    """A copy sharing one string per dict key (interned) across all objects: a watch event
+    decodes each object on its own, so otherwise every key is a string of its own."""
+    if isinstance(value, dict):
+        return {sys.intern(k): _compact(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_compact(v) for v in value]
+    return value
+
+
+def slim(obj: dict) -> dict:
+    """What the watcher keeps of one object (see `METADATA_KEPT`); the watch transform."""
+    meta = obj.get("metadata") or {}
+    kind = (obj.get("apiVersion", ""), obj.get("kind", ""))
+    kept = EVENT_METADATA_KEPT if kind == EVENT else METADATA_KEPT
+    out = {"apiVersion": kind[0], "kind": kind[1],
+           "metadata": {key: _compact(meta[key]) for key in kept if key in meta}}
+    if kind == EVENT:
+        out["type"] = obj.get("type")
+        if obj.get("type") == "Warning":
+            about = obj.get("involvedObject") or {}
+            out["involvedObject"] = {key: about[key] for key in INVOLVED_KEPT if key in about}
+            out.update((key, obj[key]) for key in ("reason", "message") if key in obj)
+        return out
+    spec = obj.get("spec")
+    read = SPEC_READ.get(kind, ())
+    if isinstance(spec, dict) and read:
+        out["spec"] = {key: _compact(spec[key]) for key in read if key in spec}
+    if "status" in obj:
+        out["status"] = _compact(obj["status"])
+    return out
+
 
 class _Seen:
     """One job's objects in the watcher's cache (`schedulers.Seen`); read under its lock."""
@@ -61,8 +116,7 @@ class _Seen:
         return self._watcher._owned_by(kind, self._namespace, self._name)
 
     def pods(self) -> list[dict]:
-        return [p for (ns, _), p in self._watcher._cache[POD].items()
-                if ns == self._namespace and (p["metadata"].get("labels") or {}).get(JOB_LABEL) == str(self._job.pk)]
+        return self._watcher._pods_of(self._namespace, self._job.pk)
 
     def ceiling_gpus(self) -> int | None:
         quota = (Quota.objects.filter(team_id=self._job.team_id, flavor_id=self._job.flavor_id)
@@ -84,6 +138,11 @@ class StatusWatcher:
         # (apiVersion, kind) -> (namespace, name) -> object
         self._cache: dict[tuple, dict[tuple[str, str], dict]] = defaultdict(dict)
         self._streams: dict[tuple, object] = {}
+        # Indexes into the cache, so evaluating one job does not look through every object:
+        # (apiVersion, kind) -> (namespace, owner name) -> names of the objects it owns, and
+        # (namespace, job label) -> names of the job's pods (dicts as ordered sets).
+        self._owners: dict[tuple, dict[tuple[str, str], dict[str, None]]] = defaultdict(dict)
+        self._job_pods: dict[tuple[str, str], dict[str, None]] = {}
         # (kind, namespace, name) -> (sequence, "Reason: message") of the last Warning about
         # it, least recently warned first (at most `max_warnings`)
         self._warnings: OrderedDict[tuple[str, str, str], tuple[int, str]] = OrderedDict()
@@ -99,7 +158,8 @@ class StatusWatcher:
                 # A stream keeps what it has seen, so a later relist can report deletions
                 # that happened while disconnected; only a stopped one is replaced.
                 version = stream.resource_version if stream else None
-                stream = self.cluster.watch(*kind, label_selector=selector, resource_version=version)
+                stream = self.cluster.watch(*kind, label_selector=selector, resource_version=version,
+                                            transform=slim)
                 self._streams[kind] = stream
             try:
                 for event, obj in stream:
@@ -116,11 +176,13 @@ class StatusWatcher:
         meta = obj.get("metadata") or {}
         key = (meta.get("namespace", ""), meta.get("name", ""))
         with self._lock:
+            self._unindex(kind, key, self._cache[kind].get(key), obj if event != "DELETED" else None)
             if event == "DELETED":
                 self._cache[kind].pop(key, None)
                 self._warnings.pop((kind[1], *key), None)  # nothing left to warn about
             else:
                 self._cache[kind][key] = obj
+                self._index(kind, key, obj)
             job_id = (meta.get("labels") or {}).get(JOB_LABEL)
             if job_id is None:
                 job_id = self._owner_job(key[0], meta.get("ownerReferences") or [])
@@ -147,11 +209,47 @@ class StatusWatcher:
                 self._dirty_since = self._dirty_since or time.monotonic()
                 self._wake.set()
 
+    def _index(self, kind, key: tuple[str, str], obj: dict) -> None:
+        namespace, name = key
+        for owner in obj["metadata"].get("ownerReferences") or []:
+            self._owners[kind].setdefault((namespace, owner.get("name", "")), {})[name] = None
+        if kind == POD and (job_id := (obj["metadata"].get("labels") or {}).get(JOB_LABEL)) is not None:
+            self._job_pods.setdefault((namespace, job_id), {})[name] = None
+
+    def _unindex(self, kind, key: tuple[str, str], old: dict | None, new: dict | None) -> None:
+        """Take `old` out of the indexes where `new` (None: deleted) is not found anymore;
+        where it still is, it keeps its place (the cache's order, as `_owned_by` reads)."""
+        if old is None:
+            return
+        namespace, name = key
+        new_meta = (new or {}).get("metadata") or {}
+        still_owned = {o.get("name", "") for o in new_meta.get("ownerReferences") or []} if new else set()
+        for owner in old["metadata"].get("ownerReferences") or []:
+            owner_key = (namespace, owner.get("name", ""))
+            if owner_key[1] in still_owned:
+                continue
+            names = self._owners[kind].get(owner_key)
+            if names is not None:
+                names.pop(name, None)
+                if not names:
+                    del self._owners[kind][owner_key]
+        if kind == POD:
+            job_id = (old["metadata"].get("labels") or {}).get(JOB_LABEL)
+            if job_id is not None and (new is None or (new_meta.get("labels") or {}).get(JOB_LABEL) != job_id):
+                names = self._job_pods.get((namespace, job_id))
+                if names is not None:
+                    names.pop(name, None)
+                    if not names:
+                        del self._job_pods[(namespace, job_id)]
+
+    def _pods_of(self, namespace: str, job_id) -> list[dict]:
+        pods = self._cache[POD]
+        return [pods[(namespace, name)] for name in self._job_pods.get((namespace, str(job_id)), ())]
+
     def _last_warning(self, job: Job) -> str | None:
         namespace, name = job.team.namespace_name, object_name(job)
         keys = [("Job", namespace, name), ("Deployment", namespace, name)] + [
-            ("Pod", ns, pod_name) for (ns, pod_name), pod in self._cache[POD].items()
-            if ns == namespace and (pod["metadata"].get("labels") or {}).get(JOB_LABEL) == str(job.pk)
+            ("Pod", namespace, pod_name) for pod_name in self._job_pods.get((namespace, str(job.pk)), ())
         ]
         found = [self._warnings[key] for key in keys if key in self._warnings]
         return max(found)[1] if found else None
@@ -168,9 +266,8 @@ class StatusWatcher:
 
     # --- evaluating -------------------------------------------------------------------------
     def _owned_by(self, kind, namespace: str, owner_name: str) -> dict | None:
-        for (ns, _), obj in self._cache[kind].items():
-            if ns == namespace and any(o.get("name") == owner_name for o in obj["metadata"].get("ownerReferences") or []):
-                return obj
+        for name in self._owners[kind].get((namespace, owner_name), ()):
+            return self._cache[kind][(namespace, name)]
         return None
 
     def observe(self, job: Job):
