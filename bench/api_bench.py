@@ -26,7 +26,6 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.parse
 import uuid
 from pathlib import Path
 
@@ -34,6 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.machine import load, machine  # noqa: E402
+from bench.postgres import ensure_database  # noqa: E402
 
 JOBS = int(os.environ.get("BENCH_JOBS", "100000"))
 JOBS_LARGE = int(os.environ.get("BENCH_JOBS_LARGE", "1000000"))
@@ -61,14 +61,12 @@ def main() -> int:
 
 # --- the databases (a child process per database: Django binds one at setup) -------------
 def _environment(database: str) -> dict:
-    base = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:55432/gpuplatform")
-    parts = urllib.parse.urlsplit(base)
-    _ensure_database(parts, database)
+    url = ensure_database(os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:55432/gpuplatform"), database)
     redis = os.environ.get("REDIS_URL", "redis://127.0.0.1:56379/0").rsplit("/", 1)[0] + "/14"
     return {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "gpuplatform.settings",
-        "DATABASE_URL": urllib.parse.urlunsplit(parts._replace(path=f"/{database}")),
+        "DATABASE_URL": url,
         "REDIS_URL": redis,
         "CELERY_BROKER_URL": redis,
         "DEBUG": "0",
@@ -78,15 +76,6 @@ def _environment(database: str) -> dict:
         "API_THROTTLE_RATE": "1000000/minute",
         "LOG_LEVEL": "WARNING",
     }
-
-
-def _ensure_database(parts, name: str) -> None:
-    import psycopg
-
-    admin = urllib.parse.urlunsplit(parts._replace(path="/postgres"))
-    with psycopg.connect(admin, autocommit=True) as conn:
-        if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone():
-            conn.execute(f'CREATE DATABASE "{name}"')
 
 
 def _prepared(database: str, jobs: int) -> dict:

@@ -18,7 +18,6 @@ import os
 import statistics
 import sys
 import time
-import urllib.parse
 from datetime import datetime, timedelta, timezone as dt_timezone
 from pathlib import Path
 
@@ -33,8 +32,8 @@ RESULTS = ROOT / "bench/results/pages.md"
 
 
 def main() -> int:
-    os.environ.update(_environment())
     sys.path.insert(0, str(ROOT))
+    os.environ.update(_environment())
     import django
 
     django.setup()
@@ -46,13 +45,14 @@ def main() -> int:
 
 
 def _environment() -> dict:
-    base = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:55432/gpuplatform")
-    parts = urllib.parse.urlsplit(base)
-    _ensure_database(parts, "bench_pages")
+    from bench.postgres import ensure_database
+
+    database = ensure_database(os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:55432/gpuplatform"),
+                               "bench_pages")
     redis = os.environ.get("REDIS_URL", "redis://127.0.0.1:56379/0").rsplit("/", 1)[0] + "/13"
     return {
         "DJANGO_SETTINGS_MODULE": "gpuplatform.settings",
-        "DATABASE_URL": urllib.parse.urlunsplit(parts._replace(path="/bench_pages")),
+        "DATABASE_URL": database,
         "REDIS_URL": redis,
         "CELERY_BROKER_URL": redis,
         "DEBUG": "0",
@@ -60,15 +60,6 @@ def _environment() -> dict:
         "SECURE_SSL_REDIRECT": "false",  # plain HTTP in process, no TLS proxy in front
         "LOG_LEVEL": "WARNING",
     }
-
-
-def _ensure_database(parts, name: str) -> None:
-    import psycopg
-
-    admin = urllib.parse.urlunsplit(parts._replace(path="/postgres"))
-    with psycopg.connect(admin, autocommit=True) as conn:
-        if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone():
-            conn.execute(f'CREATE DATABASE "{name}"')
 
 
 # --- seeding -------------------------------------------------------------------------------------

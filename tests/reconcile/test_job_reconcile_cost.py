@@ -15,8 +15,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 import schedulers
-from cluster import FakeCluster, ObjectRef
-from cluster.cache import WatchCache
+from cluster import ObjectRef
 from gpuplatform.heal import owner_of
 from jobs.lifecycle import State
 from jobs.manifests import object_name, render_job
@@ -34,18 +33,6 @@ pytestmark = pytest.mark.django_db
 # The job's own reconcile: read the job (team, flavor, priority joined), then move it to
 # queued (UPDATE + its event, in a transaction). Nothing about the team or its quotas.
 MAX_QUERIES = 5
-
-
-@pytest.fixture
-def changes():
-    return []
-
-
-@pytest.fixture
-def cached(fake: FakeCluster, changes) -> FakeCluster:
-    """The fake with a watch cache that only learns what happened when told to catch up."""
-    fake.cache = WatchCache(fake, threaded=False, on_change=lambda event, obj: changes.append((event, obj)))
-    return fake
 
 
 @pytest.fixture

@@ -6,8 +6,6 @@ is proven on the local cluster in tests/cluster/test_watch_cache_live.py."""
 
 import pytest
 
-from cluster import FakeCluster
-from cluster.cache import WatchCache
 from core.ownership import selector, team_selector
 from gpuplatform.heal import owner_of
 from jobs.manifests import object_name
@@ -19,18 +17,6 @@ from tenants.tasks import sync_team
 from ..builders import make_job, make_quota, make_team
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def changes():
-    return []
-
-
-@pytest.fixture
-def cached(fake: FakeCluster, changes) -> FakeCluster:
-    """The fake with a watch cache that only learns what happened when told to catch up."""
-    fake.cache = WatchCache(fake, threaded=False, on_change=lambda event, obj: changes.append((event, obj)))
-    return fake
 
 
 def onboard(cluster, team):
