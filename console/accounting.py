@@ -36,7 +36,6 @@ from django.db.models.lookups import GreaterThan, IsNull, LessThan
 from django.utils import timezone
 
 from jobs.models import GpuInterval
-from jobs.usage import admitted_intervals  # noqa: F401  (the rule, where the report's readers look for it)
 from quotas.models import GpuFlavor
 from tenants.models import Team
 

@@ -12,7 +12,6 @@ from django.core.management import CommandError, call_command
 from django.urls import reverse
 
 from console.accounting import (
-    admitted_intervals,
     month_window,
     split_by_day,
     totals,
@@ -20,6 +19,7 @@ from console.accounting import (
     usage_summary,
 )
 from jobs.lifecycle import State
+from jobs.usage import admitted_intervals
 
 from ..builders import make_flavor, make_job
 
