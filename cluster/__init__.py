@@ -6,6 +6,7 @@ It knows Kubernetes and nothing of teams or jobs; the apps import it, never the 
 from __future__ import annotations
 
 import functools
+import threading
 
 from .errors import (
     Cause,
@@ -50,7 +51,6 @@ def __getattr__(name):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-@functools.cache
 def get_cluster():
     """The process-wide `Cluster` configured by settings (KUBECONFIG or KUBE_IN_CLUSTER,
     KUBE_FIELD_MANAGER, KUBE_WATCH_CACHE). The only place in `cluster/` that reads Django
@@ -59,6 +59,15 @@ def get_cluster():
     Tests swap it with `get_cluster.cache_clear()` and a patched settings, or pass a
     `FakeCluster` to the code under test directly.
     """
+    with _creating:  # a worker's threads: two first calls must not make two clients and caches
+        return _cluster_from_settings()
+
+
+_creating = threading.Lock()
+
+
+@functools.cache
+def _cluster_from_settings():
     from django.conf import settings
 
     from .client import Cluster
@@ -69,3 +78,6 @@ def get_cluster():
         field_manager=settings.KUBE_FIELD_MANAGER,
         watch_cache=settings.KUBE_WATCH_CACHE,
     )
+
+
+get_cluster.cache_clear = _cluster_from_settings.cache_clear

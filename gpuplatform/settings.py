@@ -240,6 +240,10 @@ CELERY_BROKER_URL = env_url(
 CELERY_RESULT_BACKEND = env_str("CELERY_RESULT_BACKEND", REDIS_URL)
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_WORKER_CONCURRENCY = env_int("CELERY_WORKER_CONCURRENCY", 1, minimum=1)
+# A reconcile spends its time waiting on the API server (and the admission webhooks behind
+# it), not computing: threads keep CELERY_WORKER_CONCURRENCY of them in flight in one
+# process, over one client and one watch cache. "prefork" gives each a process (and a cache).
+CELERY_WORKER_POOL = env_choice("CELERY_WORKER_POOL", "threads", ("threads", "prefork", "solo"))
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1

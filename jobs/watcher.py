@@ -105,8 +105,8 @@ def slim(obj: dict) -> dict:
 class _Seen:
     """One job's objects in the watcher's cache (`schedulers.Seen`); read under its lock."""
 
-    def __init__(self, watcher: "StatusWatcher", job: Job):
-        self._watcher, self._job = watcher, job
+    def __init__(self, watcher: "StatusWatcher", job: Job, ceilings: dict | None = None):
+        self._watcher, self._job, self._ceilings = watcher, job, ceilings
         self._namespace, self._name = job.team.namespace_name, object_name(job)
 
     def named(self, kind: Kind) -> dict | None:
@@ -119,9 +119,20 @@ class _Seen:
         return self._watcher._pods_of(self._namespace, self._job.pk)
 
     def ceiling_gpus(self) -> int | None:
-        quota = (Quota.objects.filter(team_id=self._job.team_id, flavor_id=self._job.flavor_id)
-                 .with_cohort_lendable().first())
-        return quota.ceiling_gpus if quota else None
+        if self._ceilings is None:
+            self._ceilings = gpu_ceilings([self._job])
+        return self._ceilings.get((self._job.team_id, self._job.flavor_id))
+
+
+def gpu_ceilings(jobs) -> dict[tuple[int, int], int]:
+    """(team id, flavor id) -> the most GPUs the team can use on the flavor, for the quotas
+    of ``jobs``: one query for a batch, read before the cache's lock is taken."""
+    pairs = {(job.team_id, job.flavor_id) for job in jobs}
+    if not pairs:
+        return {}
+    quotas = Quota.objects.filter(team_id__in={t for t, _ in pairs}, flavor_id__in={f for _, f in pairs})
+    return {(q.team_id, q.flavor_id): q.ceiling_gpus for q in quotas.with_cohort_lendable()
+            if (q.team_id, q.flavor_id) in pairs}
 
 
 class StatusWatcher:
@@ -270,25 +281,26 @@ class StatusWatcher:
             return self._cache[kind][(namespace, name)]
         return None
 
-    def observe(self, job: Job):
-        seen = self._observe(job)
+    def observe(self, job: Job, ceilings: dict | None = None):
+        seen = self._observe(job, ceilings)
         with self._lock:
             warning = self._last_warning(job)
         if seen is not None and warning and seen.state in NOT_STARTED:
             return replace(seen, message=f"{seen.message} Last warning from the cluster: {warning}")
         return seen
 
-    def _observe(self, job: Job):
+    def _observe(self, job: Job, ceilings: dict | None = None):
         with self._lock:
-            return observe(job, _Seen(self, job))
+            return observe(job, _Seen(self, job, ceilings))
 
     def evaluate(self, job_ids) -> int:
         """Bring the given jobs up to date with the cache; returns how many changed."""
         changed = 0
-        jobs = (Job.objects.select_related("team", "flavor").filter(pk__in=list(job_ids))
-                .live().exclude(state=State.DRAFT))
+        jobs = list(Job.objects.select_related("team", "flavor").filter(pk__in=list(job_ids))
+                    .live().exclude(state=State.DRAFT))
+        team_ceilings = gpu_ceilings(jobs)
         for job in jobs:
-            seen = self.observe(job)
+            seen = self.observe(job, team_ceilings)
             if seen is not None and job.observe(seen.state, reason=seen.reason, message=seen.message):
                 changed += 1
                 log.info("job %s: %s (%s)", job.pk, job.state, job.reason)

@@ -133,7 +133,7 @@ def platform_env(profile: Profile, kubeconfig: str) -> dict:
         "SECRET_KEY": "soak-only-not-secret",
         "SECURE_SSL_REDIRECT": "false",  # plain HTTP on loopback, no TLS proxy in front
         "WEB_CONCURRENCY": "2",
-        "CELERY_WORKER_CONCURRENCY": "2",
+        "CELERY_WORKER_CONCURRENCY": "8",  # threads (CELERY_WORKER_POOL's default): reconciles in flight
         "LOG_LEVEL": "INFO",
         "PYTHONUNBUFFERED": "1",
     }

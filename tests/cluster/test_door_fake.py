@@ -390,3 +390,37 @@ def test_get_cluster_builds_one_cluster_from_settings(settings, tmp_path):
         assert door.requests["GET"] >= 1
     finally:
         cluster.get_cluster.cache_clear()
+
+
+def test_threads_asking_at_once_share_one_cluster(settings, monkeypatch):
+    """A worker's threads start together: each first call must get the same client (and
+    watch cache), not one each."""
+    import threading
+    import time
+
+    from cluster import client
+
+    made = []
+
+    class Slow:
+        def __init__(self, **kwargs):
+            time.sleep(0.05)  # long enough for every thread to arrive while it is being made
+            made.append(self)
+
+    monkeypatch.setattr(client, "Cluster", Slow)
+    cluster.get_cluster.cache_clear()
+    start, got = threading.Barrier(8), []
+
+    def ask():
+        start.wait()
+        got.append(cluster.get_cluster())
+
+    threads = [threading.Thread(target=ask) for _ in range(8)]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert len(made) == 1 and got == made * 8
+    finally:
+        cluster.get_cluster.cache_clear()
