@@ -35,7 +35,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.machine import machine  # noqa: E402
+from bench.machine import cpu_times, cpu_used, machine  # noqa: E402
 from bench.soak import world  # noqa: E402
 from bench.soak.api import Api  # noqa: E402
 from bench.soak.processes import Processes, cluster_sh, cluster_up, kubectl, kubectl_binary  # noqa: E402
@@ -94,7 +94,7 @@ def room_for_every_job(kubeconfig: str) -> int:
             node["metadata"]["labels"].update({"kubernetes.io/hostname": name, EXTRA_NODE_LABEL: "true"})
             nodes.append(node)
     applied = subprocess.run([kubectl_binary(), "--kubeconfig", kubeconfig, "apply", "--server-side",
-                              "--force-conflicts", "-f", "-"], input=yaml.safe_dump_all(nodes), text=True,
+                              "--force-conflicts", "-f", "-"], input=yaml.safe_dump_all(nodes), text=True, check=False,
                              capture_output=True, timeout=300)
     if applied.returncode != 0:
         raise SystemExit(f"could not add the extra fake nodes: {applied.stderr.strip()}")
@@ -103,6 +103,34 @@ def room_for_every_job(kubeconfig: str) -> int:
     if ready.returncode != 0:
         raise SystemExit(f"the extra fake nodes did not turn Ready: {ready.stderr.strip()}")
     return len(nodes)
+
+
+CLUSTER_PARTS = {"vc-scheduler": "Volcano", "vc-controller-manager": "Volcano", "kube-apiserver": "API server",
+                 "kueue": "Kueue", "etcd": "etcd", "kwok": "kwok (fake kubelets)"}
+
+
+def parts_of(cluster_dir: Path, procs: Processes):
+    """Names the processes whose CPU a run counts: ours (by process group), the cluster's
+    (by its directory on their command line), PostgreSQL, Redis and this process."""
+    ours = {proc.pid: name for name, proc in procs.procs.items()}
+    me, marker = os.getpid(), str(cluster_dir)
+
+    def name_of(pid: int, pgid: int, argv: list[str]) -> str | None:
+        if pid == me:
+            return "bench (clients, observer)"
+        if pgid in ours:
+            return f"ours: {ours[pgid]}"
+        program = os.path.basename(argv[0]) if argv else ""
+        if marker in " ".join(argv):
+            base = program.rsplit("-v", 1)[0]
+            return CLUSTER_PARTS.get(base, base)
+        if program.startswith("postgres"):
+            return "PostgreSQL (all its databases)"
+        if program.startswith("redis-server"):
+            return "Redis"
+        return None
+
+    return name_of
 
 
 def fresh_database(url: str) -> None:
@@ -298,6 +326,17 @@ def run_baseline(cluster, seen: Seen) -> dict:
                 success_rate=rate(len(finished), start, finished))
 
 
+def cpu_table(ours: dict, base: dict) -> str:
+    rows = ["| part | ours: CPU s | ours: CPU ms a job | Kueue alone: CPU s | Kueue alone: CPU ms a job |",
+            "|---|---|---|---|---|"]
+    for part in sorted(set(ours) | set(base), key=lambda p: (not p.startswith("ours"), -ours.get(p, 0))):
+        o, b = ours.get(part, 0.0), base.get(part, 0.0)
+        rows.append(f"| {part} | {o:.1f} | {o / JOBS * 1000:.0f} | {b:.1f} | {b / JOBS * 1000:.0f} |")
+    o, b = sum(ours.values()), sum(base.values())
+    rows.append(f"| **all** | **{o:.1f}** | **{o / JOBS * 1000:.0f}** | **{b:.1f}** | **{b / JOBS * 1000:.0f}** |")
+    return "\n".join(rows)
+
+
 def main() -> int:
     prof = profile()
     progress(f"{JOBS} jobs, {CLIENTS} clients, pods run {JOB_SECONDS}; database {prof.database_name}, "
@@ -326,15 +365,21 @@ def main() -> int:
     seen = Seen(Cluster(kubeconfig=kubeconfig, field_manager="e2e-observer"))
     seen.start()
     procs = Processes(prof, env)
+    name_of = parts_of(prof.cluster_dir, procs)
     try:
+        before = cpu_times(name_of)
         procs.start_all()
+        name_of = parts_of(prof.cluster_dir, procs)
         progress("ours: submitting through the API")
         ours = run_ours(Api(prof.api_url, token), seen)
+        ours["cpu"] = cpu_used(before, cpu_times(name_of))
     finally:
         procs.stop_all()
     try:
         progress("baseline: batch Jobs straight onto Kueue")
+        before = cpu_times(name_of)
         base = run_baseline(Cluster(kubeconfig=kubeconfig, field_manager="e2e-baseline"), seen)
+        base["cpu"] = cpu_used(before, cpu_times(name_of))
     finally:
         seen.stop()
         kubectl(kubeconfig, "delete", "namespace", BASELINE_NS, "--wait=false")
@@ -373,6 +418,11 @@ def main() -> int:
         f"max {max(lags) if lags else float('nan'):.2f} s"
         + (f", mean {statistics.mean(lags):.2f} s." if lags else "."),
         f"Our final states: {ours['states']}.",
+        "",
+        "CPU seconds each part used, from the first submission until every job succeeded (ours: our "
+        "processes' start-up included):",
+        "",
+        cpu_table(ours["cpu"], base["cpu"]),
         "",
         "Machine: " + machine() + "; the API server, etcd, Kueue, Volcano, kwok and the platform's processes "
         "share these cores (and other work on the machine).",

@@ -17,3 +17,34 @@ def load() -> str:
     """The load average when the run ended: other work on the machine shares its cores."""
     one, five, _ = os.getloadavg()
     return f"load average {one:.1f} (1 min), {five:.1f} (5 min)"
+
+
+def cpu_times(name_of) -> dict[int, tuple[str, float]]:
+    """CPU seconds (user + system, with reaped children's) each live process has used,
+    for those ``name_of(pid, pgid, argv)`` names (None: not counted): ``{pid: (name, s)}``.
+    Two of these, before and after, give what each part of a run cost (``cpu_used``)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            stat = (entry / "stat").read_text()
+        except OSError:  # gone meanwhile
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()  # after "pid (comm) ": state is field 3
+        pgid = int(fields[2])
+        name = name_of(int(entry.name), pgid, [a.decode(errors="replace") for a in argv if a])
+        if name:
+            found[int(entry.name)] = (name, sum(int(f) for f in fields[11:15]) / tick)
+    return found
+
+
+def cpu_used(before: dict, after: dict) -> dict[str, float]:
+    """CPU seconds by name between two ``cpu_times``: a process started meanwhile counts whole."""
+    used: dict[str, float] = {}
+    for pid, (name, seconds) in after.items():
+        earlier = before.get(pid)
+        used[name] = used.get(name, 0.0) + seconds - (earlier[1] if earlier and earlier[0] == name else 0.0)
+    return used
