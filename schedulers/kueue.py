@@ -14,7 +14,7 @@ from core.ownership import JOB_LABEL, owned
 
 from .base import Observation, Phase, Scheduler, Seen, queue_name
 from .workloads import (
-    FINISHED_TTL_SECONDS, INFERENCE_FIELDS, INFERENCE_KINDS, RENDEZVOUS_PORT,
+    FINISHED_TTL_SECONDS, INFERENCE_FIELDS, INFERENCE_KINDS, LOCAL_MASTER, RENDEZVOUS_PORT,
     conditions, container, job_owned, object_name, pod_labels, pod_spec, torch_env, true_condition,
 )
 
@@ -109,9 +109,11 @@ def _queue_labels(job) -> dict:
 
 def render_training(job) -> list[dict]:
     """A suspended Indexed batch Job (one pod per worker) + the headless Service torchrun's
-    workers find each other through."""
+    workers find each other through; a job of one worker meets itself on localhost and
+    needs no Service."""
     name, namespace = object_name(job), job.team.namespace_name
-    master = f"{name}-0.{name}.{namespace}.svc"
+    alone = job.workers == 1
+    master = LOCAL_MASTER if alone else f"{name}-0.{name}.{namespace}.svc"
     main = container(job, torch_env(job, master, COMPLETION_INDEX),
                      [{"name": "rendezvous", "containerPort": RENDEZVOUS_PORT}])
     labels = _queue_labels(job)
@@ -130,10 +132,12 @@ def render_training(job) -> list[dict]:
             "ttlSecondsAfterFinished": FINISHED_TTL_SECONDS,
             "template": {
                 "metadata": {"labels": pod_labels(job)},
-                "spec": pod_spec(job, main, restartPolicy="Never", subdomain=name),
+                "spec": pod_spec(job, main, restartPolicy="Never", **({} if alone else {"subdomain": name})),
             },
         },
     })
+    if alone:
+        return [batch_job]
     service = job_owned(job, {
         "apiVersion": "v1", "kind": "Service",
         "metadata": {"name": name, "namespace": namespace},

@@ -15,7 +15,7 @@ from core.ownership import owned
 
 from .base import Observation, Phase, Scheduler, Seen, queue_name
 from .workloads import (
-    FINISHED_TTL_SECONDS, INFERENCE_FIELDS, INFERENCE_KINDS, RENDEZVOUS_PORT,
+    FINISHED_TTL_SECONDS, INFERENCE_FIELDS, INFERENCE_KINDS, LOCAL_MASTER, RENDEZVOUS_PORT,
     conditions, container, job_owned, object_name, pod_labels, pod_spec,
 )
 
@@ -56,9 +56,17 @@ def render_training(job) -> list[dict]:
     # Volcano has no run-time limit of its own: the kubelet ends pods past their deadline.
     deadline = {"activeDeadlineSeconds": job.max_runtime_seconds} if job.max_runtime_seconds else {}
 
+    alone = job.workers == 1
+    # Volcano's pytorch plugin sets MASTER_ADDR, WORLD_SIZE and RANK from the Service its svc
+    # plugin makes (with a ConfigMap of hosts and a NetworkPolicy); a job of one worker meets
+    # itself on localhost, so it gets neither plugin and those variables from us.
+    env = [{"name": "NPROC_PER_NODE", "value": str(job.gpus_per_worker)}]
+    if alone:
+        env = [{"name": "MASTER_ADDR", "value": LOCAL_MASTER}, {"name": "MASTER_PORT", "value": str(RENDEZVOUS_PORT)},
+               {"name": "WORLD_SIZE", "value": "1"}, {"name": "RANK", "value": "0"}, *env]
+
     def task(task_name: str, replicas: int, policies: list[dict]) -> dict:
-        # Volcano's pytorch plugin sets MASTER_ADDR, WORLD_SIZE and RANK; we add the rest.
-        main = container(job, [{"name": "NPROC_PER_NODE", "value": str(job.gpus_per_worker)}], ports)
+        main = container(job, env, ports)
         return {
             "name": task_name,
             "replicas": replicas,
@@ -70,8 +78,10 @@ def render_training(job) -> list[dict]:
         }
 
     tasks = [task("master", 1, [{"event": "TaskCompleted", "action": "CompleteJob"}])]
-    if job.workers > 1:
+    if not alone:
         tasks.append(task("worker", job.workers - 1, []))
+    plugins = {"env": []} if alone else {
+        "pytorch": ["--master=master", "--worker=worker", f"--port={RENDEZVOUS_PORT}"], "svc": [], "env": []}
     spec = {
         "schedulerName": "volcano",
         "queue": queue_name(namespace, job.flavor),
@@ -80,11 +90,7 @@ def render_training(job) -> list[dict]:
         "ttlSecondsAfterFinished": FINISHED_TTL_SECONDS,
         # An evicted worker breaks the collective: restart the whole gang.
         "policies": [{"event": "PodEvicted", "action": "RestartJob"}],
-        "plugins": {
-            "pytorch": ["--master=master", "--worker=worker", f"--port={RENDEZVOUS_PORT}"],
-            "svc": [],
-            "env": [],
-        },
+        "plugins": plugins,
         "tasks": tasks,
     }
     return [job_owned(job, {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",

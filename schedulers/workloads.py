@@ -13,6 +13,7 @@ from core.ownership import JOB_LABEL, WORKLOAD_SERVICE_ACCOUNT, ownership_labels
 from .base import Observation, Phase
 
 RENDEZVOUS_PORT = 29500
+LOCAL_MASTER = "localhost"  # a job of one worker: torchrun's rendezvous never leaves the pod
 # Keeps "<name>-<index>" pod hostnames and "<name>-<task>-<index>" Volcano pod names
 # within the 63-character label limit.
 OBJECT_NAME_LIMIT = 45

@@ -86,7 +86,7 @@ def test_events_list_every_state_change_oldest_first(client_as, viewer, job):
 def test_manifests_are_exactly_what_the_renderer_produces(client_as, viewer, job):
     body = client_as(viewer).get(f"/api/v1/jobs/{job.pk}/manifests").json()
     assert body["objects"] == render_job(Job.objects.select_related("team", "flavor").get(pk=job.pk))
-    assert {o["kind"] for o in body["objects"]} == {"Service", "Job"}
+    assert {o["kind"] for o in body["objects"]} == {"Job"}  # one worker: no rendezvous Service
 
 
 def test_logs_come_from_each_pod_of_the_job(client_as, viewer, job, fake, flavor):

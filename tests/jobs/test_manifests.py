@@ -65,6 +65,14 @@ def kueue_training_is_a_suspended_indexed_job(objects, job):
     assert spec["template"]["spec"]["subdomain"] == kinds["Service"]["metadata"]["name"]
 
 
+def kueue_single_worker_meets_itself_without_a_service(objects, job):
+    [batch] = objects
+    assert batch["kind"] == "Job" and batch["spec"]["completions"] == 1
+    assert "subdomain" not in batch["spec"]["template"]["spec"]
+    env = env_of(batch)
+    assert (env["MASTER_ADDR"], env["WORLD_SIZE"], env["NNODES"]) == ("localhost", "1", "1")
+
+
 def torchrun_env_points_every_worker_at_index_zero(objects, job):
     name = object_name(job)
     env = env_of(by_kind(objects)["Job"])
@@ -108,6 +116,11 @@ def volcano_single_worker_is_only_a_master(objects, job):
     tasks = objects[0]["spec"]["tasks"]
     assert [(t["name"], t["replicas"]) for t in tasks] == [("master", 1)]
     assert objects[0]["spec"]["minAvailable"] == 1
+    # No svc plugin (its Service, hosts ConfigMap and NetworkPolicy) and no pytorch plugin
+    # (which reads them): the variables it would set come from us.
+    assert objects[0]["spec"]["plugins"] == {"env": []}
+    env = env_of(objects[0])
+    assert (env["MASTER_ADDR"], env["MASTER_PORT"], env["WORLD_SIZE"], env["RANK"]) == ("localhost", "29500", "1", "0")
 
 
 def volcano_max_runtime_is_the_pod_deadline(objects, job):
@@ -214,7 +227,8 @@ def every_object_is_owned_by_team_and_job(objects, job):
 CASES = [
     Case("kueue training is a suspended indexed job with a headless service", "h100", dict(workers=2, gpus_per_worker=8),
          kueue_training_is_a_suspended_indexed_job),
-    Case("kueue training with one worker", "h100", dict(workers=1), kueue_training_is_a_suspended_indexed_job),
+    Case("kueue training with one worker needs no service", "h100", dict(workers=1),
+         kueue_single_worker_meets_itself_without_a_service),
     Case("kueue training with many workers sets torchrun env", "h100", dict(workers=4, gpus_per_worker=8),
          torchrun_env_points_every_worker_at_index_zero),
     Case("kueue training requests whole gpus as limits", "h100", dict(gpus_per_worker=8),

@@ -71,16 +71,17 @@ def live(cluster, api_version, kind, name, namespace=None) -> dict:
 
 
 # --- the cost --------------------------------------------------------------------------------
-def test_a_new_kueue_job_of_a_synced_team_costs_its_two_creates_and_no_read(cached, team, flavor):
+@pytest.mark.parametrize("workers, creates", [(2, 2), (1, 1)], ids=["gang: Service and batch Job", "one worker: batch Job"])
+def test_a_new_kueue_job_of_a_synced_team_costs_its_creates_and_no_read(cached, team, flavor, workers, creates):
     make_quota(team, flavor)
     onboard(cached, team)
-    reconcile_job(submitted(team, flavor).pk)  # the job kinds' informers are started
+    reconcile_job(submitted(team, flavor, workers=2).pk)  # the job kinds' informers are started
 
     for _ in range(3):
-        job = submitted(team, flavor)
+        job = submitted(team, flavor, workers=workers)
         sql = reconcile_counted(cached, job)
 
-        assert dict(cached.requests) == {"PATCH": 2}  # its Service and batch Job; no GET, no LIST
+        assert dict(cached.requests) == {"PATCH": creates}  # no GET, no LIST
         assert len(sql) <= MAX_QUERIES, sql
         assert not team_queries(sql), sql  # the team is not synced
         job.refresh_from_db()
