@@ -2,11 +2,13 @@
 filed from a team page (owners)."""
 
 import io
+from html import escape
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpResponse, HttpResponseBadRequest, QueryDict
 from django.shortcuts import render
+from django.utils.safestring import mark_safe
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 
@@ -35,6 +37,13 @@ def _window(request, params):
     return month, start, end, teams, slug
 
 
+def _team_options(slugs, chosen: str) -> str:
+    """The team picker's options, escaped, in one pass: a quota manager sees every team,
+    and a template loop over a thousand of them was a third of the page's time."""
+    return mark_safe("".join(f'<option value="{escape(slug)}"{" selected" if slug == chosen else ""}>{escape(slug)}</option>'
+                             for slug in slugs))
+
+
 @login_required
 @require_GET
 def usage(request):
@@ -48,7 +57,7 @@ def usage(request):
     summary = accounting.usage_summary(start, end, teams=teams)
     context = {
         "month": month, "team_slug": slug,
-        "teams": Team.objects.visible_to(request.user).values_list("slug", flat=True),
+        "team_options": _team_options(Team.objects.visible_to(request.user).values_list("slug", flat=True), slug),
         # The CSV has every line; the page the largest.
         "by_team": summary.by_team[:TOTALS_SHOWN], "by_flavor": summary.by_flavor[:TOTALS_SHOWN],
         "by_user": summary.by_user[:TOTALS_SHOWN],

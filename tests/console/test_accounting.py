@@ -175,6 +175,12 @@ def test_the_usage_page_shows_totals_and_a_chart(client_for, quota_manager, two_
     assert "<svg" in html and "2026-11-05 vision: 8.00 GPU-hours" in html
 
 
+def test_the_team_picker_offers_the_teams_one_sees_with_the_chosen_one_selected(client_for, quota_manager, two_teams):
+    html = client_for(quota_manager).get(reverse("console:usage"), {"month": "2026-11", "team": "other-team"}).content.decode()
+    assert '<option value="other-team" selected>other-team</option>' in html
+    assert '<option value="vision">vision</option>' in html
+
+
 def test_a_team_filter_narrows_the_csv(client_for, quota_manager, two_teams):
     rows = csv_rows(client_for(quota_manager).get(reverse("console:usage-csv"), {"month": "2026-11", "team": "other-team"}))
     assert [r[1] for r in rows[1:]] == ["other-team"]
