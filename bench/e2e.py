@@ -24,6 +24,7 @@ bench/results/e2e.md, and ends with
 from __future__ import annotations
 
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -338,6 +339,9 @@ def cpu_table(ours: dict, base: dict) -> str:
 
 
 def main() -> int:
+    # Stopped from outside (kill, Ctrl-C): unwind, so the `finally`s stop our processes
+    # instead of leaving a worker behind to take the next run's tasks.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     prof = profile()
     progress(f"{JOBS} jobs, {CLIENTS} clients, pods run {JOB_SECONDS}; database {prof.database_name}, "
              f"Redis {prof.redis_url}, cluster {prof.cluster_dir}")
