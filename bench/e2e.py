@@ -211,10 +211,13 @@ class Seen:
             if owners and status.get("phase") in ("Inqueue", "Running"):
                 self.mark("admitted", ns, owners[0]["name"])
         elif api_version == "batch/v1":
+            self.mark("created", ns, name)
             if conds.get("Complete") == "True" or conds.get("SuccessCriteriaMet") == "True":
                 self.mark("succeeded", ns, name)
-        elif (status.get("state") or {}).get("phase") == "Completed":
-            self.mark("succeeded", ns, name)
+        else:
+            self.mark("created", ns, name)
+            if (status.get("state") or {}).get("phase") == "Completed":
+                self.mark("succeeded", ns, name)
 
     def stop(self) -> None:
         for stream in self.streams:
@@ -273,9 +276,18 @@ def run_ours(api: Api, seen: Seen) -> dict:
         if cluster_time is not None:
             lags.append(event.created_at.timestamp() - cluster_time)
     by_state = {}
+    stages = {"ours: submit -> on the cluster (API, worker)": [], "ours, Kueue half: on the cluster -> admitted": [],
+              "ours, Volcano half: on the cluster -> admitted": []}
     for job in jobs.values():
         by_state[job.state] = by_state.get(job.state, 0) + 1
-    return dict(start=start, submit_rate=JOBS / (submitted - start), admitted=len(admitted),
+        key = (job.team.namespace_name, object_name(job))
+        created, admitted = seen.first.get(("created", *key)), seen.first.get(("admitted", *key))
+        if created is not None and job.submitted_at:
+            stages["ours: submit -> on the cluster (API, worker)"].append(created - job.submitted_at.timestamp())
+        if created is not None and admitted is not None:
+            half = "Kueue" if job.flavor.name == "h100" else "Volcano"
+            stages[f"ours, {half} half: on the cluster -> admitted"].append(admitted - created)
+    return dict(start=start, stages=stages, submit_rate=JOBS / (submitted - start), admitted=len(admitted),
                 admit_rate=rate(len(admitted), start, admitted), succeeded=len(finished),
                 success_rate=rate(len(finished), start, finished), lags=lags, states=by_state,
                 kueue_admitted=len(kueue_admitted), kueue_admit_rate=rate(len(kueue_admitted), start, kueue_admitted))
@@ -322,7 +334,9 @@ def run_baseline(cluster, seen: Seen) -> dict:
         time.sleep(5)
     admitted = [seen.first[k] for n in names if (k := ("admitted", BASELINE_NS, n)) in seen.first]
     finished = [seen.first[k] for n in names if (k := ("succeeded", BASELINE_NS, n)) in seen.first]
-    return dict(start=start, submit_rate=JOBS / (created - start), admitted=len(admitted),
+    waits = [seen.first[("admitted", BASELINE_NS, n)] - seen.first[("created", BASELINE_NS, n)] for n in names
+             if ("admitted", BASELINE_NS, n) in seen.first and ("created", BASELINE_NS, n) in seen.first]
+    return dict(start=start, stages={"Kueue alone: on the cluster -> admitted": waits}, submit_rate=JOBS / (created - start), admitted=len(admitted),
                 admit_rate=rate(len(admitted), start, admitted), succeeded=len(finished),
                 success_rate=rate(len(finished), start, finished))
 
@@ -422,6 +436,13 @@ def main() -> int:
         f"max {max(lags) if lags else float('nan'):.2f} s"
         + (f", mean {statistics.mean(lags):.2f} s." if lags else "."),
         f"Our final states: {ours['states']}.",
+        "",
+        "Where a job waits (seconds; \"on the cluster\": its batch Job or Volcano Job first seen by this process):",
+        "",
+        "| stage | jobs | p50 | p90 | max |",
+        "|---|---|---|---|---|",
+        *(f"| {name} | {len(values)} | {pct(values, 0.5):.1f} | {pct(values, 0.9):.1f} | "
+          f"{max(values) if values else float('nan'):.1f} |" for name, values in {**ours["stages"], **base["stages"]}.items()),
         "",
         "CPU seconds each part used, from the first submission until every job succeeded (ours: our "
         "processes' start-up included):",
