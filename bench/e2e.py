@@ -281,12 +281,12 @@ def run_ours(api: Api, seen: Seen) -> dict:
     for job in jobs.values():
         by_state[job.state] = by_state.get(job.state, 0) + 1
         key = (job.team.namespace_name, object_name(job))
-        created, admitted = seen.first.get(("created", *key)), seen.first.get(("admitted", *key))
-        if created is not None and job.submitted_at:
-            stages["ours: submit -> on the cluster (API, worker)"].append(created - job.submitted_at.timestamp())
-        if created is not None and admitted is not None:
+        on_cluster, admitted_at = seen.first.get(("created", *key)), seen.first.get(("admitted", *key))
+        if on_cluster is not None and job.submitted_at:
+            stages["ours: submit -> on the cluster (API, worker)"].append(on_cluster - job.submitted_at.timestamp())
+        if on_cluster is not None and admitted_at is not None:
             half = "Kueue" if job.flavor.name == "h100" else "Volcano"
-            stages[f"ours, {half} half: on the cluster -> admitted"].append(admitted - created)
+            stages[f"ours, {half} half: on the cluster -> admitted"].append(admitted_at - on_cluster)
     return dict(start=start, stages=stages, submit_rate=JOBS / (submitted - start), admitted=len(admitted),
                 admit_rate=rate(len(admitted), start, admitted), succeeded=len(finished),
                 success_rate=rate(len(finished), start, finished), lags=lags, states=by_state,

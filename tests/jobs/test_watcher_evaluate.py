@@ -8,13 +8,18 @@ before it takes the cache's lock, instead of a query per job under the lock.
 import pytest
 
 from jobs.models import Job
-from jobs.watcher import StatusWatcher, gpu_ceilings
+from jobs.watcher import Ceilings, StatusWatcher, gpu_ceilings
 from quotas.models import Cohort, Scheduler
 
 from ..builders import make_flavor, make_job, make_quota, make_team
 from .test_watcher_transform import podgroup, vcjob
 
 pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def flavor_h100():
+    return make_flavor("h100")
 
 
 @pytest.fixture
@@ -41,8 +46,10 @@ def test_ceilings_count_what_the_cohort_lends(a100):
     make_quota(nlp, a100, nominal_gpus=16, cohort=cohort, lending_limit_gpus=4)
     make_quota(solo, a100, nominal_gpus=2)
     jobs = [make_job(team, a100) for team in (vision, nlp, solo)]
-    assert gpu_ceilings(jobs) == {(vision.pk, a100.pk): 12, (nlp.pk, a100.pk): 24, (solo.pk, a100.pk): 2}
-    assert gpu_ceilings([]) == {}
+    assert gpu_ceilings({(j.team_id, j.flavor_id) for j in jobs}) == {
+        (vision.pk, a100.pk): 12, (nlp.pk, a100.pk): 24, (solo.pk, a100.pk): 2}
+    assert gpu_ceilings(set()) == {}
+    assert [Ceilings(jobs).of(job) for job in jobs] == [12, 24, 2]
 
 
 @pytest.mark.parametrize("count", [3, 12])
@@ -56,8 +63,18 @@ def test_evaluating_jobs_costs_the_same_queries_however_many(a100, count, django
     watcher = StatusWatcher(cluster=None)
     pending_in(watcher, fitting + too_big)
     watcher.evaluate([j.pk for j in fitting + too_big])  # first pass writes reasons
-    with django_assert_num_queries(2):  # the jobs, the ceilings; nothing changed, nothing written
+    with django_assert_num_queries(2):  # the jobs, the ceilings once; nothing changed, nothing written
         assert watcher.evaluate([j.pk for j in fitting + too_big]) == 0
     assert Job.objects.get(pk=too_big[0].pk).message == (
         "Can never start: this job needs 24 a100 GPUs but team vision can use at most 16, borrowing included.")
     assert {j.reason for j in Job.objects.filter(pk__in=[j.pk for j in fitting])} == {"WaitingForResources"}
+
+
+def test_a_batch_no_observer_asks_a_ceiling_of_reads_none(flavor_h100, django_assert_num_queries):
+    team = make_team("vision")
+    make_quota(team, flavor_h100)
+    jobs = queued_jobs(team, flavor_h100, 3)
+    watcher = StatusWatcher(cluster=None)
+    watcher.evaluate([j.pk for j in jobs])
+    with django_assert_num_queries(1):  # the jobs: a Kueue job's observation needs no ceiling
+        watcher.evaluate([j.pk for j in jobs])

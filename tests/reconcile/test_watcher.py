@@ -102,3 +102,29 @@ def test_a_cluster_warning_about_a_waiting_job_is_shown_with_its_state(fake, run
     fake.put(workload_for(job, ("Admitted", "Admitted", "")))
     assert wait_for(lambda: "FailedScheduling: 0/9 nodes" in Job.objects.get(pk=job.pk).message)
     assert Job.objects.get(pk=job.pk).state == State.ADMITTED
+
+
+def test_a_burst_of_changes_is_read_in_one_evaluation(fake, team, flavor):
+    """A pod, its Workload and its Job change together: the watcher waits `gather_seconds`
+    after the first mark, then evaluates every job marked meanwhile at once."""
+    watcher = StatusWatcher(fake, resync_seconds=3600, retry_seconds=0.05, gather_seconds=0.5)
+    batches = []
+    watcher.evaluate = lambda ids: batches.append((time.monotonic(), set(ids))) or 0
+    thread = threading.Thread(target=watcher.run, daemon=True)
+    thread.start()
+    try:
+        jobs = [make_job(team, flavor, name=f"burst-{i}") for i in range(3)]  # drafts: no resync reads them
+        time.sleep(0.3)  # the loop is running
+        started = time.monotonic()
+        for job in jobs:
+            watcher._record(("kueue.x-k8s.io/v1beta2", "Workload"), "ADDED", {
+                **workload_for(job), "metadata": {**workload_for(job)["metadata"], "labels": {"gpuplatform.io/job": str(job.pk)}}})
+            time.sleep(0.1)
+        assert wait_for(lambda: batches, timeout=5)
+        time.sleep(0.6)
+        [(at, ids)] = batches
+        assert ids == {job.pk for job in jobs}
+        assert 0.5 <= at - started < 1.5
+    finally:
+        watcher.stop()
+        thread.join(timeout=10)
