@@ -207,7 +207,7 @@ def test_a_job_created_behind_the_cache_and_admitted_is_not_suspended_again(cach
     make_quota(team, flavor)
     onboard(cached, team)
     reconcile_job(submitted(team, flavor).pk)  # the job kinds' informers are synced
-    job = submitted(team, flavor)
+    job = submitted(team, flavor, workers=2)  # a gang: its Service and batch Job
     cache, cached.cache = cached.cache, None
     cached.apply(render_job(Job.objects.select_related("team", "flavor").get(pk=job.pk)))
     cached.cache = cache
