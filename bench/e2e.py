@@ -6,7 +6,8 @@ row, against Kueue alone on the same cluster in the same run.
    each large enough that admission is never held back by quota.
 2. The platform's real processes, started by the soak's machinery (`bench.soak.processes`):
    gunicorn API, Celery worker (its reconciles read from the watch cache), beat, watcher.
-3. Ours: BENCH_E2E_JOBS one-GPU training jobs (half Kueue, half Volcano) submitted through
+3. Ours: BENCH_E2E_JOBS one-GPU training jobs (half Kueue, half Volcano; all Kueue with
+   BENCH_E2E_SCHEDULERS=kueue) submitted through
    the API by BENCH_E2E_CLIENTS threads; jobs/s from the first submission to the last
    job admitted and succeeded, as the rows say.
 4. Status lag: for each admission and each success, the row's event time minus the moment
@@ -45,6 +46,13 @@ from bench.soak.profile import CACHE, Profile, _with_path, platform_env  # noqa:
 JOBS = int(os.environ.get("BENCH_E2E_JOBS", "1000"))
 CLIENTS = int(os.environ.get("BENCH_E2E_CLIENTS", "8"))
 JOB_SECONDS = os.environ.get("BENCH_E2E_JOB_SECONDS", "2s")  # how long kwok runs each pod
+# "both" (half Kueue, half Volcano) or "kueue": every job of ours on Kueue, like for like with
+# the baseline (no Volcano half sharing the cores).
+SCHEDULERS = os.environ.get("BENCH_E2E_SCHEDULERS", "both")
+if SCHEDULERS not in ("both", "kueue"):
+    raise SystemExit(f"BENCH_E2E_SCHEDULERS={SCHEDULERS!r}: 'both' or 'kueue'")
+VOLCANO_JOBS = JOBS // 2 if SCHEDULERS == "both" else 0
+KUEUE_JOBS = JOBS - VOLCANO_JOBS
 TIMEOUT = float(os.environ.get("BENCH_E2E_TIMEOUT_SECONDS", "3600"))
 RESULTS = ROOT / "bench" / "results" / "e2e.md"
 BASELINE_NS = "e2e-kueue-baseline"
@@ -86,7 +94,7 @@ def room_for_every_job(kubeconfig: str) -> int:
                  for doc in yaml.safe_load_all(NODES_YAML.read_text())
                  if doc and doc.get("kind") == "Node" and doc["metadata"].get("labels", {}).get("gpuplatform.io/pool")}
     nodes = []
-    for pool, jobs in (("h100", JOBS // 2 + JOBS % 2), ("a100", JOBS // 2)):
+    for pool, jobs in (("h100", KUEUE_JOBS), ("a100", VOLCANO_JOBS)):
         template = templates[pool]
         per_node = int(template["status"]["allocatable"]["nvidia.com/gpu"])
         for i in range(-(-jobs // per_node)):
@@ -241,7 +249,7 @@ def run_ours(api: Api, seen: Seen) -> dict:
     from jobs.manifests import object_name
     from jobs.models import Job, JobEvent
 
-    bodies = [dict(team=TEAM, name=f"e2e-{i:05d}", kind="training", flavor="h100" if i % 2 == 0 else "a100",
+    bodies = [dict(team=TEAM, name=f"e2e-{i:05d}", kind="training", flavor="a100" if i % 2 and VOLCANO_JOBS else "h100",
                    image="registry.example/e2e:1", command=["sleep", "1"], workers=1, gpus_per_worker=1,
                    cpu_per_worker=1, memory_per_worker_gib=1, env={"GPUPLATFORM_FAKE_DURATION": JOB_SECONDS})
               for i in range(JOBS)]
@@ -412,7 +420,7 @@ def main() -> int:
     table = "\n".join([
         f"# End-to-end benchmark ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())})",
         "",
-        f"{JOBS} one-GPU training jobs ({JOBS // 2 + JOBS % 2} Kueue, {JOBS // 2} Volcano) submitted through the API "
+        f"{JOBS} one-GPU training jobs ({KUEUE_JOBS} Kueue, {VOLCANO_JOBS} Volcano) submitted through the API "
         f"by {CLIENTS} clients; pods run {JOB_SECONDS} on kwok nodes of 8 GPUs, as many as give each pool a GPU "
         f"for every job of its half ({added} nodes added to the cluster's 4 H100 and 2 A100). Baseline: {JOBS} "
         f"queue-labelled suspended batch Jobs created straight onto one Kueue LocalQueue by {CLIENTS} threads. "
