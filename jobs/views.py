@@ -20,6 +20,7 @@ from cluster import ClusterError
 from core.ownership import job_selector
 from core.reconcile import NoCluster, current_cluster
 from quotas.models import GpuFlavor
+from tenants import picker
 from tenants.models import Team
 
 from . import actions, feasibility, usage
@@ -47,10 +48,6 @@ def _visible_jobs(request):
 # order of Meta.ordering and of the indexes job_created_newest and job_team_created_newest):
 # a page reads its 26 rows from an index whatever the number of jobs, and nothing is counted.
 CURSOR_PARAMS = ("older", "newer", "page")
-# Up to this many visible teams the team filter is a <select>; beyond it (a quota manager,
-# someone in many teams) a slug input whose suggestions come as one types.
-TEAM_SELECT_MAX = 50
-TEAM_SUGGESTIONS = 20
 # What a row shows (templates/jobs/partials/job_rows.html), not the JSON and text of five tables.
 LIST_COLUMNS = ("id", "name", "state", "kind", "workers", "max_replicas", "gpus_per_worker", "created_at",
                 "team__slug", "flavor__name", "submitter__username")
@@ -98,20 +95,11 @@ def _keyset_page(jobs, params) -> dict:
     }
 
 
-def _team_suggestions(user, typed: str) -> list[str]:
-    typed = typed.strip().lower()[:100]
-    teams = Team.objects.visible_to(user)
-    if typed:
-        teams = teams.filter(slug__startswith=typed)
-    return list(teams.order_by("slug").values_list("slug", flat=True)[:TEAM_SUGGESTIONS])
-
-
 @login_required
 @require_GET
 def job_list(request):
-    if request.htmx and request.htmx.target == "team-options":  # the team input's suggestions
-        context = {"slugs": _team_suggestions(request.user, request.GET.get("team", ""))}
-        return render(request, "jobs/partials/team_options.html", context)
+    if suggested := picker.answer_suggestions(request):  # the team input's htmx call
+        return suggested
     jobs = Job.objects.visible_to(request.user).select_related("team", "flavor", "submitter").only(*LIST_COLUMNS)
     data = request.GET.copy()
     if "state" in data:  # "Any state" sends an empty value
@@ -128,11 +116,8 @@ def job_list(request):
         return render(request, "jobs/partials/job_table.html", context)
     # The form is written out in the template: Django's widgets would render every visible
     # team (a thousand for a quota manager) and re-query the flavors.
-    slugs = list(Team.objects.visible_to(request.user).order_by("slug")
-                 .values_list("slug", flat=True)[:TEAM_SELECT_MAX + 1])
     context.update(
-        team_slugs=slugs,
-        team_as_select=len(slugs) <= TEAM_SELECT_MAX,
+        **picker.picker(request.user, request.GET.get("team", "")),
         flavors=list(GpuFlavor.objects.order_by("name").values_list("name", "display_name")),
         kinds=Job.Kind.choices,
         states=Job.State.choices,

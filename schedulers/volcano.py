@@ -16,7 +16,7 @@ from core.ownership import owned
 from .base import Observation, Phase, Scheduler, Seen, queue_name
 from .workloads import (
     FINISHED_TTL_SECONDS, INFERENCE_FIELDS, INFERENCE_KINDS, LOCAL_MASTER, RENDEZVOUS_PORT,
-    conditions, container, job_owned, object_name, pod_labels, pod_spec,
+    conditions, container, job_owned, object_name, pod_labels, pod_spec, torch_env,
 )
 
 QUEUE_API = "scheduling.volcano.sh/v1beta1"
@@ -60,10 +60,8 @@ def render_training(job) -> list[dict]:
     # Volcano's pytorch plugin sets MASTER_ADDR, WORLD_SIZE and RANK from the Service its svc
     # plugin makes (with a ConfigMap of hosts and a NetworkPolicy); a job of one worker meets
     # itself on localhost, so it gets neither plugin and those variables from us.
-    env = [{"name": "NPROC_PER_NODE", "value": str(job.gpus_per_worker)}]
-    if alone:
-        env = [{"name": "MASTER_ADDR", "value": LOCAL_MASTER}, {"name": "MASTER_PORT", "value": str(RENDEZVOUS_PORT)},
-               {"name": "WORLD_SIZE", "value": "1"}, {"name": "RANK", "value": "0"}, *env]
+    env = ([*torch_env(job, LOCAL_MASTER, None), {"name": "RANK", "value": "0"}] if alone
+           else [{"name": "NPROC_PER_NODE", "value": str(job.gpus_per_worker)}])
 
     def task(task_name: str, replicas: int, policies: list[dict]) -> dict:
         main = container(job, env, ports)

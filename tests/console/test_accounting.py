@@ -181,6 +181,23 @@ def test_the_team_picker_offers_the_teams_one_sees_with_the_chosen_one_selected(
     assert '<option value="vision">vision</option>' in html
 
 
+def test_past_a_select_of_teams_the_picker_is_an_input_with_suggestions(client_for, quota_manager, two_teams):
+    from tenants.picker import TEAM_SELECT_MAX
+
+    from ..builders import make_team
+
+    for index in range(TEAM_SELECT_MAX):
+        make_team(f"lab-{index:02d}")
+    client = client_for(quota_manager)
+    html = client.get(reverse("console:usage"), {"month": "2026-11", "team": "lab-07"}).content.decode()
+    assert 'list="team-options"' in html and 'value="lab-07"' in html  # kept as typed
+    assert html.count("<option") <= 20  # a first few suggestions, not every team
+    suggested = client.get(reverse("console:usage"), {"team": "lab-1"}, HTTP_HX_REQUEST="true",
+                           HTTP_HX_TARGET="team-options").content.decode()
+    assert suggested.startswith('<datalist id="team-options">') and "<html" not in suggested
+    assert suggested.count("<option") == 10 and 'value="lab-10"' in suggested and "vision" not in suggested
+
+
 def test_a_team_filter_narrows_the_csv(client_for, quota_manager, two_teams):
     rows = csv_rows(client_for(quota_manager).get(reverse("console:usage-csv"), {"month": "2026-11", "team": "other-team"}))
     assert [r[1] for r in rows[1:]] == ["other-team"]
