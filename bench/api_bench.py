@@ -181,8 +181,8 @@ def _queries(token: str, team) -> dict:
 # a stage that runs inside another (NESTED) is taken out of it. What is left is Django's
 # and DRF's own dispatch and middleware.
 STAGES = [
-    ("authentication (token, user, quota-manager flag)", "tenants/auth.py", "authenticate"),
-    ("throttle (two cache round trips)", "rest_framework/views.py", "check_throttles"),
+    ("authentication (token: recent or looked up)", "tenants/auth.py", "authenticate"),
+    ("throttle (one cache round trip)", "rest_framework/views.py", "check_throttles"),
     ("permissions (token scope)", "rest_framework/views.py", "check_permissions"),
     ("request validation (serializer)", "rest_framework/serializers.py", "is_valid"),
     ("submit transaction (key, job, move, event)", "jobs/actions.py", "submit_once"),

@@ -274,7 +274,7 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
 # Shared by every process (the API throttle counts here): Redis when REDIS_URL is set, else
 # files under var/cache, which the processes of one machine (make demo) share.
 if env_str("REDIS_URL"):
-    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
+    CACHES = {"default": {"BACKEND": "core.redis_cache.RedisCache", "LOCATION": REDIS_URL}}
 else:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
                           "LOCATION": str(VAR_DIR / "cache")}}
@@ -314,6 +314,10 @@ if not is_dns1123_label(PLATFORM_NAMESPACE):
     raise ImproperlyConfigured(f"PLATFORM_NAMESPACE={PLATFORM_NAMESPACE!r} is not a DNS-1123 label.")
 
 # --- REST framework ----------------------------------------------------------------------
+# A web process reuses a token it found for this long at most (tenants/recent_tokens.py):
+# revoking it, or changing its user, reaches every process at once through the cache;
+# this bounds only changes made behind Django's back. 0 looks every request's token up.
+API_TOKEN_CACHE_SECONDS = env_int("API_TOKEN_CACHE_SECONDS", 60, minimum=0)
 REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_FILTER_BACKENDS": ["core.api_filters.FilterBackend"],

@@ -53,6 +53,12 @@ def gpu_runtime_env_names(env) -> list[str]:
                   or name.upper() in GPU_RUNTIME_ENV_NAMES)
 
 
+def total_gpus(kind: str, workers: int, max_replicas: int | None, gpus_per_worker: int) -> int:
+    """What a job asks for at most: replicas (the most, for inference) times GPUs per worker."""
+    replicas = max_replicas if kind == Job.Kind.INFERENCE else workers
+    return (replicas or 1) * gpus_per_worker
+
+
 class JobQuerySet(models.QuerySet):
     def visible_to(self, user):
         """Jobs a user may see: their teams' jobs; every job for quota managers."""
@@ -201,8 +207,7 @@ class Job(models.Model):
 
     @property
     def total_gpus(self) -> int:
-        replicas = self.max_replicas if self.kind == self.Kind.INFERENCE else self.workers
-        return (replicas or 1) * self.gpus_per_worker
+        return total_gpus(self.kind, self.workers, self.max_replicas, self.gpus_per_worker)
 
     @property
     def is_cancellable(self) -> bool:

@@ -5,11 +5,15 @@ A request made with a token acts as the token's user, narrowed to the token's te
 scopes; every viewset still starts from the same ``visible_to(user)`` querysets as the UI.
 """
 
+from django.core.cache import DEFAULT_CACHE_ALIAS, caches
+from django.core.cache.backends.redis import RedisCache
+from django.utils.connection import ConnectionProxy
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import exceptions, permissions, throttling
 from rest_framework.authentication import BaseAuthentication, get_authorization_header
 
 from .models import Team
+from .recent_tokens import RECENT
 from .tokens import ApiToken, Scope
 
 KEYWORD = "Bearer"
@@ -24,7 +28,7 @@ class TokenAuthentication(BaseAuthentication):
             return None
         if len(header) != 2:
             raise exceptions.AuthenticationFailed("Send the token as 'Authorization: Bearer <token>'.")
-        token = ApiToken.objects.find(header[1].decode(errors="replace"))
+        token = RECENT.find(header[1].decode(errors="replace"), ApiToken.objects.find)
         if token is None:
             raise exceptions.AuthenticationFailed("Unknown API token.")
         if token.is_revoked:
@@ -35,7 +39,7 @@ class TokenAuthentication(BaseAuthentication):
             )
         if not token.user.is_active:
             raise exceptions.AuthenticationFailed("The token's user is inactive.")
-        token.touch()
+        RECENT.used(token)
         return token.user, token
 
     def authenticate_header(self, request):
@@ -94,8 +98,8 @@ class TokenRateThrottle(throttling.SimpleRateThrottle):
     """One bucket per token (so two CI pipelines of one person do not starve each other),
     per user for sessions, per address for anonymous requests.
 
-    Counted in fixed windows of the rate's period: one counter per bucket and window, two
-    cache round trips a request whatever the rate (DRF's throttle reads and rewrites the
+    Counted in fixed windows of the rate's period: one counter per bucket and window, one
+    cache round trip a request whatever the rate (DRF's throttle reads and rewrites the
     list of every request's time in the period: 600 floats a request at 600/minute). A
     client may send up to twice the rate across a window's edge."""
 
@@ -110,13 +114,7 @@ class TokenRateThrottle(throttling.SimpleRateThrottle):
         self.now = self.timer()
         window = int(self.now // self.duration)
         self.window_ends = (window + 1) * self.duration
-        counter = f"{self.key}:{window}"
-        self.cache.add(counter, 0, timeout=self.duration + 1)
-        try:
-            count = self.cache.incr(counter)
-        except ValueError:  # expired between the two calls
-            self.cache.add(counter, 1, timeout=self.duration + 1)
-            count = 1
+        count = _count(self.cache, f"{self.key}:{window}", timeout=self.duration + 1)
         return count <= self.num_requests
 
     def wait(self) -> float:
@@ -131,6 +129,28 @@ class TokenRateThrottle(throttling.SimpleRateThrottle):
         else:
             ident = f"anon-{self.get_ident(request)}"
         return self.cache_format % {"scope": self.scope, "ident": ident}
+
+
+def _count(cache, key: str, *, timeout: int) -> int:
+    """Add one to the counter ``key`` (made with ``timeout``) and return it. On Redis, one
+    command (Django's ``add`` and ``incr`` take three round trips); the window's first
+    request sets the expiry (were it lost, the key names a past window and is never read
+    again)."""
+    if isinstance(cache, ConnectionProxy):  # django.core.cache.cache, DRF's default
+        cache = caches[DEFAULT_CACHE_ALIAS]
+    if isinstance(cache, RedisCache):
+        key = cache.make_and_validate_key(key)
+        client = cache._cache.get_client(key, write=True)  # Django stores ints as they are
+        count = client.incr(key)
+        if count == 1:
+            client.expire(key, timeout)
+        return count
+    cache.add(key, 0, timeout=timeout)
+    try:
+        return cache.incr(key)
+    except ValueError:  # expired between the two calls
+        cache.add(key, 1, timeout=timeout)
+        return 1
 
 
 def visible_teams(request):

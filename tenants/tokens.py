@@ -18,6 +18,7 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
+from . import recent_tokens
 from .roles import QUOTA_MANAGER_FLAG, quota_manager_flag
 
 TOKEN_PREFIX = "gpp_"
@@ -68,7 +69,7 @@ class ApiTokenQuerySet(models.QuerySet):
             return None
         digest = _digest(secret)
         candidates = (self.filter(prefix=secret[: len(TOKEN_PREFIX) + LOOKUP_LENGTH])
-                      .select_related("user", "team").annotate(user_is_quota_manager=quota_manager_flag("user")))
+                      .select_related("user").annotate(user_is_quota_manager=quota_manager_flag("user")))
         for token in candidates:
             if hmac.compare_digest(token.digest, digest):
                 setattr(token.user, QUOTA_MANAGER_FLAG, token.user_is_quota_manager)
@@ -125,6 +126,7 @@ class ApiToken(models.Model):
 
     def revoke(self) -> bool:
         changed = ApiToken.objects.filter(pk=self.pk, revoked_at__isnull=True).update(revoked_at=timezone.now())
+        recent_tokens.bump()  # no signal for an UPDATE
         self.refresh_from_db(fields=["revoked_at"])
         return bool(changed)
 

@@ -11,7 +11,7 @@ from django.utils import timezone
 from rest_framework import serializers
 
 from jobs import actions
-from jobs.api import JobCreatedSerializer, JobSerializer
+from jobs.api import LIST_ROW, JobCreatedSerializer, JobSerializer
 from jobs.models import Job
 from quotas.models import PriorityClass
 
@@ -68,3 +68,23 @@ def test_times_keep_the_current_time_zone(team, flavor, settings):
         fast = JobSerializer().to_representation(job)
         assert fast["finished_at"] == "2026-06-01T14:00:00+02:00" == drf_walk(JobSerializer, job)["finished_at"]
     assert JobSerializer().to_representation(job)["finished_at"] == "2026-06-01T12:00:00Z"
+
+
+def test_a_list_row_reads_as_its_job(team, flavor, member, monkeypatch):
+    """The list reads rows (``values(*LIST_ROW)``), not jobs: each row's JSON is its job's."""
+    monkeypatch.setattr("jobs.actions.reconcile_soon", lambda job: None)
+    jobs = shapes(team, flavor, member)[2:]  # as read back
+    rows = {row["id"]: row for row in Job.objects.values(*LIST_ROW)}
+    assert sorted(rows) == sorted(job.pk for job in jobs)
+    for job in jobs:
+        assert JobSerializer().to_representation(rows[job.pk]) == drf_walk(JobSerializer, job), job.name
+
+
+def test_the_api_list_shows_each_job_as_its_own_page_does(client_as, team, flavor, member, monkeypatch):
+    monkeypatch.setattr("jobs.actions.reconcile_soon", lambda job: None)
+    shapes(team, flavor, member)
+    api = client_as(member)
+    listed = api.get("/api/v1/jobs").json()["results"]
+    assert len(listed) == 3
+    for item in listed:
+        assert item == api.get(f"/api/v1/jobs/{item['id']}").json()

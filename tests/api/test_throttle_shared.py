@@ -48,3 +48,24 @@ def test_api_throttle_is_shared_between_processes(client_as, member, team, setti
                             capture_output=True, text=True, timeout=60, check=False)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "refused"
+
+
+def test_a_window_counts_in_one_command_and_expires_after_it():
+    from django.core.cache import caches
+
+    from tenants.auth import _count
+
+    backend = caches["default"]
+    assert [_count(cache, "window", timeout=61) for _ in range(3)] == [1, 2, 3]  # DRF passes the proxy
+    key = backend.make_and_validate_key("window")
+    assert 0 < backend._cache.get_client(key).ttl(key) <= 61
+    assert backend.get("window") == 3  # what Django reads back
+
+
+def test_without_redis_the_window_counts_the_same():
+    from django.core.cache.backends.locmem import LocMemCache
+
+    from tenants.auth import _count
+
+    backend = LocMemCache("throttle-test", {})
+    assert [_count(backend, "window", timeout=61) for _ in range(3)] == [1, 2, 3]
