@@ -41,6 +41,15 @@ def queue_position(job: Job) -> int | None:
     return _waiting_ahead(job.team, job.flavor, _priority_value(job), before=job).count()
 
 
+def _jobs_ahead(job: Job, usage) -> int:
+    # ``usage`` counted the team's waiting jobs on the flavor, this one too if it waits:
+    # with no other, none is ahead and the queue need not be read.
+    itself = 1 if job.pk and job.state in WAITING_FOR_QUOTA else 0
+    if usage.queued <= itself:
+        return 0
+    return _waiting_ahead(job.team, job.flavor, _priority_value(job), before=job if job.pk else None).count()
+
+
 @dataclass(frozen=True)
 class Feasibility:
     verdict: str  # "now" | "queue" | "never"
@@ -74,7 +83,7 @@ def assess(job: Job) -> Feasibility:
             f"{usage.ceiling} on {flavor.name}, borrowing included.",
             in_use=usage.in_use, capacity=usage.ceiling,
         )
-    ahead = _waiting_ahead(team, flavor, _priority_value(job), before=job if job.pk else None).count()
+    ahead = _jobs_ahead(job, usage)
     in_use = f"{usage.in_use} of {usage.nominal} GPUs in use"
     if ahead == 0 and usage.in_use + need <= usage.nominal:
         return Feasibility(Feasibility.NOW, f"Starts now: {need} GPUs fit in the free quota ({in_use}).",

@@ -104,3 +104,25 @@ def test_usage_counts_gpus_of_admitted_and_running_jobs_and_waiting_jobs(team, f
     item = usage_for([team])[(team.pk, flavor.pk)]
     assert (item.in_use, item.running, item.queued, item.nominal, item.free) == (4, 1, 1, 8, 4)
     assert item.bar() == {"used": 50, "nominal": 100, "borrowable": 0}
+
+
+def test_alone_in_the_queue_nothing_is_ahead_and_the_queue_is_not_read(team, flavor, quota, django_assert_num_queries):
+    running(team, flavor, 8)
+    waiting = queued(team, flavor, 2)
+    queued(make_team("other-team"), flavor, 2)  # another team's queue is not this one's
+    with django_assert_num_queries(2):  # the usage and the quota; no queue count
+        result = feasibility.assess(waiting)
+    assert result.message == "Will queue: 0 jobs ahead, 8 of 8 GPUs in use."
+    with django_assert_num_queries(3):  # a new job has the waiting one ahead: the queue is read
+        assert feasibility.assess(build_job(team, flavor, gpus_per_worker=1)).jobs_ahead == 1
+
+
+def test_with_others_waiting_the_queue_is_read_and_priority_still_decides(team, flavor, quota):
+    running(team, flavor, 8)
+    earlier = queued(team, flavor, 2)
+    urgent = PriorityClass.objects.create(name="urgent", value=100)
+    team.max_priority_value = 100
+    team.save()
+    later_but_urgent = queued(team, flavor, 2, priority=urgent)
+    assert feasibility.assess(later_but_urgent).jobs_ahead == 0
+    assert feasibility.assess(earlier).jobs_ahead == 1
