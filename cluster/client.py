@@ -213,18 +213,21 @@ class Cluster(SnapshotAndPrune):
         *,
         namespace: str | None = None,
         label_selector: str | None = None,
+        field_selector: str | None = None,
     ) -> list[dict]:
         """Objects of a kind, in one namespace or (namespace=None) all of them."""
-        return self._list(api_version, kind, namespace, label_selector)[0]
+        return self._list(api_version, kind, namespace, label_selector, field_selector=field_selector)[0]
 
-    def _list(self, api_version, kind, namespace, label_selector, transform=None) -> tuple[list[dict], str]:
+    def _list(self, api_version, kind, namespace, label_selector, transform=None, *,
+              field_selector=None) -> tuple[list[dict], str]:
         """All pages; `transform` (a watch's, see `cluster.watch`) is applied to each item
         as its page arrives, so only one page of full objects is held at a time."""
         path = self._path(api_version, kind, namespace=namespace)
         items, token = [], None
         while True:
             page = self._request(
-                "get", path, label_selector=label_selector, limit=LIST_PAGE_SIZE, _continue=token
+                "get", path, label_selector=label_selector, field_selector=field_selector,
+                limit=LIST_PAGE_SIZE, _continue=token,
             )
             for item in page.get("items") or ():
                 # The API server leaves these out of list items of built-in kinds.
@@ -359,6 +362,7 @@ class Cluster(SnapshotAndPrune):
         *,
         namespace: str | None = None,
         label_selector: str | None = None,
+        field_selector: str | None = None,
         resource_version: str | None = None,
         timeout: float | None = None,
         on_listed=None,
@@ -375,7 +379,7 @@ class Cluster(SnapshotAndPrune):
         path = self._path(api_version, kind, namespace=namespace)
 
         def lister():
-            return self._list(api_version, kind, namespace, label_selector, transform)
+            return self._list(api_version, kind, namespace, label_selector, transform, field_selector=field_selector)
 
         def opener(version, seconds):
             try:
@@ -385,6 +389,7 @@ class Cluster(SnapshotAndPrune):
                     watch=True,
                     resource_version=version,
                     label_selector=label_selector,
+                    field_selector=field_selector,
                     timeout_seconds=seconds,
                     allow_watch_bookmarks=True,
                     serialize=False,

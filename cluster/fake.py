@@ -29,6 +29,7 @@ from .objects import (
     dropped_fields,
     fields_of,
     is_unchanged,
+    matches_fields,
     matches_selector,
     comparable,
     create_only,
@@ -114,14 +115,15 @@ class FakeCluster(SnapshotAndPrune):
                 raise NotFound(f'{kind.lower()} "{name}" not found', status=404, reason="NotFound")
             return self._as(api_version, live)
 
-    def list(self, api_version, kind, *, namespace=None, label_selector=None) -> list[dict]:
-        return self._list(api_version, kind, namespace, label_selector)[0]
+    def list(self, api_version, kind, *, namespace=None, label_selector=None, field_selector=None) -> list[dict]:
+        return self._list(api_version, kind, namespace, label_selector, field_selector)[0]
 
-    def _list(self, api_version, kind, namespace, label_selector):
+    def _list(self, api_version, kind, namespace, label_selector, field_selector=None):
         self._served(api_version, kind)
         self._request("LIST")
         with self._lock:
-            return self._matching(api_version, kind, namespace, label_selector), str(self._rv)
+            items = self._matching(api_version, kind, namespace, label_selector)
+            return [obj for obj in items if matches_fields(obj, field_selector)], str(self._rv)
 
     def pod_logs(self, namespace, name, container=None, tail_lines=200) -> str:
         self._request("GET")
@@ -225,8 +227,8 @@ class FakeCluster(SnapshotAndPrune):
         return gone
 
     def watch(
-        self, api_version, kind, *, namespace=None, label_selector=None, resource_version=None,
-        timeout=None, on_listed=None, on_watching=None, transform=None,
+        self, api_version, kind, *, namespace=None, label_selector=None, field_selector=None,
+        resource_version=None, timeout=None, on_listed=None, on_watching=None, transform=None,
     ) -> WatchStream:
         """Yields what has happened (after `resource_version`, or the current state first),
         then ends instead of blocking: a unit test reads a finite stream."""
@@ -235,7 +237,7 @@ class FakeCluster(SnapshotAndPrune):
         stream = None
 
         def lister():
-            items, version = self._list(api_version, kind, namespace, label_selector)
+            items, version = self._list(api_version, kind, namespace, label_selector, field_selector)
             return (items if transform is None else [transform(item) for item in items]), version
 
         def opener(version, _seconds):
@@ -250,6 +252,7 @@ class FakeCluster(SnapshotAndPrune):
                     and (obj["kind"], ObjectRef.of(obj).group) == (kind, group)
                     and (namespace is None or obj["metadata"].get("namespace") == namespace)
                     and matches_selector(obj["metadata"].get("labels") or {}, label_selector)
+                    and matches_fields(obj, field_selector)
                 ]
             if not events:
                 stream.stop()

@@ -299,6 +299,22 @@ def prune_victims(items: list[dict], desired: list[dict]) -> list[dict]:
 _SET_TERM = re.compile(r"\s*(!?)\s*([^\s!=(),]+)\s*(?:(in|notin)\s*\(([^)]*)\))?\s*")  # fullmatch
 
 
+def matches_fields(obj: dict, selector: str | None) -> bool:
+    """Field selector semantics of the API server (``a.b=x``, ``==``, ``!=``, terms joined by
+    commas) on the object's dotted paths; a missing field is the empty string."""
+    if not selector:
+        return True
+    for term in selector.split(","):
+        negate = "!=" in term
+        path, value = (s.strip() for s in term.replace("!=", "=").replace("==", "=").split("=", 1))
+        actual = obj
+        for part in path.split("."):
+            actual = actual.get(part) if isinstance(actual, dict) else None
+        if (str(actual if actual is not None else "") == value) == negate:
+            return False
+    return True
+
+
 def matches_selector(labels: dict, selector: str | None) -> bool:
     """Label selector semantics of the API server: =, ==, !=, in, notin, key, !key."""
     if not selector:

@@ -35,6 +35,9 @@ log = logging.getLogger(__name__)
 OURS = f"{MANAGED_BY_LABEL}={MANAGED_BY_VALUE}"
 POD = ("v1", "Pod")
 EVENT = ("v1", "Event")
+# The watcher reads Warnings only (`_record_warning`): the API server filters the rest out,
+# a pod's Normal Events (Scheduled, Created, Started, ...) and Kueue's and Volcano's.
+WARNINGS_ONLY = "type=Warning"
 # Each scheduler's workloads carry our labels; its bookkeeping objects (Kueue Workloads,
 # Volcano PodGroups) do not and are found through their owner, our workload. Events are
 # found through the object they are about.
@@ -187,6 +190,7 @@ class StatusWatcher:
                 # that happened while disconnected; only a stopped one is replaced.
                 version = stream.resource_version if stream else None
                 stream = self.cluster.watch(*kind, label_selector=selector, resource_version=version,
+                                            field_selector=WARNINGS_ONLY if kind == EVENT else None,
                                             transform=slim)
                 self._streams[kind] = stream
             try:

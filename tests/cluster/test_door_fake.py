@@ -26,7 +26,7 @@ from cluster import (
 )
 from cluster.client import Cluster
 from cluster.transport import request_verb
-from cluster.objects import apply_order, is_subset, matches_selector
+from cluster.objects import apply_order, is_subset, matches_fields, matches_selector
 
 MANAGED = {MANAGED_BY_LABEL: MANAGED_BY_VALUE}
 
@@ -200,6 +200,23 @@ def test_subset_comparison(case, desired, live, subset):
 )
 def test_the_fake_understands_label_selectors(selector, labels, match):
     assert matches_selector(labels, selector) is match
+
+
+@pytest.mark.parametrize(
+    ("selector", "match"),
+    [
+        ("type=Warning", True),
+        ("type==Warning", True),
+        ("type!=Warning", False),
+        ("type=Warning,involvedObject.kind=Pod", True),
+        ("type=Warning,involvedObject.kind=Job", False),
+        ("involvedObject.fieldPath=", True),  # a missing field is the empty string
+        ("", True),
+    ],
+)
+def test_the_fake_understands_field_selectors(selector, match):
+    event = {"type": "Warning", "involvedObject": {"kind": "Pod", "name": "p"}}
+    assert matches_fields(event, selector) is match
 
 
 def test_the_fake_has_the_public_interface_of_the_real_cluster():

@@ -237,3 +237,31 @@ def test_a_watch_timeout_ends_the_iteration(door, ns):
     stream = door.watch("v1", "ConfigMap", namespace=ns, label_selector="door-test=nothing", timeout=2)
     assert list(stream) == []
     assert door.requests["WATCH"] >= 1
+
+
+def test_a_field_selector_leaves_normal_events_on_the_server(door, ns, api_client):
+    """What the status watcher asks for: Warnings only, in a LIST and in a watch."""
+    from kubernetes import client
+
+    door.apply([namespace(ns)])
+    core = client.CoreV1Api(api_client)
+
+    def event(name, kind):
+        core.create_namespaced_event(ns, {
+            "metadata": {"name": name}, "type": kind, "reason": "Test", "message": name,
+            "involvedObject": {"apiVersion": "v1", "kind": "Pod", "namespace": ns, "name": "p"}})
+
+    event("before-normal", "Normal")
+    event("before-warning", "Warning")
+    listed = door.list("v1", "Event", namespace=ns, field_selector="type=Warning")
+    assert [e["metadata"]["name"] for e in listed] == ["before-warning"]
+    stream = door.watch("v1", "Event", namespace=ns, field_selector="type=Warning", timeout=30)
+    seen = []
+    for kind, obj in stream:
+        seen.append((kind, obj["metadata"]["name"]))
+        if obj["metadata"]["name"] == "before-warning":
+            event("after-normal", "Normal")
+            event("after-warning", "Warning")
+        else:
+            stream.stop()
+    assert seen == [("ADDED", "before-warning"), ("ADDED", "after-warning")]

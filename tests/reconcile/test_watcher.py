@@ -128,3 +128,26 @@ def test_a_burst_of_changes_is_read_in_one_evaluation(fake, team, flavor):
     finally:
         watcher.stop()
         thread.join(timeout=10)
+
+
+def test_the_watcher_reads_only_warning_events(fake, team, flavor):
+    """The API server filters Events (``type=Warning``): a pod's Normal ones never reach it."""
+    job = make_job(team, flavor)
+    job.submit()
+    reconcile_job(job.pk)
+    about = {"kind": "Pod", "namespace": "team-vision", "name": f"{object_name(job)}-0-abcde"}
+    for name, kind in [("normal", "Normal"), ("warning", "Warning")]:
+        fake.put({"apiVersion": "v1", "kind": "Event", "type": kind, "reason": "Why", "message": name,
+                  "metadata": {"name": name, "namespace": "team-vision"}, "involvedObject": about})
+    watcher = StatusWatcher(fake, resync_seconds=3600, retry_seconds=0.05)
+    recorded = []
+    record = watcher._record
+    watcher._record = lambda kind, event, obj: (recorded.append((kind, obj["metadata"]["name"])), record(kind, event, obj))
+    thread = threading.Thread(target=watcher.run, daemon=True)
+    thread.start()
+    try:
+        assert wait_for(lambda: (("v1", "Event"), "warning") in recorded)
+    finally:
+        watcher.stop()
+        thread.join(timeout=10)
+    assert [name for kind, name in recorded if kind == ("v1", "Event")] == ["warning"]
