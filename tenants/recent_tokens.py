@@ -19,6 +19,7 @@ and gets its own copies of the token and user, so nothing one request sets leaks
 """
 
 import copy
+import logging
 import threading
 import time
 import uuid
@@ -27,6 +28,9 @@ from collections import OrderedDict
 from django.conf import settings
 from django.core.cache import cache
 from django.db import transaction
+from redis.exceptions import RedisError
+
+log = logging.getLogger(__name__)
 
 GENERATION_KEY = "api-tokens:generation"
 SIZE = 1024
@@ -108,7 +112,12 @@ def user_saved(sender, instance, update_fields=None, **kwargs) -> None:
 
 
 def _new_generation() -> None:
-    cache.set(GENERATION_KEY, uuid.uuid4().hex, timeout=None)
+    try:
+        cache.set(GENERATION_KEY, uuid.uuid4().hex, timeout=None)
+    except (RedisError, OSError) as exc:
+        # The change itself must not fail for it (a migration, an admin save while Redis
+        # restarts): what the processes found then stays at most max_age() seconds.
+        log.warning("could not tell the web processes to look their API tokens up again: %s", exc)
 
 
 RECENT = RecentTokens()

@@ -138,3 +138,30 @@ def test_env_example_lists_every_variable_the_settings_read():
     read = set(re.findall(r'(?:env_\w+|database_config)\(\s*"([A-Z][A-Z0-9_]*)"', settings_text))
     listed = set(re.findall(r"^([A-Z][A-Z0-9_]*)=", (root / ".env.example").read_text(), re.MULTILINE))
     assert read - listed == set(), "add these to .env.example with their defaults"
+
+
+@pytest.mark.django_db
+def test_a_statement_a_connection_repeats_is_prepared_on_postgresql():
+    """DATABASE_PREPARED_STATEMENTS (on by default): PostgreSQL plans it once, not every time."""
+    from django.db import connection
+
+    from tenants.models import Team
+
+    if connection.vendor != "postgresql":
+        pytest.skip("prepared statements are PostgreSQL's")
+    for _ in range(6):  # psycopg prepares a statement on its fifth run on a connection
+        list(Team.objects.filter(slug="prepared-statement-test"))
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE %s",
+                       ['%"tenants_team"."slug" = $1%'])
+        assert cursor.fetchone()[0] == 1
+
+
+def test_prepared_statements_can_be_turned_off():
+    env = {**os.environ, "DATABASE_URL": "postgres://u@127.0.0.1:1/x", "DATABASE_PREPARED_STATEMENTS": "false",
+           "DJANGO_SETTINGS_MODULE": "gpuplatform.settings"}
+    code = ("import django; django.setup(); from django.conf import settings; "
+            "print(settings.DATABASES['default'].get('OPTIONS', {}).get('server_side_binding', False))")
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "False"

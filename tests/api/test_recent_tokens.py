@@ -130,3 +130,12 @@ def test_the_cache_keeps_at_most_its_size(member, team):
     for secret in secrets:
         process.find(secret, ApiToken.objects.find)
     assert len(process._found) == 2 and secrets[0] not in process._found
+
+
+def test_a_change_is_saved_even_when_the_cache_is_down(member, team, settings, caplog):
+    """A migration or an admin save must not fail because Redis is away; the processes'
+    tokens then stay at most API_TOKEN_CACHE_SECONDS."""
+    settings.CACHES = {"default": {"BACKEND": "core.redis_cache.RedisCache", "LOCATION": "redis://127.0.0.1:1/0"}}
+    member.is_active = False
+    member.save()
+    assert "could not tell the web processes" in caplog.text
