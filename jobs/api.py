@@ -202,9 +202,11 @@ class JobViewSet(RefuseNulMixin, mixins.CreateModelMixin, viewsets.ReadOnlyModel
     required_scopes = {"create": Scope.SUBMIT, "cancel": Scope.CANCEL}
 
     def get_queryset(self):
-        jobs = Job.objects.visible_to(self.request.user).select_related("team", "flavor", "priority", "submitter")
+        jobs = Job.objects.visible_to(self.request.user)
         if self.action == "list":  # what a page shows, as rows: not every column of five tables
             jobs = jobs.values(*LIST_ROW)
+        else:
+            jobs = jobs.select_related("team", "flavor", "priority", "submitter")
         token = token_of(self.request)
         return token.narrow(jobs) if token else jobs
 

@@ -12,13 +12,15 @@ change what a token may do bumps the generation, in every process at once:
 - group or permission changes of users and groups (the quota-manager flag).
 
 The bump happens at once and again after the transaction commits, so a request that read
-the old rows while the change was in flight cannot keep them. ``MAX_AGE`` bounds what a
-change made behind Django's back (raw SQL, ``QuerySet.update`` on users) can leave stale.
+the old rows while the change was in flight cannot keep them. ``API_TOKEN_CACHE_SECONDS``
+bounds what a change made behind Django's back (raw SQL, ``QuerySet.update`` on users) can
+leave stale.
 Every request still checks revocation, expiry and the user's ``is_active`` on what it gets,
 and gets its own copies of the token and user, so nothing one request sets leaks into another.
 """
 
 import copy
+import hashlib
 import logging
 import threading
 import time
@@ -52,20 +54,21 @@ class RecentTokens:
         generation, at most ``max_age()`` seconds ago. Unknown secrets are not remembered."""
         if max_age() <= 0:
             return lookup(secret)
+        key = hashlib.sha256(secret.encode()).hexdigest()  # the secret itself is not kept
         generation = current_generation()
         now = time.monotonic()
         with self._lock:
-            entry = self._found.get(secret)
+            entry = self._found.get(key)
             if entry is not None:
-                self._found.move_to_end(secret)
+                self._found.move_to_end(key)
         if entry is not None and entry[0] == generation and now - entry[1] < max_age():
             return _copy(entry[2])
         token = lookup(secret)
         if token is None:
             return None
         with self._lock:
-            self._found[secret] = (generation, now, token)
-            self._found.move_to_end(secret)
+            self._found[key] = (generation, now, token)
+            self._found.move_to_end(key)
             while len(self._found) > self._size:
                 self._found.popitem(last=False)
         return _copy(token)
@@ -77,10 +80,6 @@ class RecentTokens:
         kept = getattr(token, ORIGINAL, None)
         if kept is not None:
             kept.last_used_at = token.last_used_at
-
-    def clear(self) -> None:
-        with self._lock:
-            self._found.clear()
 
 
 def _copy(token):

@@ -124,12 +124,16 @@ def test_a_token_for_one_team_stays_narrowed(client_as, member, team, flavor):
     assert [j["name"] for j in api.get("/api/v1/jobs").json()["results"]] == ["vision-job"]
 
 
-def test_the_cache_keeps_at_most_its_size(member, team):
+def test_the_cache_keeps_at_most_its_size_and_not_the_secrets(member, team, django_assert_num_queries):
     process = RecentTokens(size=2)
     secrets = [issue_token(member) for _ in range(3)]
     for secret in secrets:
         process.find(secret, ApiToken.objects.find)
-    assert len(process._found) == 2 and secrets[0] not in process._found
+    assert len(process._found) == 2 and not set(secrets) & set(process._found)
+    with django_assert_num_queries(0):
+        process.find(secrets[2], ApiToken.objects.find)
+    with django_assert_num_queries(1):  # the oldest was forgotten
+        process.find(secrets[0], ApiToken.objects.find)
 
 
 def test_a_change_is_saved_even_when_the_cache_is_down(member, team, settings, caplog):
