@@ -10,7 +10,7 @@ from core.ownership import JOB_LABEL, MANAGED_BY_LABEL, MANAGED_BY_VALUE, job_se
 from core.reconcile import RETRY_POLICY, NoCluster, current_cluster
 from jobs.manifests import JOB_KINDS
 from jobs.models import RETAIN_FINISHED, Job
-from jobs.tasks import reconcile_job
+from jobs.tasks import SWEEP_BATCH, reconcile_jobs
 from notifications.actions import notice_due
 from quotas.actions import apply_grants
 from quotas.tasks import reconcile_cluster_objects, reconcile_team_quotas
@@ -28,7 +28,7 @@ def sweep(self) -> dict:
     """0. grants that start or end change their quotas (with or without a cluster), and
     people hear of grants and long waits, 1. cluster-wide objects, 2. every team and its
     quotas, 3. every
-    live job (each as its own task), 4. delete job objects whose job is gone or finished
+    live job (in batches of `SWEEP_BATCH` a task), 4. delete job objects whose job is gone or finished
     long ago."""
     now = timezone.now()
     failures: list[str] = []  # quotas whose grants could not be applied: logged, retried next sweep
@@ -49,9 +49,9 @@ def sweep(self) -> dict:
     for team_id in teams:
         reconcile_team.apply_async((team_id,), **fresh)
         reconcile_team_quotas.apply_async((team_id,), **fresh)
-    live = list(Job.objects.live().exclude(state=Job.State.DRAFT).values_list("pk", flat=True))
-    for job_id in live:
-        reconcile_job.apply_async((job_id,), **fresh)
+    live = list(Job.objects.live().exclude(state=Job.State.DRAFT).order_by("pk").values_list("pk", flat=True))
+    for start in range(0, len(live), SWEEP_BATCH):
+        reconcile_jobs.apply_async((live[start:start + SWEEP_BATCH],), **fresh)
     pruned = prune_orphan_jobs(cluster)
     return {"teams": len(teams), "jobs": len(live), "pruned": pruned, "grant_failures": failures}
 

@@ -36,7 +36,7 @@ def inline_tasks(monkeypatch, django_capture_on_commit_callbacks):
             return run(task)(*args)
         return apply_async
 
-    for task in (team_tasks.reconcile_team, quota_tasks.reconcile_team_quotas, job_tasks.reconcile_job,
+    for task in (team_tasks.reconcile_team, quota_tasks.reconcile_team_quotas, job_tasks.reconcile_job, job_tasks.reconcile_jobs,
                  quota_tasks.reconcile_cluster_objects):
         monkeypatch.setattr(task, "delay", run(task))
         monkeypatch.setattr(task, "apply_async", run_async(task))
