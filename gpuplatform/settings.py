@@ -261,6 +261,11 @@ CELERY_RESULT_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_RESULT_EXPIRES = 3600
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Celery's Django fixup closes every database connection before and after each task unless
+# this is set: a new PostgreSQL backend for every reconcile, and its prepared statements
+# thrown away. With it (never reached), gpuplatform.celery keeps connections as a web
+# request does: reused across tasks, closed when older than CONN_MAX_AGE or broken.
+CELERY_DB_REUSE_MAX = 2**62
 # A message taken by a worker that dies (even by SIGKILL) goes back to the queue after this
 # long; it must exceed the longest retry countdown (retry_backoff_max, 300 s).
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 900, minimum=1)}
