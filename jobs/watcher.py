@@ -13,8 +13,8 @@ import logging
 import sys
 import threading
 import time
-from dataclasses import replace
 from collections import OrderedDict, defaultdict
+from dataclasses import replace
 
 from django.db import connections
 
@@ -317,7 +317,8 @@ class StatusWatcher:
     def evaluate(self, job_ids) -> int:
         """Bring the given jobs up to date with the cache; returns how many changed."""
         changed = 0
-        jobs = list(Job.objects.select_related("team", "flavor").filter(pk__in=list(job_ids))
+        # The submitter too: a job that starts or ends tells them (`notifications`), from this row.
+        jobs = list(Job.objects.select_related("team", "flavor", "submitter").filter(pk__in=list(job_ids))
                     .live().exclude(state=State.DRAFT))
         ceilings = Ceilings(jobs)
         for job in jobs:

@@ -11,7 +11,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import Count, Max, Q
 from django.urls import reverse
 from django.utils import timezone
@@ -44,12 +44,18 @@ def record(*, kind: str, key: str, team: Team | None, title: str, message: str =
            data: dict | None = None, job: Job | None = None, people=()) -> Event | None:
     """Record the event under ``key`` once, with a notification for each person who wants
     it and a delivery for each team webhook that subscribed. None if already recorded."""
-    with transaction.atomic():
-        event, created = Event.objects.get_or_create(key=key, defaults=dict(
-            kind=kind, team=team, job=job, title=title[:300], message=message, path=path,
-            data={"team": team.slug if team else None, **(data or {})}))
-        if not created:
-            return None
+    # Joins the caller's transaction (a receiver's savepoint, `notifications.receivers`) or
+    # starts one; only the insert that may meet its key again has a savepoint of its own.
+    with transaction.atomic(savepoint=False):
+        try:
+            with transaction.atomic():
+                event = Event.objects.create(
+                    key=key, kind=kind, team=team, job=job, title=title[:300], message=message, path=path,
+                    data={"team": team.slug if team else None, **(data or {})})
+        except IntegrityError:
+            if Event.objects.filter(key=key).exists():
+                return None  # recorded before
+            raise
         unique = list({person.pk: person for person in people if person is not None}.values())
         for person in Preference.objects.wanting(kind, unique):
             Notification.objects.create(event=event, user=person)
@@ -66,9 +72,11 @@ def owners(team: Team) -> list:
 
 
 # --- jobs ------------------------------------------------------------------------------------
-def _job_data(job: Job) -> dict:
-    return {"job": {"id": job.pk, "name": job.name, "kind": job.kind, "state": job.state,
-                    "reason": job.reason, "message": job.message, "flavor": job.flavor.name,
+def _job_data(job: Job, moved: JobEvent | None = None) -> dict:
+    """The job in an event's data; after ``moved``, in the state, reason and message it moved to."""
+    state, reason, message = (moved.to_state, moved.reason, moved.message) if moved else (job.state, job.reason, job.message)
+    return {"job": {"id": job.pk, "name": job.name, "kind": job.kind, "state": state,
+                    "reason": reason, "message": message, "flavor": job.flavor.name,
                     "submitter": job.submitter.get_username() if job.submitter else None}}
 
 
@@ -83,10 +91,14 @@ def job_event(event: JobEvent) -> Event | None:
     saying it can never start."""
     if not worth_telling(event):
         return None
-    job = Job.objects.select_related("team", "flavor", "submitter").get(pk=event.job_id)
     kind = JOB_KINDS.get(event.to_state)
     if kind is None:
+        job = Job.objects.select_related("team", "flavor", "submitter").get(pk=event.job_id)
         return never_starts(job) if event.message.startswith(NEVER_STARTS) else None
+    # The job as the one that moved it holds it (`Job.transition` creates the event with
+    # itself, its team and flavor loaded): no read. Its state is still the one it left;
+    # the event says where it went.
+    job = event.job
     said = {Kind.JOB_STARTED: "started", Kind.JOB_SUCCEEDED: "succeeded", Kind.JOB_FAILED: "failed",
             Kind.JOB_PREEMPTED: "was preempted", Kind.JOB_CANCELLED: "was cancelled"}[kind]
     title = f"{job.team.slug}/{job.name} {said}"
@@ -94,7 +106,7 @@ def job_event(event: JobEvent) -> Event | None:
         title += f" ({event.reason})"
     return record(kind=kind, key=f"job-event:{event.pk}", team=job.team, job=job, title=title,
                   message=event.message, path=reverse("jobs:detail", args=[job.pk]),
-                  data=_job_data(job), people=[job.submitter])
+                  data=_job_data(job, moved=event), people=[job.submitter])
 
 
 def _waiting_key(job: Job, preemptions: int) -> str:

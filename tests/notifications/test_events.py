@@ -192,3 +192,33 @@ def test_members_added_and_removed_tell_the_person_and_the_owners(people, inline
         membership.remove()
     assert Event.objects.get(kind=Kind.MEMBER_REMOVED).title == "nina left vision"
     assert told(Kind.MEMBER_REMOVED, people["owner"]) == 1
+
+
+def test_telling_of_a_move_costs_the_watcher_no_read_of_the_job_or_the_event(people):
+    """The watcher's job (team, flavor and submitter joined) moving to running: the job and
+    its event are written, the notification inserted without reading either back first."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    Preference.objects.choose(people["member"], Kind.JOB_STARTED, True)
+    job = a_job(people)
+    job.transition(Job.State.QUEUED, reason="Queued")
+    job = Job.objects.select_related("team", "flavor", "submitter").get(pk=job.pk)
+    with CaptureQueriesContext(connection) as queries:
+        assert job.observe(Job.State.RUNNING, reason="Running", message="All workers are running.")
+    reads = [q["sql"] for q in queries if q["sql"].startswith("SELECT")]
+    assert not [q for q in reads if 'FROM "jobs_job"' in q or 'FROM "notifications_event"' in q], reads
+    assert len(reads) == 2, reads  # who wants it by email, the team's webhooks
+    event = Event.objects.get(kind=Kind.JOB_STARTED)
+    assert event.data["job"] | {"id": None} == {
+        "id": None, "name": job.name, "kind": "training", "state": "running", "reason": "Running",
+        "message": "All workers are running.", "flavor": "h100", "submitter": people["member"].username}
+    assert told(Kind.JOB_STARTED, people["member"]) == 1
+
+
+def test_recording_the_same_happening_twice_records_it_once(people):
+    first = record(kind=Kind.JOB_FAILED, key="same-key", team=people["team"], title="once", people=[people["member"]])
+    again = record(kind=Kind.JOB_FAILED, key="same-key", team=people["team"], title="twice", people=[people["member"]])
+    assert first is not None and again is None
+    assert list(Event.objects.filter(key="same-key").values_list("title", flat=True)) == ["once"]
+    assert told(Kind.JOB_FAILED, people["member"]) == 1
