@@ -152,9 +152,8 @@ class Team(models.Model):
     def role_of(self, user) -> str | None:
         if not user.is_authenticated:
             return None
-        return (
-            self.memberships.filter(user=user).values_list("role", flat=True).first()
-        )
+        # One membership at most (team, user is unique): no ordering, so no join for it.
+        return self.memberships.filter(user=user).order_by().values_list("role", flat=True).first()
 
     def can_manage_members(self, user) -> bool:
         return is_quota_manager(user) or self.role_of(user) == Membership.Role.OWNER
