@@ -8,6 +8,7 @@ reclaimable. Volcano has no `suspend`, so Kueue cannot hold its Jobs.
 """
 
 import math
+from collections.abc import Callable
 
 from cluster.fields import FieldRules
 from cluster.quantity import canonical, gib
@@ -108,8 +109,9 @@ _PHASES = {
 
 
 def observe_training(job, vcjob: dict | None, podgroup: dict | None,
-                     ceiling_gpus: int | None = None) -> Observation | None:
-    """``ceiling_gpus``: the most GPUs the team can use on the flavor (None: unknown)."""
+                     ceiling_gpus: Callable[[], int | None] = lambda: None) -> Observation | None:
+    """``ceiling_gpus()``: the most GPUs the team can use on the flavor (None: unknown); asked
+    only of a gang still pending, the one observation it changes (the watcher reads it then)."""
     if vcjob is None:
         return None
     state = (vcjob.get("status") or {}).get("state") or {}
@@ -123,10 +125,10 @@ def observe_training(job, vcjob: dict | None, podgroup: dict | None,
     if group_phase == "Running":
         return Observation(Phase.RUNNING, "Running", "All workers are running.")
     # Volcano's enqueue step holds a gang beyond the queue's capability without a word.
-    if ceiling_gpus is not None and job.total_gpus > ceiling_gpus:
+    if (ceiling := ceiling_gpus()) is not None and job.total_gpus > ceiling:
         return Observation(Phase.QUEUED, "ExceedsQuota",
                            f"Can never start: this job needs {job.total_gpus} {job.flavor.name} GPUs but team "
-                           f"{job.team.slug} can use at most {ceiling_gpus}, borrowing included.")
+                           f"{job.team.slug} can use at most {ceiling}, borrowing included.")
     waiting = f"Waiting for room for all {job.workers} workers at once"
     unschedulable = conditions(podgroup).get("Unschedulable")
     if unschedulable and unschedulable.get("status") == "True" and unschedulable.get("message"):
@@ -160,7 +162,7 @@ class Volcano(Scheduler):
 
     def observe_training(self, job, seen: Seen) -> Observation | None:
         # Volcano's enqueue step holds a gang beyond the queue's capability without a word.
-        return observe_training(job, seen.named(JOB), seen.owned(PODGROUP), seen.ceiling_gpus())
+        return observe_training(job, seen.named(JOB), seen.owned(PODGROUP), seen.ceiling_gpus)
 
 
 VOLCANO = Volcano()

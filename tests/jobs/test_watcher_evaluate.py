@@ -78,3 +78,21 @@ def test_a_batch_no_observer_asks_a_ceiling_of_reads_none(flavor_h100, django_as
     watcher.evaluate([j.pk for j in jobs])
     with django_assert_num_queries(1):  # the jobs: a Kueue job's observation needs no ceiling
         watcher.evaluate([j.pk for j in jobs])
+
+
+@pytest.mark.parametrize("phase", ["Inqueue", "Running"])
+def test_a_batch_of_gangs_past_the_queue_reads_no_ceiling(a100, phase, django_assert_num_queries):
+    """Only a pending gang's observation depends on the ceiling (can it ever fit?): gangs
+    Volcano has let in or started cost the batch no read of the quotas."""
+    team = make_team("vision")
+    make_quota(team, a100, nominal_gpus=8)
+    jobs = queued_jobs(team, a100, 3, workers=1, gpus_per_worker=1)
+    watcher = StatusWatcher(cluster=None)
+    for job in jobs:
+        for kind, obj in (vcjob(job, "Pending"), podgroup(job, phase)):
+            watcher._record(kind, "ADDED", obj)
+    watcher.evaluate([j.pk for j in jobs])  # first pass moves them on
+    assert {j.state for j in Job.objects.filter(pk__in=[j.pk for j in jobs])} == {
+        Job.State.ADMITTED if phase == "Inqueue" else Job.State.RUNNING}
+    with django_assert_num_queries(1):  # the jobs
+        assert watcher.evaluate([j.pk for j in jobs]) == 0

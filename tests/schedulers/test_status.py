@@ -100,11 +100,11 @@ def test_volcano_training_observations(team, name, vj, pg, state, message):
 
 def test_a_gang_beyond_the_quota_can_never_start(team):
     job = make_job(team, make_flavor("a100", scheduler=Scheduler.VOLCANO), workers=3, gpus_per_worker=8)
-    seen = observe_volcano_training(job, vcjob("Pending"), {"status": {"phase": "Pending"}}, ceiling_gpus=8)
+    seen = observe_volcano_training(job, vcjob("Pending"), {"status": {"phase": "Pending"}}, ceiling_gpus=lambda: 8)
     assert (seen.state, seen.reason) == (State.QUEUED, "ExceedsQuota")
     assert seen.message == ("Can never start: this job needs 24 a100 GPUs but team vision can use at most 8, "
                             "borrowing included.")
-    within = observe_volcano_training(job, vcjob("Pending"), {"status": {"phase": "Pending"}}, ceiling_gpus=32)
+    within = observe_volcano_training(job, vcjob("Pending"), {"status": {"phase": "Pending"}}, ceiling_gpus=lambda: 32)
     assert within.reason == "WaitingForResources"
 
 
