@@ -46,8 +46,11 @@ def batch_job(cluster, job) -> dict | None:
 
 def test_the_sweep_sends_every_live_job_once_in_batches(fake, team, flavor, monkeypatch):
     monkeypatch.setattr(sweep_tasks, "SWEEP_BATCH", 2)
-    sent = []
+    sent, others = [], []
     monkeypatch.setattr(reconcile_jobs, "apply_async", lambda args, **options: sent.append((args[0], options)))
+    for task in (sweep_tasks.reconcile_team, sweep_tasks.reconcile_team_quotas, sweep_tasks.reconcile_cluster_objects):
+        # Kept here, not sent to the suite's broker.
+        monkeypatch.setattr(task, "apply_async", lambda args=(), _task=task, **options: others.append((_task.name, args)))
     live = [submitted(team, flavor, name=f"live-{i}").pk for i in range(5)]
     make_job(team, flavor, name="draft")  # not submitted: nothing on the cluster yet
     make_job(team, flavor, name="done", state=State.SUCCEEDED)
@@ -56,6 +59,8 @@ def test_the_sweep_sends_every_live_job_once_in_batches(fake, team, flavor, monk
 
     assert [ids for ids, _ in sent] == [live[0:2], live[2:4], live[4:5]]
     assert all(options.get("expires") for _, options in sent), "a sweep's message must expire"
+    assert sorted(name.rsplit(".", 1)[1] for name, _ in others) == [
+        "reconcile_cluster_objects", "reconcile_team", "reconcile_team_quotas"]
 
 
 def test_a_batch_creates_what_is_missing_and_then_costs_one_read(onboarded, team, flavor):
