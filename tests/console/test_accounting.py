@@ -3,6 +3,7 @@
 import csv
 import io
 import random
+import re
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from zoneinfo import ZoneInfo
@@ -10,6 +11,7 @@ from zoneinfo import ZoneInfo
 import pytest
 from django.core.management import CommandError, call_command
 from django.urls import reverse
+from django.utils import translation
 
 from console.accounting import (
     month_window,
@@ -173,6 +175,15 @@ def test_the_usage_page_shows_totals_and_a_chart(client_for, quota_manager, two_
     html = client_for(quota_manager).get(reverse("console:usage"), {"month": "2026-11"}).content.decode()
     assert "Total: <strong>9.00 GPU-hours</strong>" in html and "cost 31.50" in html
     assert "<svg" in html and "2026-11-05 vision: 8.00 GPU-hours" in html
+
+
+def test_the_charts_numbers_are_svg_numbers_in_any_language(client_for, quota_manager, two_teams):
+    # Localized, a German page would write y="105,0": not a number to an SVG renderer.
+    with translation.override("de"):
+        html = client_for(quota_manager).get(reverse("console:usage"), {"month": "2026-11"}).content.decode()
+    bars = re.findall(r'<rect x="([^"]*)" y="([^"]*)" width="8" height="([^"]*)"', html)
+    assert len(bars) == 2
+    assert {(float(x), float(y), float(h)) for x, y, h in bars} == {(40.0, 0.0, 120.0), (80.0, 105.0, 15.0)}
 
 
 def test_the_team_picker_offers_the_teams_one_sees_with_the_chosen_one_selected(client_for, quota_manager, two_teams):
