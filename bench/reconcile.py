@@ -109,6 +109,22 @@ def cleanup(cluster: Cluster, teams: list[Team]) -> None:
         list(pool.map(lambda t: cluster.prune(selector(team=t.slug), [], OFFBOARD_KINDS), teams))
 
 
+def wait_for_quiet(cluster: Cluster, timeout: float = 600) -> None:
+    """Wait until no namespace is terminating: a previous run's cleanup (or a test suite's)
+    goes on deleting for minutes after it returns, and would slow whichever side runs first."""
+    deadline = time.monotonic() + timeout
+    while True:
+        terminating = [ns for ns in cluster.list("v1", "Namespace")
+                       if (ns.get("status") or {}).get("phase") == "Terminating"]
+        if not terminating:
+            return
+        if time.monotonic() > deadline:
+            progress(f"  still {len(terminating)} namespaces terminating after {timeout:.0f} s; measuring anyway")
+            return
+        progress(f"  waiting for {len(terminating)} terminating namespaces to go")
+        time.sleep(5)
+
+
 def main() -> None:
     progress(f"{TEAMS} teams per side, {THREADS} threads, API server from {KUBECONFIG}")
     call_command("migrate", verbosity=0)
@@ -121,6 +137,7 @@ def main() -> None:
     kubectl_teams = make_teams(f"bk{run}-", flavor, users)
     our_teams = make_teams(f"bo{run}-", flavor, users)
     cluster = Cluster(kubeconfig=KUBECONFIG, field_manager="gpuplatform", watch_cache=True)
+    wait_for_quiet(cluster)
 
     objects = render_cluster([flavor], [], []) + [
         obj for team in kubectl_teams
