@@ -2,6 +2,7 @@
 
 import os
 import platform
+import time
 from pathlib import Path
 
 
@@ -48,3 +49,32 @@ def cpu_used(before: dict, after: dict) -> dict[str, float]:
         earlier = before.get(pid)
         used[name] = used.get(name, 0.0) + seconds - (earlier[1] if earlier and earlier[0] == name else 0.0)
     return used
+
+
+def _busy_and_total() -> tuple[int, int]:
+    """Jiffies the machine's cores spent busy, and in all, since boot (``/proc/stat``)."""
+    fields = [int(f) for f in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+    return sum(fields) - idle, sum(fields)
+
+
+def wait_for_idle(progress, *, busy_below: float = 0.25, window: float = 3.0, timeout: float = 120.0) -> float:
+    """Wait until the machine's cores are less than ``busy_below`` busy over ``window``
+    seconds: what one timed phase set off (controllers digesting a thousand new objects, a
+    cleanup's deletions) must not run into the next one. Returns the last share measured;
+    after ``timeout`` it says so and returns anyway."""
+    deadline = time.monotonic() + timeout
+    said = False
+    while True:
+        busy0, total0 = _busy_and_total()
+        time.sleep(window)
+        busy1, total1 = _busy_and_total()
+        share = (busy1 - busy0) / max(1, total1 - total0)
+        if share < busy_below:
+            return share
+        if time.monotonic() > deadline:
+            progress(f"  the machine is still {share:.0%} busy after {timeout:.0f} s; measuring anyway")
+            return share
+        if not said:
+            progress(f"  waiting for the machine to go quiet ({share:.0%} busy)")
+            said = True

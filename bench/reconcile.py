@@ -5,7 +5,9 @@ Both sides get the same shape of objects (render_team output for N teams each, a
 fourteen objects a team), under different team names so each side creates from scratch.
 Then both re-apply unchanged, which for us must issue zero writes: once with the watch
 cache warm (the worker's steady state: no request at all) and once from a new process's
-cold cache (one LIST per kind in total). Results are printed and written to
+cold cache (one LIST per kind in total). Each timed phase starts on a quiet machine (no
+namespace terminating, the cores under a quarter busy), so neither side pays for the work
+the other's objects set off in the controllers. Results are printed and written to
 bench/results/reconcile.md, ending with a RESULT line.
 """
 
@@ -36,7 +38,7 @@ from django.contrib.auth import get_user_model  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 from django.db import connections  # noqa: E402
 
-from bench.machine import machine  # noqa: E402
+from bench.machine import machine, wait_for_idle  # noqa: E402
 from cluster import Cluster  # noqa: E402
 from core.ownership import selector  # noqa: E402
 from quotas.manifests import render_cluster, render_team_quotas  # noqa: E402
@@ -111,7 +113,8 @@ def cleanup(cluster: Cluster, teams: list[Team]) -> None:
 
 def wait_for_quiet(cluster: Cluster, timeout: float = 600) -> None:
     """Wait until no namespace is terminating: a previous run's cleanup (or a test suite's)
-    goes on deleting for minutes after it returns, and would slow whichever side runs first."""
+    goes on deleting for minutes after it returns, and would slow whichever side runs first.
+    Between the phases `wait_for_idle` does the same for what the phase before set off."""
     deadline = time.monotonic() + timeout
     while True:
         terminating = [ns for ns in cluster.list("v1", "Namespace")
@@ -149,22 +152,27 @@ def main() -> None:
     progress(f"rendered {len(objects)} objects ({per_team} a team) for kubectl")
 
     try:
+        wait_for_idle(progress)
         progress("kubectl apply --server-side: create")
         kubectl_create = kubectl(manifest)
         progress(f"  {kubectl_create:.1f} s")
+        wait_for_idle(progress)
         progress("our reconciler: create (the watch cache starts with it)")
         cluster.reset_counts()
         our_create, create_writes = ours(cluster, our_teams)
         create_requests = requests_of(cluster)
         progress(f"  {our_create:.1f} s, {create_writes} writes")
+        wait_for_idle(progress)
         progress("kubectl apply --server-side: no-op re-apply")
         kubectl_noop = kubectl(manifest)
         progress(f"  {kubectl_noop:.1f} s")
+        wait_for_idle(progress)
         progress("our reconciler: no-op resync, warm cache")
         cluster.reset_counts()
         our_noop, noop_writes = ours(cluster, our_teams)
         noop_requests = requests_of(cluster)
         progress(f"  {our_noop:.1f} s, {noop_writes} writes, requests {noop_requests}")
+        wait_for_idle(progress)
         progress("our reconciler: no-op resync, cold cache (a new worker process)")
         cold = Cluster(kubeconfig=KUBECONFIG, field_manager="gpuplatform", watch_cache=True)
         try:
@@ -184,7 +192,8 @@ def main() -> None:
         f"# Reconcile benchmark ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())})",
         "",
         f"{TEAMS} teams per side, {per_team} objects a team ({per_team * TEAMS} objects), one local API server "
-        f"(deploy/local-cluster), {os.cpu_count()} cores; ours with {THREADS} threads.",
+        f"(deploy/local-cluster), {os.cpu_count()} cores; ours with {THREADS} threads; each phase started with the "
+        "cores under a quarter busy.",
         "",
         "| run | kubectl apply --server-side | our reconciler | ratio (kubectl / ours) | our writes |",
         "|---|---|---|---|---|",
