@@ -37,11 +37,14 @@ class JobGpus:
     waiting_jobs: int = 0
 
 
-def job_gpus(teams=None) -> dict[tuple[int, int], JobGpus]:
-    """`JobGpus` per (team id, flavor id) of `teams` (every team when None), in one query."""
+def job_gpus(teams=None, *, flavor=None) -> dict[tuple[int, int], JobGpus]:
+    """`JobGpus` per (team id, flavor id) of `teams` (every team when None), on one flavor
+    or all, in one query."""
     jobs = Job.objects.filter(state__in=HOLDING_QUOTA + WAITING_FOR_QUOTA)
     if teams is not None:
         jobs = jobs.filter(team__in=teams)
+    if flavor is not None:
+        jobs = jobs.filter(flavor=flavor)
     rows = (
         jobs.values("team_id", "flavor_id")
         .annotate(
@@ -138,4 +141,11 @@ def admitted_intervals(events, until: datetime) -> list[tuple[datetime, datetime
 
 
 def usage_of(team, flavor) -> Usage:
-    return usage_for([team]).get((team.pk, flavor.pk)) or Usage(quota=None, flavor=flavor)
+    """One team's usage on one flavor (every submit's estimate, a job's page): its quota
+    alone, with what the cohort lends read only if it has a cohort (``Quota.ceiling_gpus``),
+    rather than all its quotas annotated as ``usage_for`` does."""
+    quota = Quota.objects.filter(team=team, flavor=flavor).select_related("cohort").first()
+    if quota is None:
+        return Usage(quota=None, flavor=flavor)
+    quota.team, quota.flavor = team, flavor
+    return Usage(quota=quota, flavor=flavor, gpus=job_gpus([team], flavor=flavor).get((team.pk, flavor.pk), JobGpus()))
