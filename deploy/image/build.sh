@@ -33,7 +33,10 @@ if [[ -f "$rootfs" && -z "$(find "$rootfs" -mtime +30)" ]]; then
   log "root filesystem: cached ($rootfs)"
 else
   log "root filesystem: mmdebstrap $SUITE ($PACKAGES)"
-  mmdebstrap --quiet --variant=minbase --include="$PACKAGES" \
+  # --format: mmdebstrap guesses the format from the name, and "*.tar.part" reads as a
+  # directory. A directory left by such a build would swallow the `mv` below: remove it.
+  rm -rf "$rootfs" "$rootfs.part"
+  mmdebstrap --quiet --format=tar --variant=minbase --include="$PACKAGES" \
     --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-exclude=/usr/share/man/*' \
     --dpkgopt='path-exclude=/usr/share/locale/*' --dpkgopt='path-include=/usr/share/doc/*/copyright' \
     --customize-hook='chroot "$1" apt-get clean' --customize-hook='rm -rf "$1"/var/lib/apt/lists/*' \
