@@ -17,6 +17,7 @@ import tempfile
 import threading
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 from kubernetes import client as k8s
@@ -25,6 +26,7 @@ from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.discovery import LazyDiscoverer
 from kubernetes.dynamic.exceptions import ResourceNotFoundError
 
+from .cache import WatchCache
 from .errors import (
     ClusterError,
     NotFound,
@@ -33,6 +35,7 @@ from .errors import (
     UnknownKind,
     classify,
 )
+from .fields import Ownership, for_existing
 from .objects import (
     Action,
     ApplyResult,
@@ -42,8 +45,6 @@ from .objects import (
     create_only,
     is_unchanged,
 )
-from .cache import WatchCache
-from .fields import Ownership, for_existing
 from .sync import SnapshotAndPrune
 from .transport import WatchResponse, request_verb
 from .watch import Gone, WatchStream
@@ -256,6 +257,7 @@ class Cluster(SnapshotAndPrune):
     # --- writing ----------------------------------------------------------------------
     def apply(
         self, objects: list[dict], *, snapshot: Snapshot | None = None, rules: Ownership | None = None,
+        before_write: Callable[[], None] | None = None,
     ) -> list[ApplyResult]:
         """Server-side apply each object, dependencies first; skip those already as desired.
 
@@ -265,11 +267,13 @@ class Cluster(SnapshotAndPrune):
         only if it exists after all (`_create_or_decide`).
         This is not check-then-create: whatever was read, the PATCH is an idempotent apply.
         `rules` say which fields of an existing object belong to others (`cluster.fields`).
+        `before_write()` runs before every PATCH (never for an object already as desired): a
+        caller may lock and re-check there that the write is still wanted, and raise if not.
         """
         snapshot = self._lookup(objects, snapshot)
-        return [self._apply_one(obj, snapshot, rules or {}) for obj in apply_order(objects)]
+        return [self._apply_one(obj, snapshot, rules or {}, before_write) for obj in apply_order(objects)]
 
-    def _apply_one(self, desired: dict, snapshot: Snapshot | None, rules: Ownership) -> ApplyResult:
+    def _apply_one(self, desired: dict, snapshot: Snapshot | None, rules: Ownership, before_write) -> ApplyResult:
         ref = ObjectRef.of(desired)
         path = self._path(ref.api_version, ref.kind, ref.name, ref.namespace)
         kind_rules = rules.get((ref.group, ref.kind))
@@ -279,27 +283,27 @@ class Cluster(SnapshotAndPrune):
         if snapshot is None or not snapshot.covers(ref):
             live = self._read(path)
         elif snapshot.is_unknown(ref, kind_rules):
-            return self._create_or_decide(ref, path, desired, kind_rules)
+            return self._create_or_decide(ref, path, desired, kind_rules, before_write)
         else:
             live = snapshot.get(ref)
         try:
-            return self._apply_onto(ref, path, desired, live, kind_rules)
+            return self._apply_onto(ref, path, desired, live, kind_rules, before_write)
         except TransientError as exc:
             if exc.status != 409 or not from_cache:
                 raise  # a conflict with a fresh read is the task's to retry, with backoff
             # The watch cache was behind the cluster: read the object and decide once more.
-            return self._apply_onto(ref, path, desired, self._read(path), kind_rules)
+            return self._apply_onto(ref, path, desired, self._read(path), kind_rules, before_write)
 
-    def _create_or_decide(self, ref: ObjectRef, path: str, desired: dict, kind_rules) -> ApplyResult:
+    def _create_or_decide(self, ref: ObjectRef, path: str, desired: dict, kind_rules, before_write) -> ApplyResult:
         """A cache miss on a kind with field rules (a new job's workload, most likely):
         create it if it is absent, in one request; if it exists after all (409), read it
         and decide as for any existing object, so no controller's field is taken back."""
         try:
-            return self._apply_onto(ref, path, create_only(desired), None, kind_rules)
+            return self._apply_onto(ref, path, create_only(desired), None, kind_rules, before_write)
         except TransientError as exc:
             if exc.status != 409:
                 raise
-        return self._apply_onto(ref, path, desired, self._read(path), kind_rules)
+        return self._apply_onto(ref, path, desired, self._read(path), kind_rules, before_write)
 
     def _read(self, path: str) -> dict | None:
         try:
@@ -307,12 +311,15 @@ class Cluster(SnapshotAndPrune):
         except NotFound:
             return None
 
-    def _apply_onto(self, ref: ObjectRef, path: str, desired: dict, live: dict | None, kind_rules) -> ApplyResult:
+    def _apply_onto(self, ref: ObjectRef, path: str, desired: dict, live: dict | None, kind_rules,
+                    before_write=None) -> ApplyResult:
         drift = ()
         if live is not None:
             desired, drift = for_existing(desired, live, kind_rules)
             if is_unchanged(desired, live, self.field_manager):
                 return ApplyResult(ref, Action.UNCHANGED, live, drift)
+        if before_write is not None:
+            before_write()
         applied = self._request(
             "patch",
             path,

@@ -18,24 +18,32 @@ import itertools
 import re
 import threading
 from collections import Counter, defaultdict, deque
+from collections.abc import Callable
 
-from .errors import Cause, ClusterError, NotFound, PermanentError, TransientError, UnknownKind
+from .errors import (
+    Cause,
+    ClusterError,
+    NotFound,
+    PermanentError,
+    TransientError,
+    UnknownKind,
+)
+from .fields import Ownership, for_existing
 from .objects import (
     Action,
     ApplyResult,
     ObjectRef,
     Snapshot,
     apply_order,
+    comparable,
+    create_only,
     dropped_fields,
     fields_of,
     is_unchanged,
     matches_fields,
     matches_selector,
-    comparable,
-    create_only,
     owned_fields,
 )
-from .fields import Ownership, for_existing
 from .sync import SnapshotAndPrune
 from .watch import Gone, WatchStream
 
@@ -134,11 +142,12 @@ class FakeCluster(SnapshotAndPrune):
 
     def apply(
         self, objects: list[dict], *, snapshot: Snapshot | None = None, rules: Ownership | None = None,
+        before_write: Callable[[], None] | None = None,
     ) -> list[ApplyResult]:
         snapshot = self._lookup(objects, snapshot)
-        return [self._apply_one(obj, snapshot, rules or {}) for obj in apply_order(objects)]
+        return [self._apply_one(obj, snapshot, rules or {}, before_write) for obj in apply_order(objects)]
 
-    def _apply_one(self, desired: dict, snapshot: Snapshot | None, rules: Ownership) -> ApplyResult:
+    def _apply_one(self, desired: dict, snapshot: Snapshot | None, rules: Ownership, before_write) -> ApplyResult:
         ref = ObjectRef.of(desired)
         self._served(ref.api_version, ref.kind)
         kind_rules = rules.get((ref.group, ref.kind))
@@ -149,19 +158,19 @@ class FakeCluster(SnapshotAndPrune):
             live = self._read(ref)
         elif snapshot.is_unknown(ref, kind_rules):
             try:  # as the real door: create only if absent, else read and decide
-                return self._apply_onto(ref, create_only(desired), None, kind_rules)
+                return self._apply_onto(ref, create_only(desired), None, kind_rules, before_write)
             except TransientError as exc:
                 if exc.status != 409:
                     raise
-            return self._apply_onto(ref, desired, self._read(ref), kind_rules)
+            return self._apply_onto(ref, desired, self._read(ref), kind_rules, before_write)
         else:
             live = snapshot.get(ref)  # as read, like the real door: it may be stale
         try:
-            return self._apply_onto(ref, desired, live, kind_rules)
+            return self._apply_onto(ref, desired, live, kind_rules, before_write)
         except TransientError as exc:
             if exc.status != 409 or not from_cache:
                 raise  # a conflict with a fresh read is the task's to retry, with backoff
-            return self._apply_onto(ref, desired, self._read(ref), kind_rules)  # as the real door
+            return self._apply_onto(ref, desired, self._read(ref), kind_rules, before_write)  # as the real door
 
     def _read(self, ref: ObjectRef) -> dict | None:
         self._request("GET")
@@ -169,12 +178,15 @@ class FakeCluster(SnapshotAndPrune):
             live = self._objects.get(ref.identity)
             return None if live is None else self._as(ref.api_version, live)
 
-    def _apply_onto(self, ref: ObjectRef, desired: dict, live: dict | None, kind_rules) -> ApplyResult:
+    def _apply_onto(self, ref: ObjectRef, desired: dict, live: dict | None, kind_rules,
+                    before_write=None) -> ApplyResult:
         drift = ()
         if live is not None:
             desired, drift = for_existing(desired, live, kind_rules)
             if is_unchanged(desired, live, self.field_manager):
                 return ApplyResult(ref, Action.UNCHANGED, live, drift)
+        if before_write is not None:
+            before_write()
         self._request("PATCH")
         self._validate(ref)
         with self._lock:

@@ -6,6 +6,7 @@ server-side apply, prune what carries our labels but is no longer desired, recor
 """
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -74,16 +75,17 @@ class Outcome:
 
 def sync(
     cluster, desired: list[dict], *, selector: str, kinds: list[tuple[str, str]],
-    rules: Ownership | None = None,
+    rules: Ownership | None = None, before_write: Callable[[], None] | None = None,
 ) -> Outcome:
     """Apply ``desired``, then delete what ``selector`` finds of ``kinds`` beyond it.
 
     One LIST per kind serves both the no-op check of every object and the prune, so an
     unchanged team costs a few reads and no writes. ``rules`` name the fields of existing
-    objects that belong to other controllers (``cluster.fields``).
+    objects that belong to other controllers (``cluster.fields``); ``before_write`` runs
+    before each apply that writes (`cluster.Cluster.apply`).
     """
     snapshot = cluster.snapshot(selector, kinds)
-    applied = cluster.apply(desired, snapshot=snapshot, rules=rules) if desired else []
+    applied = cluster.apply(desired, snapshot=snapshot, rules=rules, before_write=before_write) if desired else []
     pruned = cluster.prune(selector, desired, kinds, snapshot=snapshot)
     return Outcome(applied, pruned)
 

@@ -1,8 +1,11 @@
 """Reconcile a job's workload objects onto the cluster; cancel jobs."""
 
+import copy
 import logging
+from contextlib import ExitStack
 
 from celery import shared_task
+from django.db import transaction
 
 from cluster import PermanentError, TransientError
 from core.ownership import job_selector
@@ -20,10 +23,54 @@ log = logging.getLogger(__name__)
 SWEEP_BATCH = 100
 
 
+class Superseded(Exception):
+    """The job stopped wanting its objects applied after it was read (a cancel, an end)."""
+
+
 def sync_job(cluster, job: Job) -> Outcome:
     """1. make sure the team's namespace and queues exist, 2. apply or remove the job's
     objects as its state says, never taking back what Kueue, the HPA or Volcano own,
-    3. record the move the apply implies, and any field the cluster keeps as created."""
+    3. record the move the apply implies, and any field the cluster keeps as created.
+
+    ``job`` may be stale by the time its objects are written (a sweep's batch is read
+    before its hundred jobs are synced): before the first write of an apply, the job's row
+    is locked until the sync ends and its state read again (`_still_applied`). A cancel
+    that commits before that lock is seen, and nothing is written back after its reconcile
+    removed the objects; one that comes after waits for the apply, and its reconcile then
+    removes what was applied."""
+    with ExitStack() as lock:
+        try:
+            return _sync_job(cluster, job, before_write=_still_applied(job, lock))
+        except Superseded:
+            log.info("job %s moved on while it was being applied; its own reconcile takes over", job.pk)
+            return Outcome()
+
+
+def _still_applied(job: Job, lock: ExitStack):
+    """A `before_write` for the job's apply: the first call opens a transaction on `lock`,
+    locks the job's row (FOR UPDATE: state changes wait) and raises `Superseded` if the
+    job as it is now would not be applied; later calls find it checked."""
+    checked = False
+
+    def check() -> None:
+        nonlocal checked
+        if checked:
+            return
+        lock.enter_context(transaction.atomic())
+        now = Job.objects.select_for_update().filter(pk=job.pk).values("state", "finished_at").first()
+        checked = True
+        if now is None:
+            raise Superseded
+        if now["state"] != job.state:
+            fresh = copy.copy(job)
+            fresh.state, fresh.finished_at = now["state"], now["finished_at"]
+            if fresh.cluster_plan() is not Job.Plan.APPLY:
+                raise Superseded
+
+    return check
+
+
+def _sync_job(cluster, job: Job, before_write) -> Outcome:
     plan = job.cluster_plan()
     if plan is Job.Plan.LEAVE:
         return Outcome()
@@ -41,7 +88,8 @@ def sync_job(cluster, job: Job) -> Outcome:
             # A new job needs its team's namespace and queues: nothing to do when the watch
             # cache shows them in place, else the team's quotas are synced.
             outcome += ensure_team_quotas(cluster, job.team, job.flavor)
-        outcome += sync(cluster, desired, selector=job_selector(job.pk), kinds=JOB_KINDS, rules=job_fields(job))
+        outcome += sync(cluster, desired, selector=job_selector(job.pk), kinds=JOB_KINDS, rules=job_fields(job),
+                        before_write=before_write)
     except PermanentError as err:
         job.transition(State.FAILED, reason="Rejected", message=f"The cluster refused the job: {err}")
         return outcome

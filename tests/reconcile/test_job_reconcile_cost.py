@@ -30,9 +30,11 @@ from ..builders import make_flavor, make_job, make_quota
 
 pytestmark = pytest.mark.django_db
 
-# The job's own reconcile: read the job (team, flavor, priority joined), then move it to
-# queued (UPDATE + its event, in a transaction). Nothing about the team or its quotas.
-MAX_QUERIES = 5
+# The job's own reconcile: read the job (team, flavor, priority joined), lock its row again
+# before the first write (`jobs.tasks._still_applied`: a cancel meanwhile waits, or is seen),
+# then move it to queued (UPDATE + its event), all in one transaction. Nothing about the
+# team or its quotas.
+MAX_QUERIES = 6
 
 
 @pytest.fixture

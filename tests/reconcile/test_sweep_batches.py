@@ -3,9 +3,11 @@ one read per batch instead of one per job, each job synced as its own reconcile 
 one job's fault neither stops the batch nor hides from the log."""
 
 import logging
+import threading
+import time
 
 import pytest
-from django.db import connection
+from django.db import connection, connections, transaction
 from django.test.utils import CaptureQueriesContext
 
 from cluster import NotFound, TransientError
@@ -119,3 +121,106 @@ def test_an_unreachable_cluster_retries_the_whole_batch(onboarded, team, flavor,
     with pytest.raises(RuntimeError, match="retry"):
         reconcile_jobs.apply(args=([job.pk for job in jobs],), throw=True)
     assert retried and isinstance(retried[0]["exc"], TransientError)
+
+
+# --- a job that moves on between the batch's read and its apply ---------------------------
+def test_a_job_cancelled_after_the_batch_read_it_is_not_written_back(onboarded, team, flavor, owner):
+    """The soak's find: a sweep's batch read a job as running, the job was cancelled and its
+    reconcile removed its objects, then the batch applied them again from what it had read."""
+    job = submitted(team, flavor, name="late-cancel")
+    reconcile_jobs([job.pk])
+    read_by_the_batch = job_tasks._with_related().get(pk=job.pk)
+
+    assert Job.objects.get(pk=job.pk).request_cancel(owner)
+    job_tasks.sync_job(onboarded, job_tasks._with_related().get(pk=job.pk))  # the cancel's own reconcile
+    onboarded.cache.catch_up()
+    assert batch_job(onboarded, job) is None
+
+    onboarded.reset_counts()
+    assert job_tasks.sync_job(onboarded, read_by_the_batch).writes == 0
+    assert batch_job(onboarded, job) is None and onboarded.writes == 0
+    job.refresh_from_db()
+    assert job.state == State.CANCELLED
+
+
+def test_a_job_that_moved_on_but_still_runs_is_applied(onboarded, team, flavor):
+    """Only a job that no longer wants its objects is left alone: queued -> admitted meanwhile
+    still needs them (here its batch Job, deleted behind our back)."""
+    job = submitted(team, flavor, name="moved-on")
+    reconcile_jobs([job.pk])
+    read_by_the_batch = job_tasks._with_related().get(pk=job.pk)
+    Job.objects.get(pk=job.pk).transition(State.ADMITTED, reason="Admitted")
+    onboarded.delete("batch/v1", "Job", object_name(job), team.namespace_name)
+    onboarded.cache.catch_up()
+
+    assert job_tasks.sync_job(onboarded, read_by_the_batch).writes == 1
+    assert batch_job(onboarded, job) is not None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_cancel_waits_for_an_apply_in_flight_whose_objects_its_reconcile_then_removes(
+        onboarded, team, flavor, owner):
+    """The other order: the apply holds the job's row from its first write to its end, so a
+    cancel committing meanwhile waits, and the cancel's reconcile runs after the apply."""
+    if connection.vendor != "postgresql":
+        pytest.skip("needs a database with row locks and real concurrency")
+    job = submitted(team, flavor, name="in-flight")
+    reconcile_jobs([job.pk])
+    onboarded.delete("batch/v1", "Job", object_name(job), team.namespace_name)
+    onboarded.cache.catch_up()
+    stale = job_tasks._with_related().get(pk=job.pk)
+
+    in_patch, release = threading.Event(), threading.Event()
+    request = onboarded._request
+
+    def slow_patch(verb):
+        if verb == "PATCH" and threading.current_thread().name == "apply":
+            in_patch.set()
+            assert release.wait(30)
+        return request(verb)
+
+    onboarded._request = slow_patch
+    results = {}
+
+    def run(name, work):
+        try:
+            results[name] = work()
+        finally:
+            connections.close_all()
+
+    def cancel():
+        with transaction.atomic():
+            return Job.objects.get(pk=job.pk).request_cancel(owner)
+
+    apply = threading.Thread(target=run, args=("apply", lambda: job_tasks.sync_job(onboarded, stale).writes), name="apply")
+    apply.start()
+    assert in_patch.wait(30)
+    canceller = threading.Thread(target=run, args=("cancel", cancel))
+    canceller.start()
+    try:
+        waiting = _wait_for_a_lock_wait('UPDATE "jobs_job"')
+    finally:
+        release.set()
+        apply.join(30)
+        canceller.join(30)
+    assert waiting, "the cancel's update did not wait for the apply's lock"
+    assert results == {"apply": 1, "cancel": True}
+    assert batch_job(onboarded, job) is not None  # written before the cancel: its reconcile's to remove
+
+    onboarded.cache.catch_up()
+    job_tasks.sync_job(onboarded, job_tasks._with_related().get(pk=job.pk))
+    assert batch_job(onboarded, job) is None
+    assert Job.objects.get(pk=job.pk).state == State.CANCELLED
+
+
+def _wait_for_a_lock_wait(query_start: str, timeout: float = 15.0) -> bool:
+    """Whether another session waits on a row lock in a statement starting `query_start`."""
+    deadline = time.monotonic() + timeout
+    with connection.cursor() as cursor:
+        while time.monotonic() < deadline:
+            cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                           "AND pid <> pg_backend_pid() AND query LIKE %s", [query_start + "%"])
+            if cursor.fetchone()[0]:
+                return True
+            time.sleep(0.05)
+    return False
