@@ -120,7 +120,16 @@ def observe_training(job, vcjob: dict | None, podgroup: dict | None,
         target, reason, message = _PHASES[phase]
         return Observation(target, state.get("reason") or reason, state.get("message") or message)
     group_phase = ((podgroup or {}).get("status") or {}).get("phase")
+    waiting = f"Waiting for room for all {job.workers} workers at once"
+    unschedulable = conditions(podgroup).get("Unschedulable")
+    if not (unschedulable and unschedulable.get("status") == "True" and unschedulable.get("message")):
+        unschedulable = None
     if group_phase == "Inqueue":
+        # Volcano's enqueue step weighs the cluster's free GPUs of every kind; the gang's
+        # nodes (the flavor's) may still have no room for all of it.
+        if unschedulable:
+            return Observation(Phase.ADMITTED, "WaitingForResources",
+                               f"Admitted by the queue. {waiting}: {unschedulable['message']}")
         return Observation(Phase.ADMITTED, "Admitted", "The gang fits; starting all workers together.")
     if group_phase == "Running":
         return Observation(Phase.RUNNING, "Running", "All workers are running.")
@@ -129,9 +138,7 @@ def observe_training(job, vcjob: dict | None, podgroup: dict | None,
         return Observation(Phase.QUEUED, "ExceedsQuota",
                            f"Can never start: this job needs {job.total_gpus} {job.flavor.name} GPUs but team "
                            f"{job.team.slug} can use at most {ceiling}, borrowing included.")
-    waiting = f"Waiting for room for all {job.workers} workers at once"
-    unschedulable = conditions(podgroup).get("Unschedulable")
-    if unschedulable and unschedulable.get("status") == "True" and unschedulable.get("message"):
+    if unschedulable:
         return Observation(Phase.QUEUED, "WaitingForResources", f"{waiting}: {unschedulable['message']}")
     return Observation(Phase.QUEUED, "WaitingForResources", f"{waiting}.")
 

@@ -110,7 +110,10 @@ def test_a_gang_that_cannot_fit_stays_queued_with_its_reason(live, world, watche
     job = submit(live, team, a100, workers=3, gpus_per_worker=8)  # 24 GPUs; the a100 pool has 16
     wait_until(lambda: (job.refresh_from_db(), job.reason == "WaitingForResources")[1], timeout=90,
                message="the gang's reason")
-    assert job.state == State.QUEUED
+    # Volcano's enqueue weighs the free GPUs of every node (H100s too), so whether it lets the
+    # gang into its queue (admitted) depends on what else runs; either way no node of the
+    # flavor has room, and the job says so.
+    assert job.state in (State.QUEUED, State.ADMITTED)
     assert "all 3 workers at once" in job.message
     pods = live.list("v1", "Pod", namespace=team.namespace_name, label_selector=f"gpuplatform.io/job={job.pk}")
     assert not [p for p in pods if p["spec"].get("nodeName")]  # no member of the gang was bound

@@ -84,6 +84,10 @@ VOLCANO_CASES = [
     ("pending gang without a word from volcano", vcjob("Pending"), {"status": {"phase": "Pending"}},
      State.QUEUED, "Waiting for room for all 2 workers at once."),
     ("inqueue gang is admitted", vcjob("Pending"), {"status": {"phase": "Inqueue"}}, State.ADMITTED, "The gang fits"),
+    # Volcano's enqueue counts every node's GPUs; the flavor's nodes may not hold the gang.
+    ("inqueue gang that cannot be placed waits for room", vcjob("Pending"), {"status": {"phase": "Inqueue", "conditions": [
+        cond("Unschedulable", message="2/2 tasks in gang unschedulable: 0/9 nodes are available")]}},
+     State.ADMITTED, "Admitted by the queue. Waiting for room for all 2 workers at once: 2/2 tasks in gang unschedulable"),
     ("running", vcjob("Running"), None, State.RUNNING, "All workers are running."),
     ("completed", vcjob("Completed"), None, State.SUCCEEDED, "finished successfully"),
     ("aborted fails", vcjob("Aborted"), None, State.FAILED, "aborted"),
