@@ -20,14 +20,7 @@ import threading
 from collections import Counter, defaultdict, deque
 from collections.abc import Callable
 
-from .errors import (
-    Cause,
-    ClusterError,
-    NotFound,
-    PermanentError,
-    TransientError,
-    UnknownKind,
-)
+from .errors import Cause, ClusterError, NotFound, PermanentError, TransientError, UnknownKind
 from .fields import Ownership, for_existing
 from .objects import (
     Action,
