@@ -17,7 +17,7 @@ from core.ownership import owned
 from .base import Observation, Phase, Scheduler, Seen, queue_name
 from .workloads import (
     FINISHED_TTL_SECONDS, INFERENCE_FIELDS, INFERENCE_KINDS, LOCAL_MASTER, RENDEZVOUS_PORT,
-    conditions, container, job_owned, object_name, pod_labels, pod_spec, torch_env,
+    conditions, container, job_owned, object_name, pod_labels, pod_spec, torch_env, true_condition,
 )
 
 QUEUE_API = "scheduling.volcano.sh/v1beta1"
@@ -121,15 +121,12 @@ def observe_training(job, vcjob: dict | None, podgroup: dict | None,
         return Observation(target, state.get("reason") or reason, state.get("message") or message)
     group_phase = ((podgroup or {}).get("status") or {}).get("phase")
     waiting = f"Waiting for room for all {job.workers} workers at once"
-    unschedulable = conditions(podgroup).get("Unschedulable")
-    if not (unschedulable and unschedulable.get("status") == "True" and unschedulable.get("message")):
-        unschedulable = None
+    why = (true_condition(conditions(podgroup), "Unschedulable") or {}).get("message")
     if group_phase == "Inqueue":
         # Volcano's enqueue step weighs the cluster's free GPUs of every kind; the gang's
         # nodes (the flavor's) may still have no room for all of it.
-        if unschedulable:
-            return Observation(Phase.ADMITTED, "WaitingForResources",
-                               f"Admitted by the queue. {waiting}: {unschedulable['message']}")
+        if why:
+            return Observation(Phase.ADMITTED, "WaitingForResources", f"Admitted by the queue. {waiting}: {why}")
         return Observation(Phase.ADMITTED, "Admitted", "The gang fits; starting all workers together.")
     if group_phase == "Running":
         return Observation(Phase.RUNNING, "Running", "All workers are running.")
@@ -138,9 +135,7 @@ def observe_training(job, vcjob: dict | None, podgroup: dict | None,
         return Observation(Phase.QUEUED, "ExceedsQuota",
                            f"Can never start: this job needs {job.total_gpus} {job.flavor.name} GPUs but team "
                            f"{job.team.slug} can use at most {ceiling}, borrowing included.")
-    if unschedulable:
-        return Observation(Phase.QUEUED, "WaitingForResources", f"{waiting}: {unschedulable['message']}")
-    return Observation(Phase.QUEUED, "WaitingForResources", f"{waiting}.")
+    return Observation(Phase.QUEUED, "WaitingForResources", f"{waiting}: {why}" if why else f"{waiting}.")
 
 
 class Volcano(Scheduler):
