@@ -33,7 +33,7 @@ from . import actions, feasibility
 from .filters import JobFilter
 from .manifests import render_job
 from .idempotency import KeyConflict
-from .models import MAX_CPU_PER_WORKER, Job, JobEvent, total_gpus
+from .models import LIVE_NAME_TAKEN, MAX_CPU_PER_WORKER, Job, JobEvent, total_gpus
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 MAX_LOG_LINES = 5000
@@ -236,7 +236,7 @@ class JobViewSet(RefuseNulMixin, mixins.CreateModelMixin, viewsets.ReadOnlyModel
         except KeyConflict as err:
             raise Conflict(str(err))
         except IntegrityError:
-            raise Conflict("The team already has a live job with this name.")  # a racing same-name submit
+            raise Conflict(LIVE_NAME_TAKEN)  # a racing same-name submit
         if created is not None:
             return self._created(created)
         job = self.get_queryset().filter(pk=job_id).first()
@@ -251,7 +251,7 @@ class JobViewSet(RefuseNulMixin, mixins.CreateModelMixin, viewsets.ReadOnlyModel
             return actions.submit(team=team, submitter=self.request.user, **data)
         except IntegrityError:
             # Two submissions of the same name raced past full_clean.
-            raise Conflict("The team already has a live job with this name.")
+            raise Conflict(LIVE_NAME_TAKEN)
 
     def _created(self, job: Job) -> Response:
         # The job as submitted: its team, flavor, priority and submitter are the objects

@@ -41,6 +41,9 @@ MAX_RUNTIME_SECONDS = 366 * 24 * 3600
 MAX_PROBE_DELAY_SECONDS = 3600
 # How long a finished training job's objects stay on the cluster, so its logs can be read.
 RETAIN_FINISHED = timedelta(days=1)
+LIVE_NAME_TAKEN = "The team already has a live job with this name."
+# Why a new job is submitted: its first event, and its reason and message until the cluster tells more.
+SUBMITTED_BECAUSE = {"reason": "Submitted", "message": "Waiting for the cluster."}
 # Set by the platform for distributed training; a user value would break the rendezvous.
 RESERVED_ENV_NAMES = frozenset(
     {"MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "NODE_RANK", "NNODES", "NPROC_PER_NODE"}
@@ -77,8 +80,7 @@ class JobQuerySet(models.QuerySet):
         # No savepoint of its own: nothing in here is caught and carried on from, and the
         # caller's transaction (``jobs.actions.submit``) rolls back as one.
         with transaction.atomic(savepoint=False):
-            job.save()
-            job.submit()
+            job.save_submitted()
         return job
 
 
@@ -168,7 +170,7 @@ class Job(models.Model):
                 fields=["team", "name"],
                 condition=~Q(state__in=FINAL_STATE_VALUES),
                 name="job_name_unique_among_live_jobs",
-                violation_error_message="The team already has a live job with this name.",
+                violation_error_message=LIVE_NAME_TAKEN,
             ),
             # The sizes the usage sums multiply, bounded in the database too (SQLite columns
             # take any 64-bit integer).
@@ -254,13 +256,17 @@ class Job(models.Model):
                 if field.is_relation and field.is_cached(self) and getattr(self, field.name) is not None}
         super().clean_fields(exclude={*(exclude or ()), *held})
 
-    def get_constraints(self):
+    def validate_constraints(self, exclude=None) -> None:
         # The check constraints restate for the database what the fields' validators and
         # ``clean`` already say, with the same limits (tests/jobs/test_model_constraints.py
         # holds them to it); validating them again would cost three round trips apiece.
-        # The uniqueness of live names needs the database, and stays.
-        return [(model, [c for c in constraints if not isinstance(c, models.CheckConstraint)])
-                for model, constraints in super().get_constraints()]
+        # The uniqueness of live names needs the database: one question, answered as an
+        # error on the name (Django's own check of a conditional constraint costs a savepoint,
+        # an expression for every field, and says it of the whole job).
+        if {"team", "name"} & set(exclude or ()) or self.is_final or not (self.team_id and self.name):
+            return
+        if Job.objects.live().filter(team_id=self.team_id, name=self.name).exclude(pk=self.pk).exists():
+            raise ValidationError({"name": LIVE_NAME_TAKEN}, code="unique")
 
     def clean(self) -> None:
         errors: dict[str, str] = {}
@@ -317,14 +323,16 @@ class Job(models.Model):
             won = Job.objects.filter(pk=self.pk, state=current).update(**changes)
             if not won:
                 return False
-            JobEvent.objects.create(
-                job=self, created_at=at, from_state=current, to_state=target,
-                reason=reason, message=message,
-            )
-            GpuInterval.objects.follow(self, current, target, at)
+            self._record(current, target, reason=reason, message=message, at=at)
         for field, value in changes.items():
             setattr(self, field, value)
         return True
+
+    def _record(self, current: str, target: str, *, reason: str, message: str, at) -> None:
+        """The event of a move, and the GPU interval it opens or closes (in the caller's transaction)."""
+        JobEvent.objects.create(job=self, created_at=at, from_state=current, to_state=target,
+                                reason=reason, message=message)
+        GpuInterval.objects.follow(self, current, target, at)
 
     def observe(self, target: str, *, reason: str, message: str) -> bool:
         """Bring the row to what the cluster shows; write only when something changed.
@@ -362,7 +370,18 @@ class Job(models.Model):
         return created
 
     def submit(self) -> bool:
-        return self.transition(State.SUBMITTED, reason="Submitted", message="Waiting for the cluster.")
+        return self.transition(State.SUBMITTED, **SUBMITTED_BECAUSE)
+
+    def save_submitted(self) -> None:
+        """Store this new job as ``save`` then ``submit`` would leave it, with one INSERT
+        instead of an INSERT of a draft and its UPDATE."""
+        if not self._state.adding:
+            raise ValueError("save_submitted stores a new job; submit() moves a stored draft.")
+        at = timezone.now()
+        self.state, self.submitted_at = State.SUBMITTED, at
+        self.reason, self.message = SUBMITTED_BECAUSE["reason"], SUBMITTED_BECAUSE["message"]
+        self.save(force_insert=True)
+        self._record(State.DRAFT, State.SUBMITTED, **SUBMITTED_BECAUSE, at=at)
 
 
 class JobEvent(models.Model):

@@ -33,8 +33,10 @@ def test_a_second_live_job_of_the_same_name_is_refused(client_as, member, team, 
     assert client.post("/api/v1/jobs", JOB_BODY, format="json").status_code == 201
     response = client.post("/api/v1/jobs", JOB_BODY, format="json")
     assert response.status_code == 400
+    # On the field the pipeline can change, like every other rule a submission breaks.
     assert response.json() == {
-        "code": "invalid", "message": "The team already has a live job with this name.", "fields": {}
+        "code": "invalid", "message": "Some fields are invalid.",
+        "fields": {"name": ["The team already has a live job with this name."]},
     }
 
 

@@ -29,6 +29,38 @@ def test_transition_records_an_event_with_reason(team, flavor):
     ]
 
 
+def test_a_submission_is_stored_as_submit_would_leave_a_draft_in_one_insert(team, flavor, member):
+    """`Job.objects.submit` inserts the job as submitted: the same row and event that saving
+    a draft and calling `submit()` give, without the draft's UPDATE."""
+    from django.test.utils import CaptureQueriesContext
+
+    twin = make_job(team, flavor, name="twin")
+    twin.submit()
+    twin.refresh_from_db()
+    with CaptureQueriesContext(connection) as queries:
+        job = Job.objects.submit(team=team, submitter=member, flavor=flavor, name="direct", image=twin.image)
+    writes = [q["sql"].split()[0] for q in queries.captured_queries if '"jobs_job"' in q["sql"].split(" WHERE ")[0]]
+    assert writes == ["SELECT", "INSERT"]  # the live-name check, then the one write of the job
+    job.refresh_from_db()
+    assert (job.state, job.reason, job.message) == (twin.state, twin.reason, twin.message) == (
+        "submitted", "Submitted", "Waiting for the cluster.")
+    assert job.submitted_at is not None and job.admitted_at is None
+    event = job.events.get()
+    assert (event.from_state, event.to_state, event.reason, event.message) == (
+        "draft", "submitted", "Submitted", "Waiting for the cluster.")
+    assert event.created_at == job.submitted_at
+    assert list(twin.events.values_list("from_state", "to_state", "reason", "message")) == [
+        (event.from_state, event.to_state, event.reason, event.message)]
+
+
+def test_save_submitted_refuses_a_stored_job(team, flavor):
+    job = make_job(team, flavor)
+    with pytest.raises(ValueError, match="new job"):
+        job.save_submitted()
+    job.refresh_from_db()
+    assert job.state == State.DRAFT and not job.events.exists()
+
+
 def test_happy_path_stamps_each_timestamp_once(team, flavor):
     job = make_job(team, flavor)
     for target in (State.SUBMITTED, State.QUEUED, State.ADMITTED, State.RUNNING, State.SUCCEEDED):

@@ -1,7 +1,7 @@
 """The database's check constraints on jobs and the model's validation say the same thing.
 
-``Job.get_constraints`` leaves the check constraints out of ``full_clean`` (each would cost
-the database three round trips on every submit), because the fields' validators and
+``Job.validate_constraints`` leaves the check constraints out of ``full_clean`` (each would
+cost the database three round trips on every submit), because the fields' validators and
 ``Job.clean`` already refuse what they refuse. These tests hold the two to each other: every
 row a check constraint refuses is refused by validation first, with a field message, so a
 submission never reaches an IntegrityError (a 500) through them.
@@ -11,9 +11,10 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, models, transaction
 
+from jobs.lifecycle import State
 from jobs.models import Job
 
-from ..builders import build_job
+from ..builders import build_job, make_job, make_team
 
 pytestmark = pytest.mark.django_db
 
@@ -54,7 +55,25 @@ def test_validation_refuses_what_the_database_refuses(team, flavor, constraint, 
 
 def test_full_clean_still_checks_that_live_names_are_unique(team, flavor):
     build_job(team, flavor, name="twin").save()
-    with pytest.raises(ValidationError, match="already has a live job with this name"):
+    with pytest.raises(ValidationError, match="already has a live job with this name") as raised:
+        build_job(team, flavor, name="twin").full_clean()
+    assert raised.value.message_dict == {"name": ["The team already has a live job with this name."]}
+
+
+def test_the_live_name_check_follows_the_constraint(team, flavor):
+    """The one check run in Python asks what the database's conditional constraint refuses:
+    a live job's name, in the same team; a finished job, another team, the job itself and
+    a finished newcomer all pass."""
+    other_team = make_team()
+    live = make_job(team, flavor, name="twin")
+    done = make_job(team, flavor, name="done")
+    Job.objects.filter(pk=done.pk).update(state=State.FAILED)
+    live.full_clean()  # itself
+    build_job(team, flavor, name="done").full_clean()  # the old one finished
+    build_job(other_team, flavor, name="twin").full_clean()  # another team's names are its own
+    build_job(team, flavor, name="twin", state=State.SUCCEEDED).full_clean()  # final rows are not held to it
+    build_job(team, flavor, name="twin").full_clean(exclude=["name"])  # a form without the field
+    with pytest.raises(ValidationError):
         build_job(team, flavor, name="twin").full_clean()
 
 
