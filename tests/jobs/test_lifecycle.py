@@ -4,6 +4,7 @@ import threading
 
 import pytest
 from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from jobs.lifecycle import TRANSITIONS, InvalidTransition, State
 from jobs.models import Job, JobEvent
@@ -32,8 +33,6 @@ def test_transition_records_an_event_with_reason(team, flavor):
 def test_a_submission_is_stored_as_submit_would_leave_a_draft_in_one_insert(team, flavor, member):
     """`Job.objects.submit` inserts the job as submitted: the same row and event that saving
     a draft and calling `submit()` give, without the draft's UPDATE."""
-    from django.test.utils import CaptureQueriesContext
-
     twin = make_job(team, flavor, name="twin")
     twin.submit()
     twin.refresh_from_db()
