@@ -5,8 +5,10 @@ plain dicts from the renderers, so one code path serves both, found by discovery
 once per process and kept in memory, never in a shared file that a second process could
 read half-written).
 
-Every call translates client exceptions into `cluster.errors`; nothing here retries
-(the Celery tasks do, with backoff) except a watch, which resumes by design.
+This module is the HTTP transport only: what to send and whether to send it is decided
+in `cluster.door`, which the in-memory `FakeCluster` shares. Every call translates client
+exceptions into `cluster.errors`; nothing here retries (the Celery tasks do, with
+backoff) except a watch, which resumes by design.
 """
 
 from __future__ import annotations
@@ -17,7 +19,6 @@ import tempfile
 import threading
 import uuid
 from collections import Counter
-from collections.abc import Callable
 from pathlib import Path
 
 from kubernetes import client as k8s
@@ -35,19 +36,10 @@ from .errors import (
     UnknownKind,
     classify,
 )
-from .fields import Ownership, for_existing
-from .objects import (
-    Action,
-    ApplyResult,
-    ObjectRef,
-    Snapshot,
-    apply_order,
-    create_only,
-    is_unchanged,
-)
-from .sync import SnapshotAndPrune
+from .door import Door
+from .objects import ObjectRef
 from .transport import WatchResponse, request_verb
-from .watch import Gone, WatchStream
+from .watch import Gone
 
 APPLY_CONTENT_TYPE = "application/apply-patch+yaml"
 LIST_PAGE_SIZE = 500
@@ -79,7 +71,7 @@ def _raw(_client, data):
     return data
 
 
-class Cluster(SnapshotAndPrune):
+class Cluster(Door):
     """One API server, one field manager. Safe to share between threads."""
 
     def __init__(
@@ -136,10 +128,6 @@ class Cluster(SnapshotAndPrune):
     def reset_counts(self) -> None:
         with self._count_lock:
             self.requests.clear()
-
-    @property
-    def writes(self) -> int:
-        return sum(self.requests[v] for v in ("POST", "PUT", "PATCH", "DELETE"))
 
     def _dynamic(self) -> DynamicClient:
         # Built on first use, so a platform process starts even while the API server is down.
@@ -202,25 +190,18 @@ class Cluster(SnapshotAndPrune):
             raise ValueError(f"{kind} {name!r} is namespaced; give its namespace")
         return resource.path(name=name, namespace=namespace if resource.namespaced else None)
 
-    # --- reading ----------------------------------------------------------------------
-    def get(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> dict:
-        """The live object; raises `NotFound` when it does not exist."""
-        return self._request("get", self._path(api_version, kind, name, namespace))
+    # --- the transport (decisions: `cluster.door`) ----------------------------------------
+    def _served(self, api_version: str, kind: str) -> None:
+        self._resource(api_version, kind)
 
-    def list(
-        self,
-        api_version: str,
-        kind: str,
-        *,
-        namespace: str | None = None,
-        label_selector: str | None = None,
-        field_selector: str | None = None,
-    ) -> list[dict]:
-        """Objects of a kind, in one namespace or (namespace=None) all of them."""
-        return self._list(api_version, kind, namespace, label_selector, field_selector=field_selector)[0]
+    def _ref_path(self, ref: ObjectRef) -> str:
+        return self._path(ref.api_version, ref.kind, ref.name, ref.namespace)
 
-    def _list(self, api_version, kind, namespace, label_selector, transform=None, *,
-              field_selector=None) -> tuple[list[dict], str]:
+    def _fetch(self, ref: ObjectRef) -> dict:
+        return self._request("get", self._ref_path(ref))
+
+    def _list_pages(self, api_version, kind, namespace, label_selector, field_selector, transform
+                    ) -> tuple[list[dict], str]:
         """All pages; `transform` (a watch's, see `cluster.watch`) is applied to each item
         as its page arrives, so only one page of full objects is held at a time."""
         path = self._path(api_version, kind, namespace=namespace)
@@ -239,12 +220,64 @@ class Cluster(SnapshotAndPrune):
             if not token:
                 return items, (page.get("metadata") or {}).get("resourceVersion", "")
 
+    def _send_apply(self, ref: ObjectRef, body: dict) -> dict:
+        return self._request(
+            "patch",
+            self._ref_path(ref),
+            body=body,
+            content_type=APPLY_CONTENT_TYPE,
+            field_manager=self.field_manager,
+            force_conflicts=True,
+            query_params=[("fieldValidation", self.field_validation)],
+        )
+
+    def _send_create(self, ref: ObjectRef, body: dict) -> dict:
+        return self._request("post", self._path(ref.api_version, ref.kind, namespace=ref.namespace), body=body)
+
+    def _send_replace(self, ref: ObjectRef, body: dict) -> dict:
+        return self._request("put", self._ref_path(ref), body=body)
+
+    def _send_delete(self, ref: ObjectRef, propagation_policy: str, preconditions: dict | None) -> None:
+        # With a body the API server reads every delete option from it and ignores the query
+        # (a Job would default to orphaning its pods), so the policy goes in the body too.
+        body = {"preconditions": preconditions, "propagationPolicy": propagation_policy} if preconditions else None
+        self._request("delete", self._ref_path(ref), body=body, propagation_policy=propagation_policy)
+
+    def _open_watch(self, api_version, kind, namespace, label_selector, field_selector, version, seconds,
+                    _stream) -> WatchResponse:
+        try:
+            response = self._request(
+                "get",
+                self._path(api_version, kind, namespace=namespace),
+                watch=True,
+                resource_version=version,
+                label_selector=label_selector,
+                field_selector=field_selector,
+                timeout_seconds=seconds,
+                allow_watch_bookmarks=True,
+                serialize=False,
+                _request_timeout=(CONNECT_TIMEOUT, seconds + 30),
+            )
+        except TransientError as exc:
+            if exc.status == 410:
+                raise Gone(exc.message) from exc
+            raise
+        return WatchResponse(response)
+
+    # --- beyond objects ---------------------------------------------------------------
     def pod_logs(
-        self, namespace: str, name: str, container: str | None = None, tail_lines: int = 200
+        self, namespace: str, name: str, container: str | None = None, tail_lines: int | None = 200, *,
+        previous: bool = False, limit_bytes: int | None = None,
     ) -> str:
-        query = [("tailLines", tail_lines)]
+        """The container's log: its last ``tail_lines`` lines (all with None), of its previous run
+        with ``previous``, at most ``limit_bytes`` bytes."""
+        query = [] if tail_lines is None else [("tailLines", tail_lines)]
         if container:
             query.append(("container", container))
+        if previous:
+            query.append(("previous", "true"))
+        if limit_bytes:
+            query.append(("limitBytes", limit_bytes))
         response = self._request(
             "get",
             self._path("v1", "Pod", name, namespace) + "/log",
@@ -253,165 +286,6 @@ class Cluster(SnapshotAndPrune):
             serialize=False,
         )
         return response.data.decode("utf-8", errors="replace")
-
-    # --- writing ----------------------------------------------------------------------
-    def apply(
-        self, objects: list[dict], *, snapshot: Snapshot | None = None, rules: Ownership | None = None,
-        before_write: Callable[[], None] | None = None,
-    ) -> list[ApplyResult]:
-        """Server-side apply each object, dependencies first; skip those already as desired.
-
-        Skipping needs the live object, never a write: from `snapshot` when it covers the
-        kind, else one GET. A second reconcile of an unchanged database costs reads only.
-        A watch-cache miss on a kind with field rules is applied as a create only and read
-        only if it exists after all (`_create_or_decide`).
-        This is not check-then-create: whatever was read, the PATCH is an idempotent apply.
-        `rules` say which fields of an existing object belong to others (`cluster.fields`).
-        `before_write()` runs before every PATCH (never for an object already as desired): a
-        caller may lock and re-check there that the write is still wanted, and raise if not.
-        """
-        snapshot = self._lookup(objects, snapshot)
-        return [self._apply_one(obj, snapshot, rules or {}, before_write) for obj in apply_order(objects)]
-
-    def _apply_one(self, desired: dict, snapshot: Snapshot | None, rules: Ownership, before_write) -> ApplyResult:
-        ref = ObjectRef.of(desired)
-        path = self._path(ref.api_version, ref.kind, ref.name, ref.namespace)
-        kind_rules = rules.get((ref.group, ref.kind))
-        if self.cache is not None and kind_rules is not None:
-            self.cache.rules[(ref.group, ref.kind)] = kind_rules
-        from_cache = snapshot is not None and not snapshot.is_complete(ref)
-        if snapshot is None or not snapshot.covers(ref):
-            live = self._read(path)
-        elif snapshot.is_unknown(ref, kind_rules):
-            return self._create_or_decide(ref, path, desired, kind_rules, before_write)
-        else:
-            live = snapshot.get(ref)
-        try:
-            return self._apply_onto(ref, path, desired, live, kind_rules, before_write)
-        except TransientError as exc:
-            if exc.status != 409 or not from_cache:
-                raise  # a conflict with a fresh read is the task's to retry, with backoff
-            # The watch cache was behind the cluster: read the object and decide once more.
-            return self._apply_onto(ref, path, desired, self._read(path), kind_rules, before_write)
-
-    def _create_or_decide(self, ref: ObjectRef, path: str, desired: dict, kind_rules, before_write) -> ApplyResult:
-        """A cache miss on a kind with field rules (a new job's workload, most likely):
-        create it if it is absent, in one request; if it exists after all (409), read it
-        and decide as for any existing object, so no controller's field is taken back."""
-        try:
-            return self._apply_onto(ref, path, create_only(desired), None, kind_rules, before_write)
-        except TransientError as exc:
-            if exc.status != 409:
-                raise
-        return self._apply_onto(ref, path, desired, self._read(path), kind_rules, before_write)
-
-    def _read(self, path: str) -> dict | None:
-        try:
-            return self._request("get", path)
-        except NotFound:
-            return None
-
-    def _apply_onto(self, ref: ObjectRef, path: str, desired: dict, live: dict | None, kind_rules,
-                    before_write=None) -> ApplyResult:
-        drift = ()
-        if live is not None:
-            desired, drift = for_existing(desired, live, kind_rules)
-            if is_unchanged(desired, live, self.field_manager):
-                return ApplyResult(ref, Action.UNCHANGED, live, drift)
-        if before_write is not None:
-            before_write()
-        applied = self._request(
-            "patch",
-            path,
-            body=desired,
-            content_type=APPLY_CONTENT_TYPE,
-            field_manager=self.field_manager,
-            force_conflicts=True,
-            query_params=[("fieldValidation", self.field_validation)],
-        )
-        if self.cache is not None:
-            self.cache.record(applied)
-        return ApplyResult(ref, Action.CREATED if live is None else Action.CHANGED, applied, drift)
-
-    def delete(
-        self,
-        api_version: str,
-        kind: str,
-        name: str,
-        namespace: str | None = None,
-        *,
-        propagation_policy: str = "Background",
-        preconditions: dict | None = None,
-    ) -> bool:
-        """Delete one object; False when it was already gone. `preconditions` (uid,
-        resourceVersion) make a changed object answer 409 Conflict instead."""
-        # With a body the API server reads every delete option from it and ignores the query
-        # (a Job would default to orphaning its pods), so the policy goes in the body too.
-        body = {"preconditions": preconditions, "propagationPolicy": propagation_policy} if preconditions else None
-        try:
-            self._request(
-                "delete",
-                self._path(api_version, kind, name, namespace),
-                body=body,
-                propagation_policy=propagation_policy,
-            )
-        except NotFound:
-            return False
-        if self.cache is not None:
-            self.cache.forget(ObjectRef(api_version, kind, namespace, name))
-        return True
-
-    # --- watching ---------------------------------------------------------------------
-    def watch(
-        self,
-        api_version: str,
-        kind: str,
-        *,
-        namespace: str | None = None,
-        label_selector: str | None = None,
-        field_selector: str | None = None,
-        resource_version: str | None = None,
-        timeout: float | None = None,
-        on_listed=None,
-        on_watching=None,
-        transform=None,
-    ) -> WatchStream:
-        """Events for a kind as ``(type, object)``; see `cluster.watch.WatchStream`.
-
-        Without `resource_version` it starts with a LIST (ADDED for each object) and
-        watches from there. `timeout` (seconds) ends the iteration; so does `stop()`.
-        `transform(obj) -> obj` is applied to every listed item (page by page) and every
-        event's object before the stream keeps it: a cache keeps only what it reads.
-        """
-        path = self._path(api_version, kind, namespace=namespace)
-
-        def lister():
-            return self._list(api_version, kind, namespace, label_selector, transform, field_selector=field_selector)
-
-        def opener(version, seconds):
-            try:
-                response = self._request(
-                    "get",
-                    path,
-                    watch=True,
-                    resource_version=version,
-                    label_selector=label_selector,
-                    field_selector=field_selector,
-                    timeout_seconds=seconds,
-                    allow_watch_bookmarks=True,
-                    serialize=False,
-                    _request_timeout=(CONNECT_TIMEOUT, seconds + 30),
-                )
-            except TransientError as exc:
-                if exc.status == 410:
-                    raise Gone(exc.message) from exc
-                raise
-            return WatchResponse(response)
-
-        return WatchStream(
-            lister=lister, opener=opener, resource_version=resource_version, timeout=timeout,
-            on_listed=on_listed, on_watching=on_watching, transform=transform,
-        )
 
     def close(self) -> None:
         if self.cache is not None:

@@ -1,10 +1,10 @@
 """`FakeCluster`: an in-memory cluster with the public interface of `Cluster`.
 
-Unit tests of tasks and watchers run against it without an API server. It shares the
-rules that matter with the real client (`cluster.objects`: apply order, no-op detection,
-prune victims; `cluster.watch`: resume and relist), so a caller that behaves on the fake
-behaves on the cluster. It counts requests by the same verbs, one per call the real client
-would send, discovery aside.
+Unit tests of tasks and watchers run against it without an API server. It is storage and
+transport only: every decision (apply order, no-op detection, create-only on a cache miss,
+conflicts, prune, watch resume and relist) is the real door's own code (`cluster.door`),
+so a caller that behaves on the fake behaves on the cluster. It counts requests by the
+same verbs, one per call the real client would send, discovery aside.
 
 What it does not model: admission, defaulting, controllers, quantity canonicalisation
 and most validation. Tests act as "somebody else" on the cluster with `put`, `remove`
@@ -18,33 +18,25 @@ import itertools
 import re
 import threading
 from collections import Counter, defaultdict, deque
-from collections.abc import Callable
 
+from .door import Door
 from .errors import Cause, ClusterError, NotFound, PermanentError, TransientError, UnknownKind
-from .fields import Ownership, for_existing
 from .objects import (
-    Action,
-    ApplyResult,
     ObjectRef,
-    Snapshot,
-    apply_order,
     comparable,
-    create_only,
     dropped_fields,
     fields_of,
-    is_unchanged,
     matches_fields,
     matches_selector,
     owned_fields,
 )
-from .sync import SnapshotAndPrune
-from .watch import Gone, WatchStream
+from .watch import Gone
 
 _LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
 _DNS1123_SUBDOMAIN = re.compile(rf"{_LABEL}(\.{_LABEL})*")  # fullmatch
 
 
-class FakeCluster(SnapshotAndPrune):
+class FakeCluster(Door):
     def __init__(self, *, field_manager: str = "gpuplatform", missing_kinds=()):
         self.field_manager = field_manager
         self.requests: Counter[str] = Counter()
@@ -87,8 +79,9 @@ class FakeCluster(SnapshotAndPrune):
         with self._lock:
             self._compacted = self._rv
 
-    def set_pod_logs(self, namespace, name, text, container=None) -> None:
-        self._logs[(namespace, name, container)] = text
+    def set_pod_logs(self, namespace, name, text, container=None, previous=False) -> None:
+        """What `pod_logs` answers for the container (its previous run's with ``previous``)."""
+        self._logs[(namespace, name, container, previous)] = text
 
     def stored(self, api_version: str | None = None, kind: str | None = None) -> list[dict]:
         """Every object (optionally of one kind), for assertions."""
@@ -99,87 +92,26 @@ class FakeCluster(SnapshotAndPrune):
             if (group is None or g == group) and (kind is None or k == kind)
         ]
 
-    def reset_counts(self) -> None:
-        self.requests.clear()
-
-    @property
-    def writes(self) -> int:
-        return sum(self.requests[v] for v in ("POST", "PUT", "PATCH", "DELETE"))
-
-    # --- the Cluster interface ---------------------------------------------------------
-    def get(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> dict:
-        self._served(api_version, kind)
-        self._request("GET")
-        with self._lock:
-            live = self._objects.get(ObjectRef(api_version, kind, namespace, name).identity)
-            if live is None:
-                raise NotFound(f'{kind.lower()} "{name}" not found', status=404, reason="NotFound")
-            return self._as(api_version, live)
-
-    def list(self, api_version, kind, *, namespace=None, label_selector=None, field_selector=None) -> list[dict]:
-        return self._list(api_version, kind, namespace, label_selector, field_selector)[0]
-
-    def _list(self, api_version, kind, namespace, label_selector, field_selector=None):
-        self._served(api_version, kind)
-        self._request("LIST")
-        with self._lock:
-            items = self._matching(api_version, kind, namespace, label_selector)
-            return [obj for obj in items if matches_fields(obj, field_selector)], str(self._rv)
-
-    def pod_logs(self, namespace, name, container=None, tail_lines=200) -> str:
-        self._request("GET")
-        text = self._logs.get((namespace, name, container))
-        if text is None:
-            raise NotFound(f'pods "{name}" not found', status=404, reason="NotFound")
-        return "".join(text.splitlines(keepends=True)[-tail_lines:])
-
-    def apply(
-        self, objects: list[dict], *, snapshot: Snapshot | None = None, rules: Ownership | None = None,
-        before_write: Callable[[], None] | None = None,
-    ) -> list[ApplyResult]:
-        snapshot = self._lookup(objects, snapshot)
-        return [self._apply_one(obj, snapshot, rules or {}, before_write) for obj in apply_order(objects)]
-
-    def _apply_one(self, desired: dict, snapshot: Snapshot | None, rules: Ownership, before_write) -> ApplyResult:
-        ref = ObjectRef.of(desired)
-        self._served(ref.api_version, ref.kind)
-        kind_rules = rules.get((ref.group, ref.kind))
-        if self.cache is not None and kind_rules is not None:
-            self.cache.rules[(ref.group, ref.kind)] = kind_rules
-        from_cache = snapshot is not None and not snapshot.is_complete(ref)
-        if snapshot is None or not snapshot.covers(ref):
-            live = self._read(ref)
-        elif snapshot.is_unknown(ref, kind_rules):
-            try:  # as the real door: create only if absent, else read and decide
-                return self._apply_onto(ref, create_only(desired), None, kind_rules, before_write)
-            except TransientError as exc:
-                if exc.status != 409:
-                    raise
-            return self._apply_onto(ref, desired, self._read(ref), kind_rules, before_write)
-        else:
-            live = snapshot.get(ref)  # as read, like the real door: it may be stale
-        try:
-            return self._apply_onto(ref, desired, live, kind_rules, before_write)
-        except TransientError as exc:
-            if exc.status != 409 or not from_cache:
-                raise  # a conflict with a fresh read is the task's to retry, with backoff
-            return self._apply_onto(ref, desired, self._read(ref), kind_rules, before_write)  # as the real door
-
-    def _read(self, ref: ObjectRef) -> dict | None:
+    # --- the transport (decisions: `cluster.door`, shared with the real door) ----------
+    def _fetch(self, ref: ObjectRef) -> dict:
         self._request("GET")
         with self._lock:
             live = self._objects.get(ref.identity)
-            return None if live is None else self._as(ref.api_version, live)
+            if live is None:
+                raise NotFound(f'{ref.kind.lower()} "{ref.name}" not found', status=404, reason="NotFound")
+            return self._as(ref.api_version, live)
 
-    def _apply_onto(self, ref: ObjectRef, desired: dict, live: dict | None, kind_rules,
-                    before_write=None) -> ApplyResult:
-        drift = ()
-        if live is not None:
-            desired, drift = for_existing(desired, live, kind_rules)
-            if is_unchanged(desired, live, self.field_manager):
-                return ApplyResult(ref, Action.UNCHANGED, live, drift)
-        if before_write is not None:
-            before_write()
+    def _list_pages(self, api_version, kind, namespace, label_selector, field_selector, transform):
+        self._request("LIST")
+        with self._lock:
+            items = [obj for obj in self._matching(api_version, kind, namespace, label_selector)
+                     if matches_fields(obj, field_selector)]
+            version = str(self._rv)
+        return (items if transform is None else [transform(item) for item in items]), version
+
+    def _send_apply(self, ref: ObjectRef, desired: dict) -> dict:
+        """Server-side apply as the API server merges it: our previous fields that are no
+        longer sent are removed, the rest merged, our managedFields entry replaced."""
         self._request("PATCH")
         self._validate(ref)
         with self._lock:
@@ -208,16 +140,35 @@ class FakeCluster(SnapshotAndPrune):
                 }
             )
             merged["metadata"]["managedFields"] = entries
-            stored = self._store(merged, "MODIFIED" if live else "ADDED")
-        if self.cache is not None:
-            self.cache.record(self._as(ref.api_version, stored))
-        return ApplyResult(ref, Action.CHANGED if live else Action.CREATED, stored, drift)
+            return self._as(ref.api_version, self._store(merged, "MODIFIED" if live else "ADDED"))
 
-    def delete(self, api_version, kind, name, namespace=None, *, propagation_policy="Background",
-               preconditions=None):
-        self._served(api_version, kind)
+    def _send_create(self, ref: ObjectRef, body: dict) -> dict:
+        self._request("POST")
+        self._validate(ref)
+        with self._lock:
+            if ref.identity in self._objects:
+                raise TransientError(f'{ref.kind.lower()} "{ref.name}" already exists', status=409,
+                                     reason="AlreadyExists")
+            stored = copy.deepcopy(body)
+            stored["metadata"].pop("resourceVersion", None)
+            return self._as(ref.api_version, self._store(stored, "ADDED"))
+
+    def _send_replace(self, ref: ObjectRef, body: dict) -> dict:
+        self._request("PUT")
+        with self._lock:
+            live = self._objects.get(ref.identity)
+            if live is None:
+                raise NotFound(f'{ref.kind.lower()} "{ref.name}" not found', status=404, reason="NotFound")
+            if live["metadata"]["resourceVersion"] != (body.get("metadata") or {}).get("resourceVersion"):
+                raise TransientError(f"Operation cannot be fulfilled on {ref}: the object has been modified",
+                                     status=409, reason="Conflict")
+            stored = copy.deepcopy(body)
+            for field in ("uid", "creationTimestamp"):
+                stored["metadata"][field] = live["metadata"].get(field)
+            return self._as(ref.api_version, self._store(stored, "MODIFIED"))
+
+    def _send_delete(self, ref: ObjectRef, propagation_policy: str, preconditions: dict | None) -> None:
         self._request("DELETE")
-        ref = ObjectRef(api_version, kind, namespace, name)
         with self._lock:
             live = self._objects.get(ref.identity)
             for field, wanted in (preconditions or {}).items():
@@ -226,48 +177,44 @@ class FakeCluster(SnapshotAndPrune):
                         f"Precondition failed: {field} in precondition: {wanted}, "
                         f"{field} in object meta: {live['metadata'].get(field)}",
                         status=409, reason="Conflict")
-            gone = self._drop(ref.identity)
-        if gone and self.cache is not None:
-            self.cache.forget(ref)
-        return gone
+            if not self._drop(ref.identity):
+                raise NotFound(f'{ref.kind.lower()} "{ref.name}" not found', status=404, reason="NotFound")
 
-    def watch(
-        self, api_version, kind, *, namespace=None, label_selector=None, field_selector=None,
-        resource_version=None, timeout=None, on_listed=None, on_watching=None, transform=None,
-    ) -> WatchStream:
-        """Yields what has happened (after `resource_version`, or the current state first),
-        then ends instead of blocking: a unit test reads a finite stream."""
-        self._served(api_version, kind)
+    def _open_watch(self, api_version, kind, namespace, label_selector, field_selector, version, _seconds,
+                    stream) -> _Replay:
+        """What has happened after `version`; a stream with nothing more to tell is stopped
+        instead of blocking, so a unit test reads a finite stream."""
+        self._request("WATCH")
         group = api_version.rpartition("/")[0]
-        stream = None
+        with self._lock:
+            if int(version) < self._compacted:
+                raise Gone(f"too old resource version: {version}")
+            events = [
+                {"type": kind_, "object": self._as(api_version, obj)}
+                for rv, kind_, obj in self._history
+                if rv > int(version)
+                and (obj["kind"], ObjectRef.of(obj).group) == (kind, group)
+                and (namespace is None or obj["metadata"].get("namespace") == namespace)
+                and matches_selector(obj["metadata"].get("labels") or {}, label_selector)
+                and matches_fields(obj, field_selector)
+            ]
+        if not events:
+            stream.stop()
+        return _Replay(events)
 
-        def lister():
-            items, version = self._list(api_version, kind, namespace, label_selector, field_selector)
-            return (items if transform is None else [transform(item) for item in items]), version
-
-        def opener(version, _seconds):
-            self._request("WATCH")
-            with self._lock:
-                if int(version) < self._compacted:
-                    raise Gone(f"too old resource version: {version}")
-                events = [
-                    {"type": kind_, "object": self._as(api_version, obj)}
-                    for rv, kind_, obj in self._history
-                    if rv > int(version)
-                    and (obj["kind"], ObjectRef.of(obj).group) == (kind, group)
-                    and (namespace is None or obj["metadata"].get("namespace") == namespace)
-                    and matches_selector(obj["metadata"].get("labels") or {}, label_selector)
-                    and matches_fields(obj, field_selector)
-                ]
-            if not events:
-                stream.stop()
-            return _Replay(events)
-
-        stream = WatchStream(
-            lister=lister, opener=opener, resource_version=resource_version, timeout=timeout,
-            on_listed=on_listed, on_watching=on_watching, transform=transform,
-        )
-        return stream
+    # --- beyond objects ---------------------------------------------------------------
+    def pod_logs(self, namespace, name, container=None, tail_lines=200, *, previous=False, limit_bytes=None) -> str:
+        self._request("GET")
+        text = self._logs.get((namespace, name, container, previous))
+        if text is None and previous and (namespace, name, container, False) in self._logs:
+            # as the API server says it of a container that has not restarted
+            raise PermanentError(f'previous terminated container "{container}" in pod "{name}" not found',
+                                 status=400, reason="BadRequest")
+        if text is None:
+            raise NotFound(f'pods "{name}" not found', status=404, reason="NotFound")
+        lines = text.splitlines(keepends=True)
+        text = "".join(lines if tail_lines is None else lines[-tail_lines:])
+        return text if limit_bytes is None else text.encode()[:limit_bytes].decode(errors="ignore")
 
     def close(self) -> None:
         pass

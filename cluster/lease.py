@@ -8,8 +8,8 @@ standby's own clock (a crash), so clocks of different machines never need to agr
 Every write is an update with the resourceVersion read just before, so two candidates
 can never both win: the loser gets a 409 and stays a standby.
 
-`KubeLeases` talks to the API server through a `Cluster`; `FakeLeases` keeps Leases in a
-`FakeCluster` for unit tests. Neither knows what the elected process does.
+`Leases` reads and writes them through either door (`Cluster`, or `FakeCluster` in unit
+tests) and knows nothing of what the elected process does.
 """
 
 from __future__ import annotations
@@ -36,8 +36,9 @@ def _micro_time(moment: float) -> str:
     return datetime.fromtimestamp(moment, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-class KubeLeases:
-    """Get, create and replace Leases on a real cluster (create and replace with preconditions)."""
+class Leases:
+    """Get, create and replace Leases through a door (`Cluster` or `FakeCluster`): create
+    and replace carry the server's preconditions, so a lost race is a `Conflict`."""
 
     def __init__(self, cluster):
         self.cluster = cluster
@@ -49,55 +50,19 @@ class KubeLeases:
             return None
 
     def create(self, lease: dict) -> dict:
-        meta = lease["metadata"]
-        return self._write("post", self.cluster._path(API, KIND, namespace=meta["namespace"]), lease)
+        return self._write(self.cluster.create, lease)
 
     def replace(self, lease: dict) -> dict:
-        meta = lease["metadata"]  # carries the resourceVersion read: the server checks it
-        return self._write("put", self.cluster._path(API, KIND, meta["name"], meta["namespace"]), lease)
+        return self._write(self.cluster.replace, lease)  # carries the resourceVersion read
 
-    def _write(self, method: str, path: str, body: dict) -> dict:
+    @staticmethod
+    def _write(write, lease: dict) -> dict:
         try:
-            return self.cluster._request(method, path, body=body)
+            return write(lease)
         except TransientError as err:
             if err.status == 409:
                 raise Conflict(err.message) from err
             raise
-
-
-class FakeLeases:
-    """The same over a `FakeCluster` (its `get` and `put`), with the server's preconditions."""
-
-    def __init__(self, fake):
-        self.fake = fake
-        self._lock = threading.Lock()
-
-    def get(self, name: str, namespace: str) -> dict | None:
-        try:
-            return self.fake.get(API, KIND, name, namespace)
-        except NotFound:
-            return None
-
-    def create(self, lease: dict) -> dict:
-        with self._lock:
-            meta = lease["metadata"]
-            if self.get(meta["name"], meta["namespace"]) is not None:
-                raise Conflict("already exists")
-            return self.fake.put(lease)
-
-    def replace(self, lease: dict) -> dict:
-        with self._lock:
-            meta = lease["metadata"]
-            live = self.get(meta["name"], meta["namespace"])
-            if live is None or live["metadata"]["resourceVersion"] != meta.get("resourceVersion"):
-                raise Conflict("the object has been modified")
-            return self.fake.put(lease)
-
-
-def leases_for(cluster):
-    from .fake import FakeCluster
-
-    return FakeLeases(cluster) if isinstance(cluster, FakeCluster) else KubeLeases(cluster)
 
 
 class LeaderElector:

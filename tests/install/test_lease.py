@@ -6,7 +6,7 @@ import threading
 import pytest
 
 from cluster import FakeCluster
-from cluster.lease import API, FakeLeases, LeaderElector
+from cluster.lease import API, LeaderElector, Leases
 
 
 class Clock:
@@ -19,7 +19,9 @@ class Clock:
 
 @pytest.fixture
 def leases():
-    return FakeLeases(FakeCluster())
+    cluster = FakeCluster()
+    cluster.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "platform"}})
+    return Leases(cluster)
 
 
 def candidate(leases, clock, identity, lease_seconds=15):
@@ -111,7 +113,7 @@ def test_a_failing_api_server_only_makes_a_standby_wait(leases):
     from cluster import TransientError
 
     clock = Clock()
-    leases.fake.fail_next("GET", TransientError("connection refused"))
+    leases.cluster.fail_next("GET", TransientError("connection refused"))
     a = candidate(leases, clock, "a")
     assert not a.try_acquire_or_renew()
     assert a.try_acquire_or_renew()

@@ -385,7 +385,7 @@ def test_the_real_clients_list_transforms_page_by_page(monkeypatch):
         held.append(len(calls))  # transformed as its page arrived, before the next was asked for
         return {"metadata": {"name": obj["metadata"]["name"]}, "kind": obj["kind"]}
 
-    items, version = door._list("v1", "ConfigMap", None, None, transform)
+    items, version = door._list_pages("v1", "ConfigMap", None, None, None, transform)
     assert items == [{"metadata": {"name": "a"}, "kind": "ConfigMap"}, {"metadata": {"name": "b"}, "kind": "ConfigMap"}]
     assert version == "9" and held == [1, 2]
 

@@ -17,7 +17,7 @@ import uuid
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from cluster.lease import LeaderElector, leases_for
+from cluster.lease import LeaderElector, Leases
 from core.metrics import LEADER, LEADER_TRANSITIONS
 from core.reconcile import NoCluster, current_cluster
 from jobs.watcher import StatusWatcher
@@ -59,7 +59,7 @@ class Command(BaseCommand):
         elector, lost = None, threading.Event()
         if leader_elect:
             identity = f"{os.environ.get('POD_NAME') or socket.gethostname()}_{uuid.uuid4().hex[:8]}"
-            elector = LeaderElector(leases_for(cluster), name=LEASE_NAME, namespace=settings.PLATFORM_NAMESPACE,
+            elector = LeaderElector(Leases(cluster), name=LEASE_NAME, namespace=settings.PLATFORM_NAMESPACE,
                                     identity=identity, lease_seconds=lease_seconds,
                                     renew_seconds=max(1.0, lease_seconds / 3), retry_seconds=1.0)
             self.stdout.write(f"Waiting for the Lease {settings.PLATFORM_NAMESPACE}/{LEASE_NAME} as {identity}.")
