@@ -43,6 +43,15 @@ def submit_once(*, key: str, digest: str, token, team, submitter, **fields) -> t
     return IdempotencyKey.objects.replayed_job_id(user=submitter, token=token, key=key, digest=digest), None
 
 
+def submit_draft(job: Job, user) -> bool:
+    """Send a draft on for `user` (see `Job.submit_draft`), reconciled once committed."""
+    with transaction.atomic():
+        changed = job.submit_draft(user)
+        if changed:
+            reconcile_soon(job)
+    return changed
+
+
 def cancel(job: Job, user) -> bool:
     """Stop the job for `user` (see `Job.request_cancel`); the reconciler removes its
     objects. Returns whether this call changed it."""

@@ -22,6 +22,7 @@ from schedulers.workloads import GPU_RUNTIME_ENV_NAMES, GPU_RUNTIME_ENV_PREFIXES
 from tenants.models import Membership, Team
 
 from .idempotency import IdempotencyKey  # noqa: F401  (a model of this app)
+from .logtails import LogTail  # noqa: F401  (a model of this app)
 from .signals import job_reason_changed
 from .lifecycle import (
     FINAL_STATE_VALUES, FINAL_STATES, HOLDING_QUOTA, TIMESTAMP_ON_ENTRY, TRANSITIONS, InvalidTransition, State, path,
@@ -210,6 +211,42 @@ class Job(models.Model):
     @property
     def total_gpus(self) -> int:
         return total_gpus(self.kind, self.workers, self.max_replicas, self.gpus_per_worker)
+
+    # --- what the job page says of its time (one definition, asked by the page) ----------
+    def queue_wait(self, now=None) -> timedelta | None:
+        """How long it waited for its GPUs: from submission to admission, or until now while
+        it still waits (until it ended, for one that ended without being admitted)."""
+        if self.submitted_at is None:
+            return None
+        end = self.admitted_at or self.finished_at or (now or timezone.now())
+        return max(end - self.submitted_at, timedelta(0))
+
+    def run_time(self, now=None) -> timedelta | None:
+        """How long its workloads have run: from the first start to the end (or now)."""
+        if self.started_at is None:
+            return None
+        end = self.finished_at or (now or timezone.now())
+        return max(end - self.started_at, timedelta(0))
+
+    def gpu_hours(self, now=None) -> Decimal:
+        """The GPU-hours it held: its `GpuInterval`s, what the usage page and its CSV sum
+        (an open one counts until now)."""
+        now = now or timezone.now()
+        seconds = sum(i.gpus * max((i.ended_at or now) - i.started_at, timedelta(0)).total_seconds()
+                      for i in self.gpu_intervals.all())
+        return (Decimal(seconds) / 3600).quantize(Decimal("0.01"))
+
+    def can_submit_draft(self, user) -> bool:
+        """A draft is sent on by the team's owners and members, as a new job is."""
+        return self.state == State.DRAFT and self.team.can_submit(user)
+
+    def submit_draft(self, user) -> bool:
+        """Submit this draft for ``user`` after the checks a new job gets (`jobs.actions.submit_draft`
+        then reconciles it). Returns whether this call submitted it."""
+        if not self.can_submit_draft(user):
+            raise PermissionDenied(f"Only owners and members of {self.team.slug} can submit its drafts.")
+        self.full_clean()
+        return self.submit()
 
     @property
     def is_cancellable(self) -> bool:

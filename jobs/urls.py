@@ -1,8 +1,8 @@
-"""Job pages (browser)."""
+"""Job pages (browser): the list and submission (`jobs.views`), a job's own page (`jobs.pages`)."""
 
 from django.urls import path
 
-from . import views
+from . import pages, views
 
 app_name = "jobs"
 
@@ -10,7 +10,10 @@ urlpatterns = [
     path("", views.job_list, name="list"),
     path("new/", views.job_submit, name="submit"),
     path("new/preview/", views.job_preview, name="preview"),
-    path("<int:pk>/", views.job_detail, name="detail"),
-    path("<int:pk>/pods/", views.job_pods, name="pods"),
-    path("<int:pk>/cancel/", views.job_cancel, name="cancel"),
+    path("<int:pk>/", pages.job_detail, name="detail"),
+    path("<int:pk>/pods/", pages.job_pods, name="pods"),
+    path("<int:pk>/logs/", pages.job_logs, name="logs"),
+    path("<int:pk>/logs/download/", pages.job_log_download, name="log_download"),
+    path("<int:pk>/cancel/", pages.job_cancel, name="cancel"),
+    path("<int:pk>/submit/", pages.job_submit_draft, name="submit_draft"),
 ]

@@ -1,4 +1,5 @@
-"""Job pages: list with filters, submission with preview and feasibility, detail, cancel.
+"""Job pages: list with filters, submission with preview and feasibility (the job's own page,
+with its pods and logs, is `jobs.pages`).
 
 Each view answers the full page and, for htmx requests, the named partial it swaps.
 Rules (who may see, submit, cancel) are asked of the models; views only render.
@@ -13,12 +14,8 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db.models import Q
 from django.http import Http404, HttpResponseForbidden
 from django.shortcuts import get_object_or_404, redirect, render
-from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from cluster import ClusterError
-from core.ownership import job_selector
-from core.reconcile import NoCluster, current_cluster
 from quotas.models import GpuFlavor
 from tenants import picker
 from tenants.models import Team
@@ -30,17 +27,12 @@ from .manifests import render_job
 from .models import Job
 
 PAGE_SIZE = 25
-LOG_LINES = 100
 # Placeholder id for a job not saved yet: object names end in "-<id>".
 PREVIEW_ID = 0
 
 
 def _yaml(objects: list[dict]) -> str:
     return yaml.safe_dump_all(objects, sort_keys=False, explicit_start=True)
-
-
-def _visible_jobs(request):
-    return Job.objects.visible_to(request.user).select_related("team", "flavor", "submitter", "priority")
 
 
 # --- list ---------------------------------------------------------------------------------------
@@ -201,87 +193,3 @@ def job_preview(request):
     if job is not None:
         context.update(feasibility=feasibility.assess(job), usage=usage.usage_of(job.team, job.flavor))
     return render(request, "jobs/partials/preview.html", context)
-
-
-# --- detail -------------------------------------------------------------------------------------
-def _status_context(request, job: Job) -> dict:
-    return {
-        "job": job,
-        "events": list(job.events.all()),
-        "queue_position": feasibility.queue_position(job),
-        "can_cancel": job.can_cancel(request.user),
-    }
-
-
-@login_required
-@require_GET
-def job_detail(request, pk):
-    job = get_object_or_404(_visible_jobs(request), pk=pk)
-    context = _status_context(request, job)
-    if request.htmx and request.htmx.target == "job-status":
-        return render(request, "jobs/partials/job_status.html", context)
-    context.update(
-        yaml=_yaml(render_job(job)),
-        role=job.team.role_of(request.user),
-        can_clone=job.team.can_submit(request.user),
-    )
-    return render(request, "jobs/job_detail.html", context)
-
-
-@login_required
-@require_GET
-def job_pods(request, pk):
-    """Pods and their logs, read from the cluster when one is configured and reachable."""
-    job = get_object_or_404(_visible_jobs(request), pk=pk)
-    context = {"job": job, "pods": [], "problem": None}
-    try:
-        cluster = current_cluster()
-        pods = cluster.list("v1", "Pod", namespace=job.team.namespace_name, label_selector=job_selector(job.pk))
-        for pod in sorted(pods, key=lambda p: p["metadata"]["name"]):
-            context["pods"].append(_pod_view(cluster, pod))
-    except NoCluster:
-        context["problem"] = (
-            "No cluster is configured for this platform, so pods and logs cannot be shown. "
-            "The job's state above still comes from the database."
-        )
-    except ClusterError as err:
-        context["problem"] = f"The cluster could not be asked for this job's pods: {err}"
-    return render(request, "jobs/partials/job_pods.html", context)
-
-
-def _pod_view(cluster, pod: dict) -> dict:
-    status = pod.get("status") or {}
-    name = pod["metadata"]["name"]
-    containers = status.get("containerStatuses") or []
-    restarts = sum(c.get("restartCount", 0) for c in containers)
-    waiting = next((c["state"]["waiting"] for c in containers if "waiting" in (c.get("state") or {})), None)
-    view = {
-        "name": name, "phase": status.get("phase", "Unknown"), "node": (pod.get("spec") or {}).get("nodeName", ""),
-        "restarts": restarts, "detail": (waiting or {}).get("reason", ""), "logs": "", "logs_problem": "",
-    }
-    try:
-        view["logs"] = cluster.pod_logs(pod["metadata"]["namespace"], name, container="main", tail_lines=LOG_LINES)
-    except ClusterError as err:
-        view["logs_problem"] = f"No logs yet: {err}"
-    return view
-
-
-@login_required
-@require_POST
-def job_cancel(request, pk):
-    job = get_object_or_404(_visible_jobs(request), pk=pk)
-    status = 200
-    try:
-        if actions.cancel(job, request.user):
-            messages.success(request, f"Cancelling {job.name}: its pods are being removed.")
-    except PermissionDenied:
-        if job.is_final or job.state == Job.State.CANCELLING:
-            messages.info(request, f"{job.name} is already {job.get_state_display().lower()}.")
-        elif not request.htmx:
-            raise
-        else:
-            messages.error(request, "You cannot cancel this job: only its team's owners and members can.")
-            status = 403
-    if request.htmx:
-        return render(request, "jobs/partials/job_status.html", _status_context(request, job), status=status)
-    return redirect(reverse("jobs:detail", args=[job.pk]))

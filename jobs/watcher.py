@@ -26,6 +26,7 @@ from schedulers import SCHEDULERS, Kind
 from schedulers.workloads import DEPLOYMENT
 
 from .lifecycle import NOT_STARTED, State
+from .logs import failures_of, keep_failed
 from .manifests import object_name
 from .models import Job
 from .status import observe
@@ -180,6 +181,11 @@ class StatusWatcher:
         self.max_warnings = max_warnings
         self._sequence = itertools.count()
         self.transitions = 0
+        # Failed container runs whose last lines are still to be kept with their job (read in
+        # the main loop, outside the lock: a pod that failed may be gone in seconds), and the
+        # runs already handled (at most `max_warnings`, oldest forgotten first).
+        self._tails_due: dict[tuple, tuple[int, dict, list]] = {}
+        self._tails_seen: OrderedDict[tuple, None] = OrderedDict()
 
     # --- watching ---------------------------------------------------------------------------
     def _watch(self, kind: tuple[str, str], selector: str | None) -> None:
@@ -222,6 +228,33 @@ class StatusWatcher:
                 self._dirty.add(int(job_id))
                 self._dirty_since = self._dirty_since or time.monotonic()
                 self._wake.set()
+                if kind == POD and event != "DELETED":
+                    self._note_failures(int(job_id), obj)
+
+    def _note_failures(self, job_id: int, pod: dict) -> None:
+        """Mark the failed container runs of ``pod`` not handled yet (under the lock)."""
+        meta = pod["metadata"]
+        for failure in failures_of(pod):
+            key = (meta.get("uid") or meta.get("name"), failure.container, failure.finished_at)
+            if key in self._tails_seen or key in self._tails_due:
+                continue
+            self._tails_due[key] = (job_id, pod, [failure])
+
+    def keep_failed_tails(self) -> int:
+        """Keep the last lines of the failed runs marked since the last call (`jobs.logs`)."""
+        with self._lock:
+            due, self._tails_due = self._tails_due, {}
+        kept = 0
+        for key, (job_id, pod, failures) in due.items():
+            try:
+                kept += keep_failed(self.cluster, job_id, pod, failures)
+            except Exception:  # a failed write must not stop the watcher; the run is not retried
+                log.exception("keeping the log tail of pod %s failed", pod["metadata"].get("name"))
+            with self._lock:
+                self._tails_seen[key] = None
+                while len(self._tails_seen) > self.max_warnings:
+                    self._tails_seen.popitem(last=False)
+        return kept
 
     def _record_warning(self, event: str, obj: dict) -> None:
         if event == "DELETED" or obj.get("type") != "Warning":
@@ -356,6 +389,8 @@ class StatusWatcher:
                     log.exception("evaluating jobs %s failed", sorted(dirty))
                 if since is not None:
                     WATCHER_LAG.observe(time.monotonic() - since)
+            if self._tails_due:
+                self.keep_failed_tails()
         for stream in list(self._streams.values()):
             stream.stop()
         connections.close_all()  # this thread's database connection

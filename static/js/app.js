@@ -7,3 +7,10 @@ document.addEventListener("submit", (event) => {
     event.preventDefault();
   }
 });
+
+// A followed log shows its newest lines: each log swapped in by htmx is scrolled to its end.
+document.addEventListener("htmx:afterSettle", (event) => {
+  for (const log of event.target.querySelectorAll("pre[data-scroll-end]")) {
+    log.scrollTop = log.scrollHeight;
+  }
+});

@@ -1,0 +1,258 @@
+"""The job page: live status with its times and GPU-hours, pods, logs (follow, the previous
+run, download), an inference server's endpoint and replicas, cancel, submitting a draft.
+
+One view answers the page and, for htmx, the partial it swaps (`job-status`; `job-logs` or
+`log-body` for the logs). Pods and logs are loaded after the page, and every live part polls
+until the job reaches a final state. Rules are the models' (`job.can_cancel`,
+`job.can_submit_draft`, `job.queue_wait`, `job.gpu_hours`, ...); what a pod and its logs say,
+in plain words, is `jobs.logs`. Only the pods, logs and download views talk to the cluster,
+and only about pods labelled with the job's id: a pod name in a URL reaches nothing else.
+"""
+
+import yaml
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.http import HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.http import content_disposition_header
+from django.views.decorators.http import require_GET, require_POST
+
+from cluster import ClusterError
+from core.reconcile import NoCluster, current_cluster
+
+from . import actions, feasibility, logs
+from .manifests import object_name, render_job
+from .models import Job
+
+NO_CLUSTER = ("No cluster is configured for this platform, so pods and logs cannot be shown. "
+              "The job's state above still comes from the database.")
+# A port-forward to a local port below 1024 needs root; a server on one is reached on this.
+LOCAL_PORT = 8080
+
+
+def _job(request, pk) -> Job:
+    """The job if ``request.user`` may see it (404 otherwise: outsiders learn nothing)."""
+    jobs = Job.objects.visible_to(request.user).select_related("team", "flavor", "submitter", "priority")
+    return get_object_or_404(jobs, pk=pk)
+
+
+def _status_context(request, job: Job) -> dict:
+    now = timezone.now()
+    return {
+        "job": job,
+        "events": list(job.events.all()),
+        "queue_position": feasibility.queue_position(job),
+        "can_cancel": job.can_cancel(request.user),
+        "queue_wait": job.queue_wait(now),
+        "run_time": job.run_time(now),
+        "gpu_hours": job.gpu_hours(now),
+        # A flash ("Submitted ...") tells what just happened: the poll clears it once the job
+        # has moved on from the state the page showed with it.
+        "moved_on": request.GET.get("seen", job.state) != job.state,
+    }
+
+
+def endpoint(job: Job) -> dict | None:
+    """Where an inference server answers: its Service, in the cluster and by port-forward."""
+    if job.kind != Job.Kind.INFERENCE or job.port is None:
+        return None
+    service, namespace = object_name(job), job.team.namespace_name
+    local = job.port if job.port >= 1024 else LOCAL_PORT
+    return {
+        "service": service, "namespace": namespace, "port": job.port, "local_port": local,
+        "address": f"http://{service}.{namespace}.svc.cluster.local:{job.port}",
+        "port_forward": f"kubectl -n {namespace} port-forward service/{service} {local}:{job.port}",
+    }
+
+
+@login_required
+@require_GET
+def job_detail(request, pk):
+    job = _job(request, pk)
+    context = _status_context(request, job)
+    if request.htmx and request.htmx.target == "job-status":
+        return render(request, "jobs/partials/job_status.html", context)
+    context.update(
+        yaml=yaml.safe_dump_all(render_job(job), sort_keys=False, explicit_start=True),
+        role=job.team.role_of(request.user),
+        can_clone=job.team.can_submit(request.user),
+        can_submit_draft=job.can_submit_draft(request.user),
+        endpoint=endpoint(job),
+    )
+    return render(request, "jobs/job_detail.html", context)
+
+
+# --- pods ---------------------------------------------------------------------------------------
+@login_required
+@require_GET
+def job_pods(request, pk):
+    """The job's pods as the cluster shows them (an inference server's replicas too), and
+    the log tails kept from its failed containers; polls while the job lives."""
+    job = _job(request, pk)
+    context = {"job": job, "pods": [], "more_pods": 0, "problem": "", "replicas": None,
+               "tails": list(job.log_tails.defer("text"))}
+    try:
+        cluster = current_cluster()
+        views = [logs.pod_view(pod) for pod in logs.job_pods(cluster, job)]
+        context.update(pods=views[:logs.MAX_PODS_SHOWN], more_pods=max(0, len(views) - logs.MAX_PODS_SHOWN))
+        if job.kind == Job.Kind.INFERENCE:
+            context["replicas"] = logs.replicas(cluster, job)
+    except NoCluster:
+        context["problem"] = NO_CLUSTER
+    except ClusterError as err:
+        context["problem"] = logs.pods_problem(err)
+    return render(request, "jobs/partials/job_pods.html", context)
+
+
+# --- logs ---------------------------------------------------------------------------------------
+def _asked(request) -> dict:
+    """What the logs panel was asked for: a pod and container (its previous run?), or a kept
+    tail; and whether to follow (on unless turned off: the form sends follow=0 before the box)."""
+    query = request.GET
+    follow = query.getlist("follow")
+    tail = query.get("tail", "")
+    return {"pod": query.get("pod", ""), "container": query.get("container", "") or logs.MAIN_CONTAINER,
+            "previous": query.get("previous") == "1", "follow": follow[-1] == "1" if follow else True,
+            "tail": int(tail) if tail.isascii() and tail.isdigit() and len(tail) < 19 else None}
+
+
+def _logs_context(request, job: Job) -> dict:
+    asked = _asked(request)
+    tails = list(job.log_tails.defer("text"))
+    context = {"job": job, "asked": asked, "pods": [], "pod": None, "tails": tails, "tail": None,
+               "text": "", "problem": "", "empty": "", "lines": logs.LOG_LINES}
+    if asked["tail"] is not None:
+        context["tail"] = get_object_or_404(job.log_tails, pk=asked["tail"])
+        context["text"] = context["tail"].text
+        return context
+    try:
+        cluster = current_cluster()
+        context["pods"] = views = [logs.pod_view(pod) for pod in logs.job_pods(cluster, job)]
+    except NoCluster:
+        context["problem"] = NO_CLUSTER
+        return context
+    except ClusterError as err:
+        context["problem"] = logs.pods_problem(err)
+        return context
+    pod = next((v for v in views if v.name == asked["pod"]), None) if asked["pod"] else logs.default_pod(views)
+    if pod is None:
+        kept = [t for t in tails if not asked["pod"] or t.pod == asked["pod"]]
+        if kept:  # the pods are gone: what was kept of their failures
+            context["tail"] = job.log_tails.get(pk=kept[0].pk)
+            context["text"] = context["tail"].text
+        elif asked["pod"]:
+            context["problem"] = "This pod is gone from the cluster, and its logs with it."
+        else:
+            context["empty"] = ("This job has no pods on the cluster yet." if not job.is_final
+                                else "This job's pods are gone from the cluster.")
+        return context
+    container = asked["container"] if asked["container"] in pod.containers else pod.containers[0]
+    asked.update(pod=pod.name, container=container)
+    context["pod"] = pod
+    context["text"], context["problem"] = logs.read(cluster, job, pod.name, container=container,
+                                                    previous=asked["previous"])
+    if not context["text"] and not context["problem"]:
+        context["empty"] = "This container has written nothing yet."
+    return context
+
+
+@login_required
+@require_GET
+def job_logs(request, pk):
+    """The logs panel (target `job-logs`) or only its text (target `log-body`, the follow poll)."""
+    job = _job(request, pk)
+    context = _logs_context(request, job)
+    # Follow polls until the job ends: the text of the pod shown, or the whole panel while no
+    # pod is there to show yet (so the first pod's logs appear without a click).
+    context["following"] = (context["asked"]["follow"] and not job.is_final and context["tail"] is None
+                            and context["problem"] != NO_CLUSTER)
+    if request.htmx and request.htmx.target == "log-body":
+        return render(request, "jobs/partials/job_log_body.html", context)
+    return render(request, "jobs/partials/job_logs.html", context)
+
+
+@login_required
+@require_GET
+def job_log_download(request, pk):
+    """A container's whole log (or a kept tail) as a text file."""
+    job = _job(request, pk)
+    asked = _asked(request)
+    if asked["tail"] is not None:
+        tail = get_object_or_404(job.log_tails, pk=asked["tail"])
+        return _attachment(tail.text, f"{tail.pod}-{tail.container}-last-lines.log")
+    try:
+        cluster = current_cluster()
+        names = {pod["metadata"]["name"] for pod in logs.job_pods(cluster, job)}
+    except NoCluster:
+        return _plain(NO_CLUSTER, 503)
+    except ClusterError as err:
+        return _plain(logs.pods_problem(err), 503)
+    if asked["pod"] not in names:
+        return _plain("This job has no pod of that name on the cluster.", 404)
+    text, problem = logs.read(cluster, job, asked["pod"], container=asked["container"], previous=asked["previous"],
+                              tail_lines=None, limit_bytes=logs.DOWNLOAD_LIMIT_BYTES)
+    if problem:
+        return _plain(problem, 404)
+    if len(text.encode()) >= logs.DOWNLOAD_LIMIT_BYTES:
+        text += (f"\n[cut at {logs.DOWNLOAD_LIMIT_BYTES // 2**20} MiB; all of it: kubectl -n {job.team.namespace_name} "
+                 f"logs {asked['pod']} -c {asked['container']}{' --previous' if asked['previous'] else ''}]\n")
+    suffix = "-previous" if asked["previous"] else ""
+    return _attachment(text, f"{asked['pod']}-{asked['container']}{suffix}.log")
+
+
+def _attachment(text: str, filename: str) -> HttpResponse:
+    response = HttpResponse(text, content_type="text/plain; charset=utf-8")
+    response["Content-Disposition"] = content_disposition_header(True, filename)
+    return response
+
+
+def _plain(sentence: str, status: int) -> HttpResponse:
+    return HttpResponse(sentence + "\n", content_type="text/plain; charset=utf-8", status=status)
+
+
+# --- actions ------------------------------------------------------------------------------------
+@login_required
+@require_POST
+def job_cancel(request, pk):
+    job = _job(request, pk)
+    status = 200
+    try:
+        if actions.cancel(job, request.user):
+            messages.success(request, f"Cancelling {job.name}: its pods are being removed.")
+    except PermissionDenied:
+        if job.is_final or job.state == Job.State.CANCELLING:
+            messages.info(request, f"{job.name} is already {job.get_state_display().lower()}.")
+        elif not request.htmx:
+            raise
+        else:
+            messages.error(request, "You cannot cancel this job: only its team's owners and members can.")
+            status = 403
+    if request.htmx:
+        return render(request, "jobs/partials/job_status.html", _status_context(request, job), status=status)
+    return redirect(reverse("jobs:detail", args=[job.pk]))
+
+
+@login_required
+@require_POST
+def job_submit_draft(request, pk):
+    """Send a draft to the cluster, with the checks a new submission gets."""
+    job = _job(request, pk)
+    try:
+        submitted = actions.submit_draft(job, request.user)
+    except PermissionDenied:
+        if job.state == Job.State.DRAFT:
+            raise
+        submitted = False
+    except ValidationError as err:
+        said = " ".join(" ".join(errors) for errors in err.message_dict.values())
+        messages.error(request, f"The draft was not submitted: {said} Clone it into a new job to change it.")
+        return redirect(reverse("jobs:detail", args=[job.pk]))
+    if submitted:
+        messages.success(request, f"Submitted {job.name} to {job.team.slug}.")
+    else:  # submitted (or cancelled) meanwhile, by someone else or another tab
+        job.refresh_from_db(fields=["state"])
+        messages.info(request, f"{job.name} is already {job.get_state_display().lower()}.")
+    return redirect(reverse("jobs:detail", args=[job.pk]))
