@@ -214,3 +214,15 @@ def test_a_kept_tail_of_another_job_is_not_found(client_for, owner, running_job,
     url, _ = logs(running_job)
     assert client_for(owner).get(url, {"tail": tail.pk}).status_code == 404
     assert client_for(owner).get(download(running_job), {"tail": tail.pk}).status_code == 404
+
+
+def test_the_previous_container_is_offered_only_for_a_pod_that_restarted(client_for, owner, running_job, fake):
+    namespace = running_job.team.namespace_name
+    fake.put(pod(running_job, "running-job-1-0-abc"))
+    fake.put(pod(running_job, "running-job-1-1-def", last_exit_code=137))
+    for name in ("running-job-1-0-abc", "running-job-1-1-def"):
+        fake.set_pod_logs(namespace, name, "step 1\n", container="main")
+    url, _ = logs(running_job)
+    client = client_for(owner)
+    assert "Previous container" not in client.get(url, {"pod": "running-job-1-0-abc"}).content.decode()
+    assert "Previous container" in client.get(url, {"pod": "running-job-1-1-def"}).content.decode()
