@@ -3,6 +3,7 @@ filed from a team page (owners)."""
 
 import io
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpResponse, HttpResponseBadRequest, QueryDict
@@ -16,7 +17,7 @@ from tenants import picker
 from tenants.models import Team
 from tenants.roles import is_quota_manager
 
-from . import accounting
+from . import accounting, usage_chart
 
 TOTALS_SHOWN = 25  # lines of each totals table on the page
 
@@ -57,7 +58,8 @@ def usage(request):
         "by_user": summary.by_user[:TOTALS_SHOWN],
         "more": {"team": max(0, len(summary.by_team) - TOTALS_SHOWN), "flavor": max(0, len(summary.by_flavor) - TOTALS_SHOWN),
                  "user": max(0, len(summary.by_user) - TOTALS_SHOWN)},
-        "total": summary.total, "total_cost": summary.total_cost, "chart": summary.chart,
+        "total": summary.total, "total_cost": summary.total_cost, "chart": usage_chart.draw(summary.chart),
+        "currency": settings.COST_CURRENCY,
         "is_manager": is_quota_manager(request.user),
         "section": "usage",
     }

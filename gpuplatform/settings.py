@@ -236,6 +236,8 @@ WEBHOOK_TIMEOUT_SECONDS = env_int("WEBHOOK_TIMEOUT_SECONDS", 10, minimum=1)
 WEBHOOK_MAX_ATTEMPTS = env_int("WEBHOOK_MAX_ATTEMPTS", 8, minimum=1)
 # Team owners get one email this many days before a quota grant ends.
 GRANT_EXPIRY_WARNING_DAYS = env_int("GRANT_EXPIRY_WARNING_DAYS", 7, minimum=1)
+# The unit flavor prices (cost_per_gpu_hour) are in, written after every cost: EUR, USD, credits.
+COST_CURRENCY = env_str("COST_CURRENCY", "EUR")
 
 # --- Processes ---------------------------------------------------------------------------
 # How many web and worker processes share the database; SQLite cannot take several writers.

@@ -71,3 +71,13 @@ def window(starts_on: date, ends_on: date | None, tz=None) -> tuple[datetime, da
         return start, None
     end = timezone.make_aware(datetime.combine(ends_on + timedelta(days=1), time.min), tz)
     return start, end
+
+
+def last_day(ends_at: datetime | None, tz=None) -> date | None:
+    """The inverse of ``window``: the last calendar day an end at ``ends_at`` covers, the
+    one date convention of the pages ("until <last day>", both days included). An end at
+    midnight covers the day before; an end during a day ("End now") covers part of it."""
+    if ends_at is None:
+        return None
+    local = timezone.localtime(ends_at, tz or timezone.get_default_timezone())
+    return local.date() - timedelta(days=1) if local.time() == time.min else local.date()

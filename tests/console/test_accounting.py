@@ -181,9 +181,9 @@ def test_the_charts_numbers_are_svg_numbers_in_any_language(client_for, quota_ma
     # Localized, a German page would write y="105,0": not a number to an SVG renderer.
     with translation.override("de"):
         html = client_for(quota_manager).get(reverse("console:usage"), {"month": "2026-11"}).content.decode()
-    bars = re.findall(r'<rect x="([^"]*)" y="([^"]*)" width="8" height="([^"]*)"', html)
-    assert len(bars) == 2
-    assert {(float(x), float(y), float(h)) for x, y, h in bars} == {(40.0, 0.0, 120.0), (80.0, 105.0, 15.0)}
+    bars = re.findall(r'<rect x="([^"]*)" y="([^"]*)" width="14" height="([^"]*)"', html)
+    assert len(bars) == 2  # console.usage_chart's layout: 22 a day after a 60 margin, 160 high for 8 GPU-hours
+    assert {(float(x), float(y), float(h)) for x, y, h in bars} == {(152.0, 56.0, 160.0), (240.0, 196.0, 20.0)}
 
 
 def test_the_team_picker_offers_the_teams_one_sees_with_the_chosen_one_selected(client_for, quota_manager, two_teams):
