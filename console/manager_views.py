@@ -17,7 +17,7 @@ from quotas import actions, audit
 from quotas.forms import ApproveForm, DenyForm
 from quotas.models import Quota, QuotaGrant, QuotaRequest
 
-from . import capacity
+from . import capacity, decision
 
 RECENT_DECISIONS = 20
 TEAMS_PER_PAGE = 50
@@ -81,9 +81,12 @@ def _approve_initial(quota_request: QuotaRequest) -> dict:
 
 def _request_page(request, quota_request, approve_form=None, deny_form=None, status=200):
     quota = Quota.objects.filter(team=quota_request.team, flavor=quota_request.flavor).select_related("cohort").first()
+    typed = approve_form.cleaned_data if approve_form is not None and hasattr(approve_form, "cleaned_data") else None
     context = {
         **_nav(request, "requests"),
         "req": quota_request,
+        # What approving would change, for the numbers in the form (the request's at first).
+        "effect": decision.effect_of(quota_request, typed) if quota_request.is_pending else None,
         "refusal": quota_request.why_not_decide(request.user),  # four eyes
         "quota": quota,
         "team_grants": QuotaGrant.objects.filter(team=quota_request.team, flavor=quota_request.flavor)

@@ -42,9 +42,10 @@ class Kind(models.TextChoices):
 CHOOSABLE = [kind for kind in Kind if kind != Kind.PING]
 
 
-# Your own job's end and failure; and the grant warning owners always had. Everything
-# else is off until a person turns it on.
-DEFAULT_ON = frozenset({Kind.JOB_SUCCEEDED, Kind.JOB_FAILED, Kind.GRANT_ENDING})
+# Your own job's end and failure; the decision on a quota request (whoever asked waits for
+# it); and the grant warning owners always had. Everything else is off until a person
+# turns it on. No row means the default, so a person who turned one off stays off.
+DEFAULT_ON = frozenset({Kind.JOB_SUCCEEDED, Kind.JOB_FAILED, Kind.QUOTA_REQUEST_DECIDED, Kind.GRANT_ENDING})
 # Who hears of each kind (shown on the preferences page).
 AUDIENCE = {
     "job": "the job's submitter",
