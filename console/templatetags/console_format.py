@@ -43,3 +43,4 @@ def until(ends_at) -> str:
         return "no end"
     local = timezone.localtime(ends_at)
     return f"{last_day(ends_at):%Y-%m-%d}" if local.time() == time.min else f"{local:%Y-%m-%d %H:%M}"
+
