@@ -40,13 +40,14 @@ from django.db import connections  # noqa: E402
 
 from bench.machine import machine, wait_for_idle  # noqa: E402
 from cluster import Cluster  # noqa: E402
+from core.owners import Scope, labelled_kinds, registered  # noqa: E402
 from core.ownership import selector  # noqa: E402
 from quotas.manifests import render_cluster, render_team_quotas  # noqa: E402
 from quotas.models import GpuFlavor, Quota  # noqa: E402
 from quotas.tasks import sync_team_quotas  # noqa: E402
 from tenants.manifests import render_team  # noqa: E402
 from tenants.models import Membership, Team  # noqa: E402
-from tenants.tasks import OFFBOARD_KINDS, sync_team  # noqa: E402
+from tenants.tasks import sync_team  # noqa: E402
 
 TEAMS = int(os.environ.get("BENCH_TEAMS", "200"))
 THREADS = int(os.environ.get("BENCH_THREADS", "16"))
@@ -107,8 +108,9 @@ def requests_of(cluster: Cluster) -> dict[str, int]:
 
 
 def cleanup(cluster: Cluster, teams: list[Team]) -> None:
+    kinds = labelled_kinds(registered(), Scope.TEAM)  # what offboarding deletes
     with ThreadPoolExecutor(max_workers=THREADS) as pool:
-        list(pool.map(lambda t: cluster.prune(selector(team=t.slug), [], OFFBOARD_KINDS), teams))
+        list(pool.map(lambda t: cluster.prune(selector(team=t.slug), [], kinds), teams))
 
 
 def wait_for_quiet(cluster: Cluster, timeout: float = 600) -> None:

@@ -1,4 +1,4 @@
-"""App config for the project package: registers system checks and management commands."""
+"""App config for the project package: registers system checks and management commands, and\ninstalls the reconciled owners (`gpuplatform.owners`)."""
 
 from django.apps import AppConfig
 
@@ -10,3 +10,8 @@ class GpuPlatformConfig(AppConfig):
     def ready(self) -> None:
         from . import checks  # noqa: F401  (registers the checks)
         from . import metrics  # noqa: F401  (connects the Celery signal handlers that count tasks)
+        from core.owners import install
+
+        from .owners import OWNERS
+
+        install(OWNERS)  # the reconciled owners, also for the apps below the list (offboarding)

@@ -3,8 +3,9 @@
 The worker's watch cache (`cluster.cache`) lets a reconcile skip objects it shows as
 desired. An edit or a delete by somebody else that the cache has not seen yet could make
 such a skip wrong; when the watch brings that change, `on_cluster_change` enqueues the
-owner's reconcile, so the write is late by the watch lag and never lost. Each worker
-process installs it on its own cache (`worker_process_init`; `worker_init` for a solo pool).
+reconcile of the item its labels name, by every owner of that scope (`gpuplatform.owners`),
+so the write is late by the watch lag and never lost. Each worker process installs it on
+its own cache (`worker_process_init`; `worker_init` for a solo pool).
 """
 
 import logging
@@ -14,12 +15,10 @@ import time
 from celery import shared_task
 from celery.signals import worker_init, worker_process_init
 
-from core.ownership import JOB_LABEL, TEAM_LABEL
+from core.owners import Scope
 from core.reconcile import RETRY_POLICY, cluster_configured, get_cluster
-from jobs.tasks import reconcile_job
-from quotas.tasks import reconcile_cluster_objects, reconcile_team_quotas
-from tenants.models import Team
-from tenants.tasks import reconcile_team
+
+from .owners import send_for
 
 log = logging.getLogger(__name__)
 
@@ -29,12 +28,9 @@ _recent_lock = threading.Lock()
 
 
 def owner_of(labels: dict) -> str:
-    """The owner to reconcile, as ``job:<pk>``, ``team:<slug>`` or ``cluster``."""
-    if labels.get(JOB_LABEL, "").isdigit():
-        return f"job:{labels[JOB_LABEL]}"
-    if labels.get(TEAM_LABEL):
-        return f"team:{labels[TEAM_LABEL]}"
-    return "cluster"
+    """The item to reconcile, as ``job:<pk>``, ``team:<slug>`` or ``cluster``."""
+    scope, label = Scope.of(labels)
+    return f"{scope}:{label}" if label else str(scope)
 
 
 def on_cluster_change(event: str, obj: dict) -> None:
@@ -54,16 +50,8 @@ def on_cluster_change(event: str, obj: dict) -> None:
 
 @shared_task(**RETRY_POLICY)
 def reconcile_owner(self, owner: str) -> None:
-    what, _, key = owner.partition(":")
-    if what == "job":
-        reconcile_job.delay(int(key))
-    elif what == "team":
-        team_id = Team.objects.filter(slug=key).values_list("pk", flat=True).first()
-        if team_id is not None:
-            reconcile_team.delay(team_id)
-            reconcile_team_quotas.delay(team_id)
-    else:
-        reconcile_cluster_objects.delay()
+    scope, _, label = owner.partition(":")
+    send_for(Scope(scope), label)
 
 
 @worker_init.connect

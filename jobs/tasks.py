@@ -6,15 +6,16 @@ from contextlib import ExitStack
 
 from celery import shared_task
 from django.db import transaction
+from django.utils import timezone
 
 from cluster import PermanentError, TransientError
-from core.ownership import job_selector
-from core.reconcile import RETRY_POLICY, NoCluster, Outcome, current_cluster, sync
+from core.owners import Owner, Scope, run
+from core.reconcile import RETRY_POLICY, NoCluster, Outcome, current_cluster
 from quotas.tasks import ensure_team_quotas
 
 from .lifecycle import State
 from .manifests import JOB_KINDS, job_fields, render_job
-from .models import Job
+from .models import RETAIN_FINISHED, Job
 
 log = logging.getLogger(__name__)
 
@@ -28,9 +29,9 @@ class Superseded(Exception):
 
 
 def sync_job(cluster, job: Job) -> Outcome:
-    """1. make sure the team's namespace and queues exist, 2. apply or remove the job's
-    objects as its state says, never taking back what Kueue, the HPA or Volcano own,
-    3. record the move the apply implies, and any field the cluster keeps as created.
+    """Make sure the team's namespace and queues exist, apply or remove the job's objects
+    as its state says, never taking back what Kueue, the HPA or Volcano own, and record the
+    move the apply implies, and any field the cluster keeps as created.
 
     ``job`` may be stale by the time its objects are written (a sweep's batch is read
     before its hundred jobs are synced): before the first write of an apply, the job's row
@@ -38,12 +39,7 @@ def sync_job(cluster, job: Job) -> Outcome:
     that commits before that lock is seen, and nothing is written back after its reconcile
     removed the objects; one that comes after waits for the apply, and its reconcile then
     removes what was applied."""
-    with ExitStack() as lock:
-        try:
-            return _sync_job(cluster, job, before_write=_still_applied(job, lock))
-        except Superseded:
-            log.info("job %s moved on while it was being applied; its own reconcile takes over", job.pk)
-            return Outcome()
+    return run(cluster, JOB_WORKLOADS, job)
 
 
 def _still_applied(job: Job, lock: ExitStack):
@@ -70,29 +66,44 @@ def _still_applied(job: Job, lock: ExitStack):
     return check
 
 
-def _sync_job(cluster, job: Job, before_write) -> Outcome:
+class SystemNamespaceTeam(Exception):
+    """The job's team owns a system namespace: its workloads are never touched."""
+
+
+def _desired(job: Job) -> list[dict] | None:
     plan = job.cluster_plan()
     if plan is Job.Plan.LEAVE:
-        return Outcome()
+        return None
     if job.team.owns_system_namespace:  # never touch workloads in the cluster's own namespaces
-        message = f"The team's namespace {job.team.namespace_name} is a system namespace."
-        if job.state == State.CANCELLING:
-            job.transition(State.CANCELLED, reason="Cancelled", message=message)
-        elif not job.is_final:
-            job.transition(State.FAILED, reason="Rejected", message=message)
+        raise SystemNamespaceTeam(f"The team's namespace {job.team.namespace_name} is a system namespace.")
+    return render_job(job) if plan is Job.Plan.APPLY else []
+
+
+def _queues_first(cluster, job: Job) -> Outcome:
+    # A new job needs its team's namespace and queues: nothing to do when the watch cache
+    # shows them in place, else the team's quotas are synced.
+    if job.state != State.SUBMITTED:
         return Outcome()
-    outcome = Outcome()
-    desired = render_job(job) if plan is Job.Plan.APPLY else []
-    try:
-        if job.state == State.SUBMITTED:
-            # A new job needs its team's namespace and queues: nothing to do when the watch
-            # cache shows them in place, else the team's quotas are synced.
-            outcome += ensure_team_quotas(cluster, job.team, job.flavor)
-        outcome += sync(cluster, desired, selector=job_selector(job.pk), kinds=JOB_KINDS, rules=job_fields(job),
-                        before_write=before_write)
-    except PermanentError as err:
+    return ensure_team_quotas(cluster, job.team, job.flavor)
+
+
+def _refused(job: Job, err: Exception, outcome: Outcome) -> Outcome | None:
+    if isinstance(err, Superseded):
+        log.info("job %s moved on while it was being applied; its own reconcile takes over", job.pk)
+        return Outcome()
+    if isinstance(err, SystemNamespaceTeam):
+        if job.state == State.CANCELLING:
+            job.transition(State.CANCELLED, reason="Cancelled", message=str(err))
+        elif not job.is_final:
+            job.transition(State.FAILED, reason="Rejected", message=str(err))
+        return Outcome()
+    if isinstance(err, PermanentError):
         job.transition(State.FAILED, reason="Rejected", message=f"The cluster refused the job: {err}")
         return outcome
+    return None
+
+
+def _record(job: Job, outcome: Outcome) -> None:
     if outcome.drift:
         job.note("KeptAsCreated", (
             "The cluster keeps this job as it was created: " + "; ".join(outcome.drift)
@@ -102,7 +113,6 @@ def _sync_job(cluster, job: Job, before_write) -> Outcome:
         job.transition(State.QUEUED, reason="Queued", message="Waiting for the scheduler.")
     elif job.state == State.CANCELLING:
         job.transition(State.CANCELLED, reason="Cancelled", message="Stopped and removed from the cluster.")
-    return outcome
 
 
 def _with_related():
@@ -141,3 +151,44 @@ def reconcile_jobs(self, job_ids: list[int]) -> int:
         except Exception:  # one job's fault must not hold back the batch
             log.exception("reconciling job %s failed; the next sweep tries again", job.pk)
     return writes
+
+
+# --- the job workloads, as an owner --------------------------------------------------------
+def load_jobs(keys: list | None):
+    if keys is None:
+        return _with_related().live().exclude(state=State.DRAFT)
+    return _with_related().filter(pk__in=keys).order_by("pk")
+
+
+def live_job_keys() -> list[int]:
+    """What the sweep reconciles: every live job that left its draft."""
+    return list(Job.objects.live().exclude(state=State.DRAFT).order_by("pk").values_list("pk", flat=True))
+
+
+def send_in_batches(keys: list[int], **options) -> None:
+    """The sweep's live jobs, `SWEEP_BATCH` a message (`reconcile_jobs`)."""
+    for start in range(0, len(keys), SWEEP_BATCH):
+        reconcile_jobs.apply_async((keys[start:start + SWEEP_BATCH],), **options)
+
+
+def wanted_jobs(found: set[int]) -> set[int]:
+    """Of the jobs whose objects are on the cluster, those the database still wants there:
+    live ones (a cancelling job's own reconcile removes its objects and records the end, and
+    accounting charges until then), training jobs finished less than `RETAIN_FINISHED` ago
+    (their logs), and any newer than the newest row read first, so a job submitted while the
+    sweep runs is never mistaken for an orphan."""
+    newest = Job.objects.order_by("-pk").values_list("pk", flat=True).first() or 0
+    keep = set(Job.objects.filter(pk__lte=newest).live().values_list("pk", flat=True)) | set(
+        Job.objects.filter(kind=Job.Kind.TRAINING, finished_at__gte=timezone.now() - RETAIN_FINISHED)
+        .values_list("pk", flat=True))
+    return keep | {job_id for job_id in found if job_id > newest}
+
+
+JOB_WORKLOADS = Owner(
+    name="job workloads", scope=Scope.JOB, kinds=tuple(JOB_KINDS),
+    load=load_jobs, keys=live_job_keys, key=lambda job: job.pk, label=lambda job: str(job.pk),
+    key_for=lambda label: int(label) if label.isdigit() else None, title=lambda job: f"job {job}",
+    render=render_job, desired=_desired, prepare=_queues_first, prepare_refusals_are_its_own=True,
+    refused=_refused, rules=job_fields, guard=_still_applied, record=_record, wanted=wanted_jobs,
+    task=reconcile_job, send_many=send_in_batches,
+)

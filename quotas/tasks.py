@@ -5,21 +5,27 @@ from celery import shared_task
 
 from cluster import ObjectRef, PermanentError
 from cluster.objects import Snapshot
-from core.ownership import cluster_wide_selector, team_selector
-from core.reconcile import RETRY_POLICY, NoCluster, Outcome, current_cluster, enqueue, sync
+from core.owners import Owner, Scope, run
+from core.ownership import team_selector
+from core.reconcile import RETRY_POLICY, NoCluster, Outcome, current_cluster, enqueue
 from schedulers import queue_name
 from tenants.admission import PARAMS_NAME
 from tenants.models import SystemNamespace, Team
-from tenants.tasks import sync_team
+from tenants.tasks import TEAM_ITEMS, sync_team
 
 from .manifests import CLUSTER_KINDS, QUOTA_KINDS, job_prerequisites, render_cluster, render_team_quotas
 from .models import Cohort, GpuFlavor, PriorityClass, Quota
 
+THE_CLUSTER = ""  # the key and label of the one item of the cluster-wide owner
+
+
+def _render_cluster(_item) -> list[dict]:
+    return render_cluster(list(GpuFlavor.objects.all()), list(Cohort.objects.all()),
+                          list(PriorityClass.objects.all()))
+
 
 def sync_cluster_objects(cluster) -> Outcome:
-    desired = render_cluster(list(GpuFlavor.objects.all()), list(Cohort.objects.all()),
-                             list(PriorityClass.objects.all()))
-    return sync(cluster, desired, selector=cluster_wide_selector(), kinds=CLUSTER_KINDS)
+    return run(cluster, CLUSTER_OBJECTS, THE_CLUSTER)
 
 
 def team_ready_for(cluster, team: Team, flavor: GpuFlavor) -> bool:
@@ -57,22 +63,27 @@ def ensure_team_quotas(cluster, team: Team, flavor: GpuFlavor) -> Outcome:
 
 
 def sync_team_quotas(cluster, team: Team) -> Outcome:
-    """1. the team's namespace first if it is not ready yet, 2. render, apply and prune its
+    """The team's namespace first if it is not ready yet, then render, apply and prune its
     ResourceQuota and queues."""
-    outcome = Outcome()
+    return run(cluster, TEAM_QUOTAS, team)
+
+
+def _render_quotas(team: Team) -> list[dict]:
+    return render_team_quotas(team, list(Quota.objects.of_team(team)))
+
+
+def _namespace_first(cluster, team: Team) -> Outcome:
     team.refresh_from_db(fields=["status"])  # another step may have made it ready
-    if team.status != Team.Status.READY:
-        outcome += sync_team(cluster, team)
-    try:
-        desired = render_team_quotas(team, list(Quota.objects.of_team(team)))
-    except SystemNamespace as err:
+    return Outcome() if team.status == Team.Status.READY else sync_team(cluster, team)
+
+
+def _quotas_refused(team: Team, err: Exception, outcome: Outcome) -> Outcome | None:
+    if isinstance(err, SystemNamespace):
         team.set_status(Team.Status.ERROR, str(err))
         return outcome
-    try:
-        return outcome + sync(cluster, desired, selector=team_selector(team.slug), kinds=QUOTA_KINDS)
-    except PermanentError as err:
+    if isinstance(err, PermanentError):
         team.set_status(Team.Status.ERROR, f"The cluster refused the team's quotas: {err}")
-        raise
+    return None
 
 
 @shared_task(**RETRY_POLICY)
@@ -101,3 +112,19 @@ def reconcile_team_quotas(self, team_id: int) -> int:
 
 def reconcile_team_quotas_soon(team: Team) -> None:
     enqueue(reconcile_team_quotas, team.pk)
+
+
+# ResourceFlavors, Cohorts, WorkloadPriorityClasses, the admission policy and its binding.
+CLUSTER_OBJECTS = Owner(
+    name="cluster objects", scope=Scope.CLUSTER, kinds=tuple(CLUSTER_KINDS),
+    load=lambda keys: [THE_CLUSTER], keys=lambda: [THE_CLUSTER], key=lambda item: THE_CLUSTER,
+    label=lambda item: THE_CLUSTER, key_for=lambda label: THE_CLUSTER, title=lambda item: "cluster-wide objects",
+    render=_render_cluster, record=lambda item, outcome: None, task=reconcile_cluster_objects,
+)
+# The team's ResourceQuota, admission parameters and queues; its namespace first when the
+# team is not ready (a refusal there is the team objects' to record).
+TEAM_QUOTAS = Owner(
+    name="team quotas", scope=Scope.TEAM, kinds=tuple(QUOTA_KINDS),
+    render=_render_quotas, prepare=_namespace_first, refused=_quotas_refused,
+    record=lambda team, outcome: None, task=reconcile_team_quotas, **TEAM_ITEMS,
+)

@@ -4,9 +4,9 @@ import logging
 
 from celery import shared_task
 
-import schedulers
 from cluster import PermanentError
-from core.ownership import selector, team_selector
+from core.owners import Owner, Scope, labelled_kinds, registered, run
+from core.ownership import selector
 from core.reconcile import RETRY_POLICY, NoCluster, Outcome, current_cluster, enqueue, sync
 
 from .manifests import TEAM_KINDS, render_team
@@ -14,37 +14,57 @@ from .models import SystemNamespace, Team
 
 log = logging.getLogger(__name__)
 
-# Everything that can carry a team's label: its own objects, its jobs' workloads, its
-# quotas' ResourceQuota and (cluster-scoped) queues, and the namespace, deleted last.
 NAMESPACE = ("v1", "Namespace")
-OFFBOARD_KINDS = [
-    *schedulers.all_kinds("workload_kinds"), *TEAM_KINDS, ("v1", "ResourceQuota"),
-    *schedulers.all_kinds("queue_kinds"), NAMESPACE,
-]
+
+
+# --- the teams, as every team-wide owner reads them (team objects here, team quotas) ---------
+def load_teams(keys: list | None):
+    return Team.objects.all() if keys is None else Team.objects.filter(pk__in=keys).order_by("pk")
+
+
+def team_keys() -> list[int]:
+    return list(Team.objects.values_list("pk", flat=True))
+
+
+def team_key_for(slug: str) -> int | None:
+    return Team.objects.filter(slug=slug).values_list("pk", flat=True).first()
+
+
+TEAM_ITEMS = dict(load=load_teams, keys=team_keys, key=lambda team: team.pk, label=lambda team: team.slug,
+                  key_for=team_key_for, title=lambda team: f"team {team.slug}")
+
+
+# --- the team's own objects ------------------------------------------------------------------
+def _render(team: Team) -> list[dict]:
+    return render_team(team, list(team.memberships.select_related("user", "user__oidc_identity")),
+                       list(team.group_mappings.all()))
+
+
+def _refused(team: Team, err: Exception, outcome: Outcome) -> Outcome | None:
+    if isinstance(err, SystemNamespace):
+        team.set_status(Team.Status.ERROR, str(err))
+        return Outcome()
+    if isinstance(err, PermanentError):
+        team.set_status(Team.Status.ERROR, f"The cluster refused the team's objects: {err}")
+    return None
+
+
+def _ready(team: Team, outcome: Outcome) -> None:
+    team.set_status(Team.Status.READY, "")
 
 
 def sync_team(cluster, team: Team) -> Outcome:
-    """1. render, 2. apply, 3. prune the team's objects that are no longer desired,
-    4. record the outcome on the team (only when it changed)."""
-    try:
-        desired = render_team(team, list(team.memberships.select_related("user", "user__oidc_identity")),
-                              list(team.group_mappings.all()))
-    except SystemNamespace as err:
-        team.set_status(Team.Status.ERROR, str(err))
-        return Outcome()
-    try:
-        outcome = sync(cluster, desired, selector=team_selector(team.slug), kinds=TEAM_KINDS)
-    except PermanentError as err:
-        team.set_status(Team.Status.ERROR, f"The cluster refused the team's objects: {err}")
-        raise
-    team.set_status(Team.Status.READY, "")
-    return outcome
+    """Render, apply and prune the team's objects; the team ready (or `error` with why)."""
+    return run(cluster, TEAM_OBJECTS, team)
 
 
 def offboard(cluster, team: Team) -> Outcome:
-    """Delete everything the team owns on the cluster (namespace last), then the row.
-    A system namespace is never deleted, even if it carries the team's label."""
-    kinds = [kind for kind in OFFBOARD_KINDS if kind != NAMESPACE] if team.owns_system_namespace else OFFBOARD_KINDS
+    """Delete everything the team owns on the cluster (whatever owner put it there: its
+    objects, its quotas, its jobs' workloads; namespace last), then the row. A system
+    namespace is never deleted, even if it carries the team's label."""
+    kinds = labelled_kinds(registered(), Scope.TEAM)
+    if team.owns_system_namespace:
+        kinds = [kind for kind in kinds if kind != NAMESPACE]
     outcome = sync(cluster, [], selector=selector(team=team.slug), kinds=kinds)
     team.delete()
     return outcome
@@ -71,3 +91,11 @@ def reconcile_team(self, team_id: int) -> int:
 
 def reconcile_team_soon(team: Team) -> None:
     enqueue(reconcile_team, team.pk)
+
+
+# The team's namespace, LimitRange, ServiceAccount, RBAC and policies. Its Namespace is
+# applied but never pruned by a reconcile: only offboarding deletes it, last.
+TEAM_OBJECTS = Owner(
+    name="team objects", scope=Scope.TEAM, kinds=tuple(TEAM_KINDS), also_applies=(NAMESPACE,),
+    render=_render, refused=_refused, record=_ready, task=reconcile_team, **TEAM_ITEMS,
+)

@@ -17,8 +17,8 @@ from jobs.lifecycle import State
 from jobs.manifests import object_name
 from jobs.models import Job
 from jobs.tasks import reconcile_jobs
-from quotas.tasks import sync_team_quotas
-from tenants.tasks import sync_team
+from quotas.tasks import reconcile_cluster_objects, reconcile_team_quotas, sync_team_quotas
+from tenants.tasks import reconcile_team, sync_team
 
 from ..builders import make_job, make_quota
 
@@ -47,10 +47,10 @@ def batch_job(cluster, job) -> dict | None:
 
 
 def test_the_sweep_sends_every_live_job_once_in_batches(fake, team, flavor, monkeypatch):
-    monkeypatch.setattr(sweep_tasks, "SWEEP_BATCH", 2)
+    monkeypatch.setattr(job_tasks, "SWEEP_BATCH", 2)
     sent, others = [], []
     monkeypatch.setattr(reconcile_jobs, "apply_async", lambda args, **options: sent.append((args[0], options)))
-    for task in (sweep_tasks.reconcile_team, sweep_tasks.reconcile_team_quotas, sweep_tasks.reconcile_cluster_objects):
+    for task in (reconcile_team, reconcile_team_quotas, reconcile_cluster_objects):
         # Kept here, not sent to the suite's broker.
         monkeypatch.setattr(task, "apply_async", lambda args=(), _task=task, **options: others.append((_task.name, args)))
     live = [submitted(team, flavor, name=f"live-{i}").pk for i in range(5)]

@@ -4,7 +4,7 @@ import pytest
 from django.core.management import call_command
 
 from cluster import PermanentError, TransientError
-from gpuplatform.tasks import prune_orphan_jobs
+from gpuplatform.owners import prune_orphans
 from jobs import actions
 from jobs.lifecycle import State
 from jobs.models import Job
@@ -217,7 +217,7 @@ def test_a_cancelling_job_is_left_to_its_own_reconcile_which_removes_it_and_reco
     reconcile_job(job.pk)
     job.refresh_from_db()
     assert job.request_cancel(owner)
-    assert prune_orphan_jobs(fake) == 0  # the sweep leaves it: accounting charges until it ends
+    assert prune_orphans(fake) == 0  # the sweep leaves it: accounting charges until it ends
     assert names(fake, "Job") != []
     reconcile_job(job.pk)
     job.refresh_from_db()

@@ -7,12 +7,10 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import connections
 
 from cluster import ClusterError
+from core.owners import Scope, registered
 from core.reconcile import NoCluster, Outcome, current_cluster
-from jobs.models import Job
-from jobs.tasks import sync_job
-from quotas.tasks import sync_cluster_objects, sync_team_quotas
-from tenants.models import Team
-from tenants.tasks import sync_team
+
+from ...owners import steps
 
 
 class Command(BaseCommand):
@@ -76,21 +74,16 @@ class Command(BaseCommand):
                 self.stdout.write(f"    {line}")
             return result
 
-    def _plan(self, everything: bool, slug: str | None, job_id: int | None) -> list[list]:
-        jobs = Job.objects.select_related("team", "flavor", "priority")
-        if slug:
-            team = Team.objects.filter(slug=slug).first()
-            if team is None:
-                raise CommandError(f"No team {slug!r}.")
-            return [[(f"team {slug}", lambda c: sync_team(c, team) + sync_team_quotas(c, team))]]
-        if job_id:
-            job = jobs.filter(pk=job_id).first()
-            if job is None:
-                raise CommandError(f"No job {job_id}.")
-            return [[(f"job {job}", lambda c: sync_job(c, job))]]
-        live = jobs.live().exclude(state=Job.State.DRAFT)
-        return [
-            [("cluster-wide objects", sync_cluster_objects)],
-            [(f"team {t.slug}", lambda c, t=t: sync_team(c, t) + sync_team_quotas(c, t)) for t in Team.objects.all()],
-            [(f"job {j}", lambda c, j=j: sync_job(c, j)) for j in live],
-        ]
+    @staticmethod
+    def _plan(everything: bool, slug: str | None, job_id: int | None) -> list[list]:
+        """One stage per scope (`gpuplatform.owners`), each item reconciled by every owner
+        of its scope in turn: the cluster-wide objects, then every team, then every live job."""
+        if everything:
+            return [stage for scope in Scope if (stage := steps(scope))]
+        scope, label = (Scope.TEAM, slug) if slug else (Scope.JOB, str(job_id))
+        owner = next(o for o in registered() if o.scope is scope)
+        key = owner.key_for(label)
+        stage = [] if key is None else steps(scope, [key])
+        if not stage:
+            raise CommandError(f"No {scope} {slug!r}." if slug else f"No {scope} {job_id}.")
+        return [stage]

@@ -3,42 +3,30 @@
 import yaml
 from django.core.management.base import BaseCommand, CommandError
 
-from jobs.manifests import render_job
-from jobs.models import Job
-from quotas.manifests import render_cluster, render_team_quotas
-from quotas.models import Cohort, GpuFlavor, PriorityClass, Quota
-from tenants.manifests import render_team
-from tenants.models import Team
+from core.owners import Scope, registered
+
+from ...owners import render
+
+# How each scope's item is named on the command line.
+ARGUMENT = {Scope.TEAM: "a slug", Scope.JOB: "the job's numeric id"}
 
 
 class Command(BaseCommand):
     help = "Render cluster objects as YAML: `render cluster`, `render team SLUG`, `render job ID`."
 
     def add_arguments(self, parser):
-        parser.add_argument("what", choices=["cluster", "team", "job"])
+        parser.add_argument("what", choices=[str(scope) for scope in Scope])
         parser.add_argument("key", nargs="?", help="team slug or job id")
 
     def handle(self, *args, what, key, **options):
-        if what == "cluster":
-            objects = render_cluster(list(GpuFlavor.objects.all()), list(Cohort.objects.all()),
-                                     list(PriorityClass.objects.all()))
-        elif what == "team":
-            team = self._get(Team.objects, slug=key, what="team")
-            objects = (render_team(team, list(team.memberships.select_related("user", "user__oidc_identity")),
-                                   list(team.group_mappings.all()))
-                       + render_team_quotas(team, list(Quota.objects.of_team(team))))
-        else:
-            if not (key or "").isdigit():
-                raise CommandError("render job needs the job's numeric id.")
-            job = self._get(Job.objects.select_related("team", "flavor", "priority"), pk=key, what="job")
-            objects = render_job(job)
+        scope = Scope(what)
+        if scope is Scope.CLUSTER:
+            key = ""
+        elif not key or (scope is Scope.JOB and not key.isdigit()):
+            raise CommandError(f"render {scope} needs {ARGUMENT[scope]}.")
+        owner = next(o for o in registered() if o.scope is scope)
+        found = owner.key_for(key)
+        objects = None if found is None else render(scope, found)
+        if objects is None:
+            raise CommandError(f"No {scope} {key!r}.")
         self.stdout.write(yaml.safe_dump_all(objects, sort_keys=False, explicit_start=True), ending="")
-
-    @staticmethod
-    def _get(queryset, *, what: str, **lookup):
-        if not any(lookup.values()):
-            raise CommandError(f"render {what} needs a {'slug' if what == 'team' else 'id'}.")
-        try:
-            return queryset.get(**lookup)
-        except queryset.model.DoesNotExist:
-            raise CommandError(f"No {what} {next(iter(lookup.values()))!r}.") from None
