@@ -1,10 +1,13 @@
 """GPU-hour accounting from the intervals jobs held their GPUs (``jobs.GpuInterval``).
 
-A job holds GPUs from the moment it is admitted until it is preempted, requeued or ends;
-only that time counts. ``Job.transition`` writes those intervals as it happens (the rule:
-``jobs.usage.admitted_intervals``). ``usage_rows`` cuts them at the report window and at
-midnight in the platform's time zone and multiplies by the job's GPUs (replicas times GPUs
-per worker; an inference service counts its maximum replicas, as the quota does): one
+A job holds GPUs from the moment it is admitted until it is preempted, requeued or ends,
+and it holds what its pods were given on nodes: each interval carries that count, and a
+new one begins when the count changes (the HPA adds a replica, a worker ends). ``Job``
+writes them as it happens (``jobs.intervals``), and its open one is what the dashboard and
+the console call in use (``Job.gpus_in_use``, ``jobs.usage``): one rule for both. An
+inference server of 1-3 replicas running one is charged one replica's GPUs, never its
+maximum. ``usage_rows`` cuts the intervals at the report window and at midnight in the
+platform's time zone and multiplies by their GPUs: one
 aggregate a month, whatever the number of jobs, the same on SQLite and PostgreSQL (plus the
 names of the teams, flavors and users it found). Cost comes from the flavor's optional price per
 GPU-hour. Each line (day, team, flavor, user) is rounded to 0.01 GPU-hour, half to even;

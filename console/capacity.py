@@ -82,8 +82,9 @@ def cluster_gpus(flavors) -> tuple[dict[int, int], str]:
 
 def overview() -> dict:
     """Lines per flavor, per cohort and flavor, and per team quota; plus a note on the
-    cluster's size. Three queries and at most one LIST of Nodes, whatever the number of
-    teams: quotas are read as plain values, no model per row."""
+    cluster's size. Four queries and at most one LIST of Nodes, whatever the number of
+    teams: quotas are read as plain values, no model per row (`job_gpus` reads the teams'
+    ceilings, which tell the waiting jobs that may start from those that never will)."""
     flavors = list(GpuFlavor.objects.all())
     flavor_by_pk = {f.pk: f for f in flavors}
     quotas = (Quota.objects.order_by("flavor__name", "team__slug")
@@ -111,11 +112,11 @@ def overview() -> dict:
             target.borrowed += line.borrowed
             target.queued += line.queued
             target.teams.append(slug)
-    # Jobs on a flavor where their team has no quota still use (or wait for) GPUs.
+    # Jobs on a flavor where their team has no quota still use GPUs (they cannot wait for
+    # any: without a quota they never start).
     for (team_id, flavor_id), gpus in jobs.items():
         if (team_id, flavor_id) not in quota_keys and flavor_id in by_flavor:
             by_flavor[flavor_id].in_use += gpus.in_use
-            by_flavor[flavor_id].queued += gpus.waiting
     return {
         "flavors": list(by_flavor.values()),
         "cohorts": [by_cohort[k] for k in sorted(by_cohort, key=lambda k: (k[0], by_cohort[k].flavor.name))],

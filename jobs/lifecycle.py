@@ -2,7 +2,7 @@
 
 from django.db import models
 
-from schedulers import Phase
+from schedulers import EXCEEDS_QUOTA, Phase
 
 
 class State(models.TextChoices):
@@ -29,6 +29,9 @@ FINAL_STATE_VALUES = sorted(str(s) for s in FINAL_STATES)
 HOLDING_QUOTA = (State.ADMITTED, State.RUNNING)
 # Waiting for quota: what a team waits for, and the queue a new job joins.
 WAITING_FOR_QUOTA = (State.SUBMITTED, State.QUEUED, State.PREEMPTED)
+# Reasons a scheduler gives a waiting job that can never start (more than its team can ever
+# use): such a job is not ahead of anyone, not queued demand, and its card says so.
+NEVER_STARTS_REASONS = frozenset({EXCEEDS_QUOTA})
 # Not running yet: where the cluster's last warning about a job is worth showing.
 NOT_STARTED = frozenset({State.SUBMITTED, State.QUEUED, State.ADMITTED})
 

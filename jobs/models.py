@@ -23,10 +23,10 @@ from tenants.models import Membership, Team
 
 from .idempotency import IdempotencyKey  # noqa: F401  (a model of this app)
 from .logtails import LogTail  # noqa: F401  (a model of this app)
-from .signals import job_reason_changed
-from .lifecycle import (
-    FINAL_STATE_VALUES, FINAL_STATES, HOLDING_QUOTA, TIMESTAMP_ON_ENTRY, TRANSITIONS, InvalidTransition, State, path,
-)
+from .intervals import GpuInterval  # noqa: F401  (a model of this app)
+from .lifecycle import FINAL_STATE_VALUES, FINAL_STATES, NEVER_STARTS_REASONS, WAITING_FOR_QUOTA, State
+from .moves import SUBMITTED_BECAUSE, JobEvent, JobMoves  # noqa: F401  (JobEvent: a model of this app)
+from .queueing import QueueingQuerySet
 
 JOB_NAME_MAX_LENGTH = 40
 # Bounds of the numbers a job asks for, the same on every database. Each is far inside the
@@ -43,8 +43,6 @@ MAX_PROBE_DELAY_SECONDS = 3600
 # How long a finished training job's objects stay on the cluster, so its logs can be read.
 RETAIN_FINISHED = timedelta(days=1)
 LIVE_NAME_TAKEN = "The team already has a live job with this name."
-# Why a new job is submitted: its first event, and its reason and message until the cluster tells more.
-SUBMITTED_BECAUSE = {"reason": "Submitted", "message": "Waiting for the cluster."}
 # Set by the platform for distributed training; a user value would break the rendezvous.
 RESERVED_ENV_NAMES = frozenset(
     {"MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "NODE_RANK", "NNODES", "NPROC_PER_NODE"}
@@ -63,7 +61,14 @@ def total_gpus(kind: str, workers: int, max_replicas: int | None, gpus_per_worke
     return (replicas or 1) * gpus_per_worker
 
 
-class JobQuerySet(models.QuerySet):
+def gpus_to_start(kind: str, workers: int, min_replicas: int | None, gpus_per_worker: int) -> int:
+    """What a job needs to start: every worker (a gang, or Kueue's whole job), or an inference
+    server's minimum replicas (the HPA adds more only when they fit)."""
+    replicas = min_replicas if kind == Job.Kind.INFERENCE else workers
+    return (replicas or 1) * gpus_per_worker
+
+
+class JobQuerySet(QueueingQuerySet):
     def visible_to(self, user):
         """Jobs a user may see: their teams' jobs; every job for quota managers."""
         return self.filter(team__in=Team.objects.visible_to(user))
@@ -85,7 +90,7 @@ class JobQuerySet(models.QuerySet):
         return job
 
 
-class Job(models.Model):
+class Job(JobMoves, models.Model):
     class Kind(models.TextChoices):
         TRAINING = "training", "Training"
         INFERENCE = "inference", "Inference"
@@ -152,6 +157,8 @@ class Job(models.Model):
     admitted_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # What the job's pods hold on nodes now: its open GpuInterval's count (jobs.intervals).
+    gpus_in_use = models.PositiveIntegerField(default=0, editable=False)
 
     objects = JobQuerySet.as_manager()
 
@@ -211,6 +218,29 @@ class Job(models.Model):
     @property
     def total_gpus(self) -> int:
         return total_gpus(self.kind, self.workers, self.max_replicas, self.gpus_per_worker)
+
+    @property
+    def gpus_to_start(self) -> int:
+        return gpus_to_start(self.kind, self.workers, self.min_replicas, self.gpus_per_worker)
+
+    @property
+    def never_starts(self) -> bool:
+        """A waiting job that can never start, as the cluster said (more than its team can
+        ever use) or as its size says (a worker needs more GPUs than a node has). It is not
+        ahead of anyone, not queued demand, and says it cannot start rather than "Queued"."""
+        return self.state in WAITING_FOR_QUOTA and (
+            self.reason in NEVER_STARTS_REASONS or self.gpus_per_worker > self.flavor.gpus_per_node)
+
+    def get_state_display(self) -> str:
+        """The state's label; "Cannot start" for a waiting job that never will."""
+        return "Cannot start" if self.never_starts else State(self.state).label
+
+    def queue_position(self) -> int | None:
+        """How many of the team's jobs on the flavor the scheduler will start before this one
+        (`QueueingQuerySet.ahead_of`); None unless it waits and can start some day."""
+        if self.state not in WAITING_FOR_QUOTA or self.never_starts:
+            return None
+        return Job.objects.ahead_of(self)
 
     # --- what the job page says of its time (one definition, asked by the page) ----------
     def queue_wait(self, now=None) -> timedelta | None:
@@ -339,148 +369,3 @@ class Job(models.Model):
                 errors["readiness_path"] = "A path starts with '/', for example /healthz."
         if errors:
             raise ValidationError(errors)
-
-    # --- lifecycle ---------------------------------------------------------------------
-    def transition(self, target: str, *, reason: str = "", message: str = "", at=None) -> bool:
-        """Move to ``target`` if the row is still in the state this instance saw.
-
-        A compare-and-swap: when two workers race from the same state, exactly one update
-        matches and records its event; the loser gets ``False`` and changes nothing.
-        Raises ``InvalidTransition`` for moves the lifecycle forbids.
-        """
-        current = self.state
-        if target not in TRANSITIONS[current]:
-            raise InvalidTransition(current, target)
-        at = at or timezone.now()
-        changes = {"state": target, "reason": reason, "message": message, "updated_at": at}
-        stamp = TIMESTAMP_ON_ENTRY.get(target)
-        if stamp and getattr(self, stamp) is None:
-            changes[stamp] = at
-        with transaction.atomic(savepoint=False):  # an error here fails the caller's transaction too
-            won = Job.objects.filter(pk=self.pk, state=current).update(**changes)
-            if not won:
-                return False
-            self._record(current, target, reason=reason, message=message, at=at)
-        for field, value in changes.items():
-            setattr(self, field, value)
-        return True
-
-    def _record(self, current: str, target: str, *, reason: str, message: str, at) -> None:
-        """The event of a move, and the GPU interval it opens or closes (in the caller's transaction)."""
-        JobEvent.objects.create(job=self, created_at=at, from_state=current, to_state=target,
-                                reason=reason, message=message)
-        GpuInterval.objects.follow(self, current, target, at)
-
-    def observe(self, target: str, *, reason: str, message: str) -> bool:
-        """Bring the row to what the cluster shows; write only when something changed.
-
-        Steps the watcher did not see (queued -> admitted -> running) are recorded on the
-        way, so the timeline and the timestamps stay whole. A job being cancelled ignores
-        everything but an end.
-        """
-        if self.state == target:
-            if (self.reason, self.message) == (reason, message):
-                return False
-            changed = Job.objects.filter(pk=self.pk, state=target).update(
-                reason=reason, message=message, updated_at=timezone.now()
-            )
-            if changed:
-                self.reason, self.message = reason, message
-                job_reason_changed.send(sender=Job, job=self)
-            return bool(changed)
-        if self.state == State.CANCELLING and target not in FINAL_STATES:
-            return False
-        route = path(self.state, target)
-        if not route:
-            return False
-        for step in route[:-1]:
-            if not self.transition(step, reason=State(step).label):
-                return False
-        return self.transition(target, reason=reason, message=message)
-
-    def note(self, reason: str, message: str) -> bool:
-        """Record something worth knowing that changes no state, once per reason and message."""
-        _, created = JobEvent.objects.get_or_create(
-            job=self, reason=reason, message=message,
-            defaults={"from_state": self.state, "to_state": self.state},
-        )
-        return created
-
-    def submit(self) -> bool:
-        return self.transition(State.SUBMITTED, **SUBMITTED_BECAUSE)
-
-    def save_submitted(self) -> None:
-        """Store this new job as ``save`` then ``submit`` would leave it, with one INSERT
-        instead of an INSERT of a draft and its UPDATE."""
-        if not self._state.adding:
-            raise ValueError("save_submitted stores a new job; submit() moves a stored draft.")
-        at = timezone.now()
-        self.state, self.submitted_at = State.SUBMITTED, at
-        self.reason, self.message = SUBMITTED_BECAUSE["reason"], SUBMITTED_BECAUSE["message"]
-        self.save(force_insert=True)
-        self._record(State.DRAFT, State.SUBMITTED, **SUBMITTED_BECAUSE, at=at)
-
-
-class JobEvent(models.Model):
-    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="events")
-    created_at = models.DateTimeField(default=timezone.now, db_index=True)
-    from_state = models.CharField(max_length=12, choices=State, blank=True)
-    to_state = models.CharField(max_length=12, choices=State)
-    reason = models.CharField(max_length=64, blank=True)
-    message = models.TextField(blank=True)
-
-    class Meta:
-        ordering = ["created_at", "id"]
-
-    def __str__(self) -> str:
-        return f"{self.from_state or '-'} -> {self.to_state}: {self.reason}"
-
-
-class GpuIntervalQuerySet(models.QuerySet):
-    def follow(self, job: Job, current: str, target: str, at) -> None:
-        """Open or close ``job``'s interval for its move from ``current`` to ``target`` (called
-        by ``Job.transition``, in its transaction). The rule of ``jobs.usage.admitted_intervals``:
-        entering a state that holds quota (admitted, running) opens one unless one is open;
-        cancelling keeps what it held until it ends; any other state closes it."""
-        if target in HOLDING_QUOTA:
-            if current not in HOLDING_QUOTA:
-                self.create(job=job, team_id=job.team_id, flavor_id=job.flavor_id, submitter_id=job.submitter_id,
-                            gpus=job.total_gpus, started_at=at)
-        elif target != State.CANCELLING and (current in HOLDING_QUOTA or current == State.CANCELLING):
-            self.filter(job=job, ended_at__isnull=True).update(ended_at=at)
-
-
-class GpuInterval(models.Model):
-    """A stretch of time during which a job held its GPUs (admitted or running, and then
-    cancelling until it ends), written as it happens by ``Job.transition``: what the usage
-    page and its CSV sum. ``ended_at`` is empty while the job still holds them."""
-
-    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="gpu_intervals")
-    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="gpu_intervals")
-    flavor = models.ForeignKey(GpuFlavor, on_delete=models.PROTECT, related_name="gpu_intervals")
-    submitter = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="gpu_intervals",
-    )
-    gpus = models.PositiveIntegerField(help_text="The job's GPUs: replicas (maximum for inference) times GPUs per worker.")
-    started_at = models.DateTimeField()
-    ended_at = models.DateTimeField(null=True, blank=True)
-
-    objects = GpuIntervalQuerySet.as_manager()
-
-    class Meta:
-        ordering = ["started_at", "id"]
-        indexes = [
-            models.Index(fields=["started_at"], name="gpu_interval_start"),
-            models.Index(fields=["team", "started_at"], name="gpu_interval_team_start"),
-            # A report's window: intervals still open or ended after its start.
-            models.Index(fields=["ended_at"], name="gpu_interval_end"),
-        ]
-        constraints = [
-            models.UniqueConstraint(
-                fields=["job"], condition=Q(ended_at__isnull=True), name="gpu_interval_one_open_per_job",
-                violation_error_message="A job holds its GPUs in one interval at a time.",
-            ),
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.job_id}: {self.gpus} GPUs {self.started_at:%Y-%m-%d %H:%M} - {self.ended_at or 'now'}"

@@ -3,28 +3,31 @@
 The dashboard and quota list (`usage_for`), the team API and the managers' console
 (`job_gpus`) all read it here, so they cannot disagree about the same team:
 
-- in use: GPUs of the team's jobs whose pods hold quota (`HOLDING_QUOTA`: admitted, running);
-- waiting: GPUs of its jobs waiting for quota (`WAITING_FOR_QUOTA`: submitted, queued, preempted);
+- in use: the GPUs its jobs' pods hold on nodes now (`Job.gpus_in_use`, the count of each
+  job's open `GpuInterval`: what the usage page and its CSV charge, `jobs.intervals`). An
+  inference server of 1-3 replicas that runs one uses one replica's GPUs; nothing is held
+  back for the replicas it may scale to (the schedulers reserve none: Kueue admits each
+  replica's pod on its own, Volcano places pods one by one), so there is no reservation to
+  show beside it;
+- waiting: what its waiting jobs that may start need to start (`jobs.queueing`): a job that
+  can never start (more than the team can ever use, or a worker bigger than a node) is not
+  demand on anyone's quota;
 - borrowed: what is in use beyond the nominal quota.
 """
 
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from django.db.models import Case, Count, F, IntegerField, Q, Sum, When
-from django.db.models.functions import Coalesce
+from django.db.models import Case, Count, IntegerField, Q, Sum, Value, When
 
 from quotas.models import GpuFlavor, Quota
 
 from .lifecycle import HOLDING_QUOTA, WAITING_FOR_QUOTA, State
 from .models import Job
+from .queueing import MAY_START, START_GPUS
 
-# Job.total_gpus in SQL: replicas (max for inference) times GPUs per worker.
-TOTAL_GPUS = Case(
-    When(kind=Job.Kind.INFERENCE, then=Coalesce(F("max_replicas"), 1) * F("gpus_per_worker")),
-    default=F("workers") * F("gpus_per_worker"),
-    output_field=IntegerField(),
-)
+# Every state a job can hold GPUs or wait in: cancelling holds what it held until it ends.
+_COUNTED_STATES = (*HOLDING_QUOTA, *WAITING_FOR_QUOTA, State.CANCELLING)
 
 
 @dataclass
@@ -37,25 +40,48 @@ class JobGpus:
     waiting_jobs: int = 0
 
 
-def job_gpus(teams=None, *, flavor=None) -> dict[tuple[int, int], JobGpus]:
+def ceilings_for(teams=None, *, flavor=None) -> dict[tuple[int, int], int]:
+    """The most GPUs each team can use on each flavor (borrowing included), per (team id,
+    flavor id) of ``teams`` (every team when None), in one query. A pair without a quota is
+    missing: its jobs can never start."""
+    quotas = Quota.objects.all()
+    if teams is not None:
+        quotas = quotas.filter(team__in=teams)
+    if flavor is not None:
+        quotas = quotas.filter(flavor=flavor)
+    return {(q.team_id, q.flavor_id): q.ceiling_gpus
+            for q in quotas.with_cohort_lendable().only("team", "flavor", "cohort", "nominal_gpus",
+                                                          "borrowing_limit_gpus")}
+
+
+def job_gpus(teams=None, *, flavor=None, ceilings=None) -> dict[tuple[int, int], JobGpus]:
     """`JobGpus` per (team id, flavor id) of `teams` (every team when None), on one flavor
-    or all, in one query."""
-    jobs = Job.objects.filter(state__in=HOLDING_QUOTA + WAITING_FOR_QUOTA)
+    or all, in one query (two when ``ceilings``, from `ceilings_for`, is not given)."""
+    jobs = Job.objects.filter(state__in=_COUNTED_STATES)
     if teams is not None:
         jobs = jobs.filter(team__in=teams)
     if flavor is not None:
         jobs = jobs.filter(flavor=flavor)
+    # Grouped by what each waiting job that may start needs (0 for the others), so that the
+    # ceiling of each team can be held against it below.
     rows = (
-        jobs.values("team_id", "flavor_id")
-        .annotate(
-            in_use=Coalesce(Sum(TOTAL_GPUS, filter=Q(state__in=HOLDING_QUOTA)), 0),
-            waiting=Coalesce(Sum(TOTAL_GPUS, filter=Q(state__in=WAITING_FOR_QUOTA)), 0),
-            running_jobs=Count("id", filter=Q(state=State.RUNNING)),
-            waiting_jobs=Count("id", filter=Q(state__in=WAITING_FOR_QUOTA)),
-        )
+        jobs.annotate(need=Case(When(MAY_START, then=START_GPUS), default=Value(0), output_field=IntegerField()))
+        .values("team_id", "flavor_id", "need")
+        .annotate(in_use=Sum("gpus_in_use"), running=Count("id", filter=Q(state=State.RUNNING)), jobs=Count("id"))
         .order_by()
     )
-    return {(r.pop("team_id"), r.pop("flavor_id")): JobGpus(**r) for r in rows}
+    if ceilings is None:
+        ceilings = ceilings_for(teams, flavor=flavor)
+    out: dict[tuple[int, int], JobGpus] = {}
+    for row in rows:
+        key = (row["team_id"], row["flavor_id"])
+        gpus = out.setdefault(key, JobGpus())
+        gpus.in_use += row["in_use"] or 0
+        gpus.running_jobs += row["running"]
+        if 0 < row["need"] <= ceilings.get(key, 0):
+            gpus.waiting += row["need"] * row["jobs"]
+            gpus.waiting_jobs += row["jobs"]
+    return out
 
 
 @dataclass
@@ -111,21 +137,22 @@ class Usage:
 def usage_for(teams) -> dict[tuple[int, int], Usage]:
     """Usage per (team id, flavor id) for every quota of ``teams``, in two queries. Jobs on
     a flavor where the team has no quota are left out (there is no quota to show them on)."""
-    quotas = (
+    quotas = list(
         Quota.objects.filter(team__in=teams).select_related("team", "flavor", "cohort").with_cohort_lendable()
         .order_by("team__slug", "flavor__name")
     )
-    gpus = job_gpus(teams)
+    gpus = job_gpus(teams, ceilings={(q.team_id, q.flavor_id): q.ceiling_gpus for q in quotas})
     return {(q.team_id, q.flavor_id): Usage(quota=q, flavor=q.flavor, gpus=gpus.get((q.team_id, q.flavor_id), JobGpus()))
             for q in quotas}
 
 
 def admitted_intervals(events, until: datetime) -> list[tuple[datetime, datetime]]:
-    """The rule of GPU time, on a job's events: ``events`` are (time, to_state) in order;
-    the result, the intervals during which the job held GPUs, one still open closed at
+    """When a job held GPUs, on its events alone: ``events`` are (time, to_state) in order;
+    the result, the intervals during which its state held quota, one still open closed at
     ``until``. A state that holds quota opens an interval unless one is open; cancelling keeps
     what it held until the job ends; any other state closes it. ``Job.transition`` writes the
-    same intervals as they happen (``GpuInterval``), and migration 0005 replayed it once."""
+    same stretches as they happen (``GpuInterval``), cut further where the watcher saw the
+    count of its pods on nodes change (`jobs.intervals`); migration 0005 replayed this once."""
     intervals, opened = [], None
     for at, state in events:
         if state in HOLDING_QUOTA:
@@ -148,4 +175,6 @@ def usage_of(team, flavor) -> Usage:
     if quota is None:
         return Usage(quota=None, flavor=flavor)
     quota.team, quota.flavor = team, flavor
-    return Usage(quota=quota, flavor=flavor, gpus=job_gpus([team], flavor=flavor).get((team.pk, flavor.pk), JobGpus()))
+    key = (team.pk, flavor.pk)
+    gpus = job_gpus([team], flavor=flavor, ceilings={key: quota.ceiling_gpus}).get(key, JobGpus())
+    return Usage(quota=quota, flavor=flavor, gpus=gpus)

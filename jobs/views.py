@@ -41,8 +41,9 @@ def _yaml(objects: list[dict]) -> str:
 # a page reads its 26 rows from an index whatever the number of jobs, and nothing is counted.
 CURSOR_PARAMS = ("older", "newer", "page")
 # What a row shows (templates/jobs/partials/job_rows.html), not the JSON and text of five tables.
-LIST_COLUMNS = ("id", "name", "state", "kind", "workers", "max_replicas", "gpus_per_worker", "created_at",
-                "team__slug", "flavor__name", "submitter__username")
+# reason and the flavor's node size: whether a waiting job can never start (its state's label)
+LIST_COLUMNS = ("id", "name", "state", "reason", "kind", "workers", "max_replicas", "gpus_per_worker", "created_at",
+                "team__slug", "flavor__name", "flavor__gpus_per_node", "submitter__username")
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
 

@@ -356,7 +356,7 @@ class StatusWatcher:
         ceilings = Ceilings(jobs)
         for job in jobs:
             seen = self.observe(job, ceilings)
-            if seen is not None and job.observe(seen.state, reason=seen.reason, message=seen.message):
+            if seen is not None and job.observe(seen.state, reason=seen.reason, message=seen.message, gpus=seen.gpus):
                 changed += 1
                 log.info("job %s: %s (%s)", job.pk, job.state, job.reason)
         self.transitions += changed

@@ -5,14 +5,14 @@ objects, reading their status, which fields its controllers own) is asked of
 `for_flavor(flavor)`. A third scheduler is one more module registered below.
 """
 
-from .base import Kind, Observation, Phase, Scheduler, Seen, queue_name
+from .base import EXCEEDS_QUOTA, Kind, Observation, Phase, Scheduler, Seen, placed_gpus, queue_name
 from .kueue import KUEUE
 from .volcano import VOLCANO
 
 SCHEDULERS: dict[str, Scheduler] = {s.name: s for s in (KUEUE, VOLCANO)}
 
-__all__ = ["SCHEDULERS", "Kind", "Observation", "Phase", "Scheduler", "Seen", "all_kinds", "for_flavor",
-           "queue_name"]
+__all__ = ["EXCEEDS_QUOTA", "SCHEDULERS", "Kind", "Observation", "Phase", "Scheduler", "Seen", "all_kinds", "for_flavor",
+           "placed_gpus", "queue_name"]
 
 
 def for_flavor(flavor) -> Scheduler:

@@ -31,11 +31,19 @@ class Phase(StrEnum):
     FAILED = "failed"
 
 
+# The reason every scheduler gives a waiting job that can never start (it needs more than
+# its team can ever use, borrowing included): such a job is nobody's "ahead", is not queued
+# demand, and says it cannot start (`jobs.lifecycle.NEVER_STARTS_REASONS`).
+EXCEEDS_QUOTA = "ExceedsQuota"
+
+
 @dataclass(frozen=True)
 class Observation:
     state: Phase
     reason: str
     message: str
+    # GPUs the job's pods hold on nodes right now (`placed_gpus`); None: not read.
+    gpus: int | None = None
 
 
 class Seen(Protocol):
@@ -52,6 +60,22 @@ class Seen(Protocol):
 
     def ceiling_gpus(self) -> int | None:
         """The most GPUs the job's team can use on its flavor (None: no quota)."""
+
+
+# Pod phases after which a pod no longer holds what it asked for.
+_POD_ENDED = ("Succeeded", "Failed")
+
+
+def placed_gpus(job, pods: list[dict]) -> int:
+    """GPUs a job's pods hold right now: pods a scheduler bound to a node (``nodeName`` set, no
+    scheduling gate left) that have not ended, each with the job's GPUs per worker. What ran,
+    whatever the job asked for at most: one replica of a 1-3 replica server holds one
+    replica's GPUs, a gang that waits for room holds none. A pod being deleted holds its GPUs
+    until it is gone."""
+    placed = sum(1 for pod in pods
+                 if (pod.get("spec") or {}).get("nodeName") and not (pod.get("spec") or {}).get("schedulingGates")
+                 and (pod.get("status") or {}).get("phase") not in _POD_ENDED)
+    return placed * job.gpus_per_worker
 
 
 def queue_name(namespace: str, flavor) -> str:

@@ -12,7 +12,7 @@ from cluster.fields import FieldRules
 from cluster.quantity import canonical, gib
 from core.ownership import JOB_LABEL, owned
 
-from .base import Observation, Phase, Scheduler, Seen, queue_name
+from .base import EXCEEDS_QUOTA, Observation, Phase, Scheduler, Seen, queue_name
 from .workloads import (
     FINISHED_TTL_SECONDS, INFERENCE_FIELDS, INFERENCE_KINDS, LOCAL_MASTER, RENDEZVOUS_PORT,
     conditions, container, job_owned, object_name, pod_labels, pod_spec, torch_env, true_condition,
@@ -223,7 +223,11 @@ def observe_training(job, workload: dict | None, batch_job: dict | None) -> Obse
         return Observation(Phase.ADMITTED, "Admitted", "Quota reserved; starting the workers.")
     reserved = found.get("QuotaReserved")
     if reserved is not None and reserved.get("status") == "False":
-        return Observation(Phase.QUEUED, "WaitingForQuota", quota_message(job, reserved.get("message", "")))
+        said = reserved.get("message", "")
+        # More than the queue can ever hold: Kueue keeps it among the inadmissible, where it
+        # blocks no one (BestEffortFIFO), and so does the platform.
+        reason = EXCEEDS_QUOTA if _OVER_CAPACITY.search(said) else "WaitingForQuota"
+        return Observation(Phase.QUEUED, reason, quota_message(job, said))
     if workload is not None:
         return Observation(Phase.QUEUED, "Queued", "Waiting for the scheduler.")
     return None

@@ -14,7 +14,7 @@ from cluster.fields import FieldRules
 from cluster.quantity import canonical, gib
 from core.ownership import owned
 
-from .base import Observation, Phase, Scheduler, Seen, queue_name
+from .base import EXCEEDS_QUOTA, Observation, Phase, Scheduler, Seen, queue_name
 from .workloads import (
     FINISHED_TTL_SECONDS, INFERENCE_FIELDS, INFERENCE_KINDS, LOCAL_MASTER, RENDEZVOUS_PORT,
     conditions, container, job_owned, object_name, pod_labels, pod_spec, torch_env, true_condition,
@@ -132,7 +132,7 @@ def observe_training(job, vcjob: dict | None, podgroup: dict | None,
         return Observation(Phase.RUNNING, "Running", "All workers are running.")
     # Volcano's enqueue step holds a gang beyond the queue's capability without a word.
     if (ceiling := ceiling_gpus()) is not None and job.total_gpus > ceiling:
-        return Observation(Phase.QUEUED, "ExceedsQuota",
+        return Observation(Phase.QUEUED, EXCEEDS_QUOTA,
                            f"Can never start: this job needs {job.total_gpus} {job.flavor.name} GPUs but team "
                            f"{job.team.slug} can use at most {ceiling}, borrowing included.")
     return Observation(Phase.QUEUED, "WaitingForResources", f"{waiting}: {why}" if why else f"{waiting}.")

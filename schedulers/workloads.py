@@ -5,12 +5,14 @@ Whatever the user typed, every pod template gets the same hardened security sett
 user input only ever reaches image, command, args and env values.
 """
 
+from collections.abc import Callable
+
 from cluster.fields import FieldRules
 from cluster.names import bounded_name
 from cluster.quantity import canonical, gib
 from core.ownership import JOB_LABEL, WORKLOAD_SERVICE_ACCOUNT, ownership_labels, owned
 
-from .base import Observation, Phase
+from .base import EXCEEDS_QUOTA, Observation, Phase
 
 RENDEZVOUS_PORT = 29500
 LOCAL_MASTER = "localhost"  # a job of one worker: torchrun's rendezvous never leaves the pod
@@ -185,7 +187,10 @@ def render_inference(job, scheduler) -> list[dict]:
     return objects
 
 
-def observe_inference(job, deployment: dict | None, pods: list[dict]) -> Observation | None:
+def observe_inference(job, deployment: dict | None, pods: list[dict],
+                      ceiling_gpus: Callable[[], int | None] = lambda: None) -> Observation | None:
+    """``ceiling_gpus()``: the most GPUs the team can use on the flavor (None: unknown); asked
+    only of a server with no replica placed yet."""
     if deployment is None:
         return None
     ready = ((deployment.get("status") or {}).get("readyReplicas")) or 0
@@ -195,6 +200,11 @@ def observe_inference(job, deployment: dict | None, pods: list[dict]) -> Observa
     placed = [p for p in pods if (p.get("spec") or {}).get("nodeName")]
     if placed and not gated:
         return Observation(Phase.ADMITTED, "Starting", "Replicas are starting; waiting for the readiness probe.")
+    if not placed and (ceiling := ceiling_gpus()) is not None and job.gpus_to_start > ceiling:
+        return Observation(Phase.QUEUED, EXCEEDS_QUOTA,
+                           f"Can never start: its {job.min_replicas} replica{'s' if job.min_replicas != 1 else ''} "
+                           f"need {job.gpus_to_start} {job.flavor.name} GPUs but team {job.team.slug} can use at "
+                           f"most {ceiling}, borrowing included.")
     return Observation(Phase.QUEUED, "WaitingForQuota", "Waiting for quota to start the first replica.")
 
 

@@ -103,12 +103,24 @@ def test_the_month_cuts_jobs_that_cross_its_edges(team, flavor, member):
     assert [r.gpu_hours for r in october] == [Decimal("1.00")]
 
 
-def test_inference_counts_its_maximum_replicas(team, flavor, member):
+def test_inference_is_charged_the_replicas_it_ran_not_its_maximum(team, flavor, member):
+    # 1-3 replicas x 2 GPUs: one replica 10:00-10:30, the HPA adds two, all three until 11:00:
+    # 0.5 h x 2 + 0.5 h x 6 = 4 GPU-hours (its maximum for the hour would have been 6).
+    job = job_with_path(team, flavor, member, [(S.SUBMITTED, at(8, 9))],
+                        kind="inference", port=8000, min_replicas=1, max_replicas=3, gpus_per_worker=2)
+    assert job.observe(S.RUNNING, reason="Serving", message="1 replica ready.", gpus=2, at=at(8, 10))
+    assert job.observe(S.RUNNING, reason="Serving", message="3 replicas ready.", gpus=6, at=at(8, 10, 30))
+    assert job.transition(S.CANCELLING, at=at(8, 11)) and job.transition(S.CANCELLED, at=at(8, 11))
+    [row] = usage_rows(*NOV, now=END_OF_NOV, tz=UTC)
+    assert row.gpu_hours == Decimal("4.00")
+
+
+def test_inference_admitted_before_the_watcher_counted_is_charged_its_minimum_replicas(team, flavor, member):
     job_with_path(team, flavor, member, [(S.SUBMITTED, at(8, 9)), (S.ADMITTED, at(8, 10)), (S.RUNNING, at(8, 10)),
                                          (S.CANCELLING, at(8, 11)), (S.CANCELLED, at(8, 11))],
                   kind="inference", port=8000, min_replicas=1, max_replicas=3, gpus_per_worker=2)
     [row] = usage_rows(*NOV, now=END_OF_NOV, tz=UTC)
-    assert row.gpu_hours == Decimal("6.00")
+    assert row.gpu_hours == Decimal("2.00")
 
 
 @pytest.mark.parametrize("case, events, intervals", [

@@ -1,5 +1,6 @@
 """GpuInterval: written by ``Job.transition`` as GPUs are taken and given back, and filled in
-from the recorded events by migration 0005, both by the rule of ``admitted_intervals``."""
+from the recorded events by migration 0005, both by the rule of ``admitted_intervals``; cut
+where the watcher sees the count of the job's pods on nodes change (``jobs.intervals``)."""
 
 import importlib
 import random
@@ -21,6 +22,7 @@ pytestmark = pytest.mark.django_db
 S = State
 T0 = datetime(2026, 11, 5, 8, tzinfo=UTC)
 migration = importlib.import_module("jobs.migrations.0005_gpu_intervals")
+filled = importlib.import_module("jobs.migrations.0006_gpus_in_use")
 
 
 def t(hours: float) -> datetime:
@@ -79,10 +81,69 @@ def test_a_job_never_admitted_has_no_interval(team, flavor, member):
     assert intervals_of(job) == [] and intervals_of(other) == []
 
 
-def test_inference_counts_its_maximum_replicas(team, flavor, member):
-    job = walk(make_job(team, flavor, submitter=member, kind="inference", port=8000, min_replicas=1, max_replicas=3,
-                        gpus_per_worker=2), [(S.SUBMITTED, 0), (S.ADMITTED, 1)])
-    assert GpuInterval.objects.get(job=job).gpus == 6
+def server(team, flavor, member):
+    """An inference server of 1-3 replicas of 2 GPUs each."""
+    return make_job(team, flavor, submitter=member, kind="inference", port=8000, min_replicas=1, max_replicas=3,
+                    gpus_per_worker=2)
+
+
+def held(job) -> list[tuple]:
+    return list(GpuInterval.objects.filter(job=job).order_by("started_at", "id")
+                .values_list("gpus", "started_at", "ended_at"))
+
+
+def test_inference_admitted_before_anything_is_counted_holds_its_minimum_replicas_not_its_maximum(
+        team, flavor, member):
+    job = walk(server(team, flavor, member), [(S.SUBMITTED, 0), (S.ADMITTED, 1)])
+    assert held(job) == [(2, t(1), None)]
+    assert Job.objects.get(pk=job.pk).gpus_in_use == job.gpus_in_use == 2
+
+
+def test_the_replicas_placed_are_what_a_server_holds_and_each_change_starts_an_interval(team, flavor, member):
+    job = walk(server(team, flavor, member), [(S.SUBMITTED, 0), (S.QUEUED, 0)])
+    assert job.observe(S.RUNNING, reason="Serving", message="1 replica ready.", gpus=2)
+    [(gpus, started, ended)] = held(job)
+    assert (gpus, ended) == (2, None)
+    assert job.observe(S.RUNNING, reason="Serving", message="1 replica ready.", gpus=4)  # the HPA adds one
+    assert not job.observe(S.RUNNING, reason="Serving", message="1 replica ready.", gpus=4)  # nothing new
+    assert [(g, e is None) for g, _, e in held(job)] == [(2, False), (4, True)]
+    assert job.observe(S.RUNNING, reason="Serving", message="2 replicas ready.", gpus=2)  # and takes it back
+    assert [g for g, _, _ in held(job)] == [2, 4, 2]
+    assert Job.objects.get(pk=job.pk).gpus_in_use == 2
+    assert job.observe(S.SUCCEEDED, reason="Completed", message="", gpus=0)
+    assert GpuInterval.objects.filter(job=job, ended_at__isnull=True).count() == 0
+    assert Job.objects.get(pk=job.pk).gpus_in_use == 0
+
+
+def test_a_gang_let_into_its_queue_with_no_pod_on_a_node_holds_nothing_until_its_pods_are_placed(
+        team, flavor, member):
+    job = walk(make_job(team, flavor, submitter=member, workers=4, gpus_per_worker=2), [(S.SUBMITTED, 0)])
+    assert job.observe(S.ADMITTED, reason="WaitingForResources", message="no room", gpus=0)
+    assert held(job) == [] and job.gpus_in_use == 0
+    assert job.observe(S.RUNNING, reason="Running", message="", gpus=8)
+    assert [g for g, _, _ in held(job)] == [8]
+
+
+def test_a_count_the_watcher_did_not_take_keeps_what_the_job_holds(team, flavor, member):
+    job = walk(server(team, flavor, member), [(S.SUBMITTED, 0), (S.ADMITTED, 1)])
+    assert job.observe(S.RUNNING, reason="Serving", message="", gpus=None)
+    assert held(job) == [(2, t(1), None)]
+
+
+def test_a_cancelled_server_gives_its_gpus_back_as_its_pods_go(team, flavor, member):
+    job = walk(server(team, flavor, member), [(S.SUBMITTED, 0), (S.ADMITTED, 1)])
+    assert job.observe(S.RUNNING, reason="Serving", message="", gpus=6)
+    walk(job, [(S.CANCELLING, 2)])
+    assert job.observe(S.RUNNING, reason="Serving", message="", gpus=2)  # two replicas gone, one still stopping
+    assert (job.state, [g for g, _, _ in held(job)]) == (S.CANCELLING, [2, 6, 2])
+    walk(job, [(S.CANCELLED, 3)])
+    assert GpuInterval.objects.filter(job=job, ended_at__isnull=True).count() == 0
+
+
+def test_a_job_cancelled_while_waiting_holds_nothing_whatever_pods_are_seen(team, flavor, member):
+    job = walk(make_job(team, flavor, submitter=member), [(S.SUBMITTED, 0), (S.QUEUED, 0), (S.CANCELLING, 1)])
+    assert not job.observe(S.QUEUED, reason="Queued", message="", gpus=1)
+    assert held(job) == []
 
 
 def test_the_loser_of_a_race_opens_nothing(team, flavor, member):
@@ -167,3 +228,12 @@ def test_the_backfill_replays_the_events_as_the_report_did(team, flavor, member,
 def test_the_backfill_of_an_empty_database_writes_nothing(db):
     migration.backfill(apps, SimpleNamespace(connection=connection))
     assert not GpuInterval.objects.exists()
+
+
+def test_migration_0006_takes_what_each_job_holds_from_its_open_interval(team, flavor, member):
+    holding = walk(make_job(team, flavor, submitter=member, workers=2, gpus_per_worker=3),
+                   [(S.SUBMITTED, 0), (S.ADMITTED, 1)])
+    ended = walk(make_job(team, flavor, submitter=member), [(S.SUBMITTED, 0), (S.ADMITTED, 1), (S.SUCCEEDED, 2)])
+    Job.objects.update(gpus_in_use=0)  # as the column is added
+    filled.fill(apps, SimpleNamespace(connection=connection))
+    assert dict(Job.objects.values_list("pk", "gpus_in_use")) == {holding.pk: 6, ended.pk: 0}

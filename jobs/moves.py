@@ -1,0 +1,133 @@
+"""How a job moves through its lifecycle: compare-and-swap transitions, what the watcher
+observes, and the events and GPU intervals each move writes (`Job` takes these methods)."""
+
+from django.db import models, transaction
+from django.utils import timezone
+
+from .intervals import GpuInterval, held_after
+from .lifecycle import FINAL_STATES, TIMESTAMP_ON_ENTRY, TRANSITIONS, InvalidTransition, State, path
+from .signals import job_reason_changed
+
+# Why a new job is submitted: its first event, and its reason and message until the cluster tells more.
+SUBMITTED_BECAUSE = {"reason": "Submitted", "message": "Waiting for the cluster."}
+
+
+class JobMoves:
+    """The lifecycle's writes, mixed into `jobs.models.Job` (its fields: state, reason,
+    message, the timestamps, ``gpus_in_use``)."""
+
+    def transition(self, target: str, *, reason: str = "", message: str = "", at=None, gpus: int | None = None) -> bool:
+        """Move to ``target`` if the row is still in the state this instance saw.
+
+        A compare-and-swap: when two workers race from the same state, exactly one update
+        matches and records its event; the loser gets ``False`` and changes nothing.
+        Raises ``InvalidTransition`` for moves the lifecycle forbids. ``gpus``: what the job's
+        pods hold on nodes, when the watcher counted them (`jobs.intervals.held_after`).
+        """
+        current = self.state
+        if target not in TRANSITIONS[current]:
+            raise InvalidTransition(current, target)
+        at = at or timezone.now()
+        changes = {"state": target, "reason": reason, "message": message, "updated_at": at}
+        stamp = TIMESTAMP_ON_ENTRY.get(target)
+        if stamp and getattr(self, stamp) is None:
+            changes[stamp] = at
+        held = held_after(self, current, target, gpus)
+        if held != self.gpus_in_use:
+            changes["gpus_in_use"] = held
+        with transaction.atomic(savepoint=False):  # an error here fails the caller's transaction too
+            won = type(self)._default_manager.filter(pk=self.pk, state=current).update(**changes)
+            if not won:
+                return False
+            self._record(current, target, reason=reason, message=message, at=at, held=held)
+        for field, value in changes.items():
+            setattr(self, field, value)
+        return True
+
+    def _record(self, current: str, target: str, *, reason: str, message: str, at, held: int = 0) -> None:
+        """The event of a move, and the GPU interval it opens, closes or resizes (in the
+        caller's transaction, before this instance takes the new ``gpus_in_use``)."""
+        JobEvent.objects.create(job=self, created_at=at, from_state=current, to_state=target,
+                                reason=reason, message=message)
+        if held != self.gpus_in_use:
+            GpuInterval.objects.move(self, held, at)
+
+    def observe(self, target: str, *, reason: str, message: str, gpus: int | None = None, at=None) -> bool:
+        """Bring the row to what the cluster shows; write only when something changed.
+
+        Steps the watcher did not see (queued -> admitted -> running) are recorded on the
+        way, so the timeline and the timestamps stay whole. A job being cancelled ignores
+        everything but an end, and the GPUs its pods give back on the way (``gpus``: what
+        they hold on nodes, None when not counted). ``at``: when it was seen (now by default).
+        """
+        if self.state == target:
+            return self._update_in_place(reason, message, gpus, at)
+        if self.state == State.CANCELLING and target not in FINAL_STATES:
+            return self._update_in_place(self.reason, self.message, gpus, at)
+        route = path(self.state, target)
+        if not route:
+            return False
+        for step in route[:-1]:
+            if not self.transition(step, reason=State(step).label, gpus=gpus, at=at):
+                return False
+        return self.transition(target, reason=reason, message=message, gpus=gpus, at=at)
+
+    def _update_in_place(self, reason: str, message: str, gpus: int | None, at=None) -> bool:
+        """A new reason, message or GPU count in the same state (compared with the row as this
+        instance saw it): one UPDATE guarded by the state, and the interval moved with it."""
+        held = held_after(self, self.state, self.state, gpus)
+        said = (reason, message) != (self.reason, self.message)
+        if not said and held == self.gpus_in_use:
+            return False
+        at = at or timezone.now()
+        changes = {"reason": reason, "message": message, "updated_at": at}
+        if held != self.gpus_in_use:
+            changes["gpus_in_use"] = held
+        with transaction.atomic(savepoint=False):
+            changed = type(self)._default_manager.filter(pk=self.pk, state=self.state).update(**changes)
+            if changed and held != self.gpus_in_use:
+                GpuInterval.objects.move(self, held, at)
+        if changed:
+            for field, value in changes.items():
+                setattr(self, field, value)
+            if said:
+                job_reason_changed.send(sender=type(self), job=self)
+        return bool(changed)
+
+    def note(self, reason: str, message: str) -> bool:
+        """Record something worth knowing that changes no state, once per reason and message."""
+        _, created = JobEvent.objects.get_or_create(
+            job=self, reason=reason, message=message,
+            defaults={"from_state": self.state, "to_state": self.state},
+        )
+        return created
+
+    def submit(self) -> bool:
+        return self.transition(State.SUBMITTED, **SUBMITTED_BECAUSE)
+
+    def save_submitted(self) -> None:
+        """Store this new job as ``save`` then ``submit`` would leave it, with one INSERT
+        instead of an INSERT of a draft and its UPDATE."""
+        if not self._state.adding:
+            raise ValueError("save_submitted stores a new job; submit() moves a stored draft.")
+        at = timezone.now()
+        self.state, self.submitted_at = State.SUBMITTED, at
+        self.reason, self.message = SUBMITTED_BECAUSE["reason"], SUBMITTED_BECAUSE["message"]
+        self.save(force_insert=True)
+        self._record(State.DRAFT, State.SUBMITTED, **SUBMITTED_BECAUSE, at=at)
+
+
+class JobEvent(models.Model):
+    job = models.ForeignKey("jobs.Job", on_delete=models.CASCADE, related_name="events")
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    from_state = models.CharField(max_length=12, choices=State, blank=True)
+    to_state = models.CharField(max_length=12, choices=State)
+    reason = models.CharField(max_length=64, blank=True)
+    message = models.TextField(blank=True)
+
+    class Meta:
+        app_label = "jobs"
+        ordering = ["created_at", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.from_state or '-'} -> {self.to_state}: {self.reason}"
