@@ -41,6 +41,8 @@ VC_SCHEDULER_METRICS_PORT=$((16880 + OFFSET))
 VC_SCHEDULER_HEALTH_PORT=$((16251 + OFFSET))
 VC_CONTROLLER_METRICS_PORT=$((16881 + OFFSET))
 VC_CONTROLLER_HEALTH_PORT=$((16252 + OFFSET))
+# kwok's kubelet-like server (container logs): every fake node's kubeletEndpoint port.
+KWOK_KUBELET_PORT=$((16250 + OFFSET))
 
 CACHE_DIR="${GPUPLATFORM_CACHE_DIR:-$HOME/.cache/gpuplatform}"
 BIN_DIR="$CACHE_DIR/bin"
@@ -247,6 +249,22 @@ EOF
   chmod 600 "$KUBECONFIG_PATH"
 }
 
+# The kubelet side of container logs: kwok serves them with a certificate of our CA for
+# 127.0.0.1 (the fake nodes' address), and the API server's kubelet client presents its own.
+# Separate from ensure_pki so that a cluster made before logs existed gets them too.
+ensure_kubelet_pki() {
+  [[ -s "$PKI/kwok-kubelet.crt" && -s "$PKI/apiserver-kubelet-client.crt" ]] && return 0
+  ensure_openssl
+  log "certificates: kwok's kubelet server and the API server's kubelet client"
+  sign kwok-kubelet "/CN=kwok-kubelet" "basicConstraints=CA:FALSE
+keyUsage=critical,digitalSignature,keyEncipherment
+extendedKeyUsage=serverAuth
+subjectAltName=DNS:localhost,IP:127.0.0.1"
+  sign apiserver-kubelet-client "/O=system:masters/CN=kube-apiserver-kubelet-client" "basicConstraints=CA:FALSE
+keyUsage=critical,digitalSignature,keyEncipherment
+extendedKeyUsage=clientAuth"
+}
+
 # ================================ processes ======================================================
 # The processes of this cluster: our binary for <name>, with this cluster's directory in its
 # arguments. Pid files are only a cache of this (they can go stale or be lost).
@@ -275,6 +293,23 @@ start() { # start <name> <binary> args...
   log "$name: starting"
   setsid "$@" >>"$LOGS/$name.log" 2>&1 </dev/null 9>&- &  # 9: the lock, not for the children
   echo $! >"$PIDS/$name.pid"
+}
+
+# start_current <name> <binary> args...: as start, but a process of ours running with other
+# arguments (a cluster started before this script changed them) is stopped and started anew.
+start_current() {
+  local name="$1" pid want have
+  pid="$(find_pids "$name" | head -1)"
+  if [[ -n "$pid" ]]; then
+    want="$(printf '%s\0' "${@:2}" | tr '\0' '\1')"
+    have="$(tr '\0' '\1' <"/proc/$pid/cmdline" 2>/dev/null)" || have=""
+    if [[ "$have" != "$want" ]]; then
+      log "$name: its arguments changed, restarting it"
+      stop_group "$name"
+      rm -f "$PIDS/$name.pid"
+    fi
+  fi
+  start "$@"
 }
 
 # wait_for <what> <seconds> <command...>
@@ -341,7 +376,8 @@ ensure_authn_config() {
 
 start_apiserver() {
   ensure_authn_config
-  start kube-apiserver "$(bin kube-apiserver)" \
+  ensure_kubelet_pki
+  start_current kube-apiserver "$(bin kube-apiserver)" \
     --authentication-config "$AUTHN_CONFIG" \
     --etcd-servers "http://127.0.0.1:$ETCD_PORT" \
     --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$APISERVER_PORT" \
@@ -355,6 +391,9 @@ start_apiserver() {
     --service-account-key-file "$PKI/sa.pub" --service-account-signing-key-file "$PKI/sa.key" \
     --service-cluster-ip-range 10.96.0.0/16 --endpoint-reconciler-type none \
     --authorization-mode Node,RBAC \
+    --kubelet-preferred-address-types InternalIP --kubelet-certificate-authority "$PKI/ca.crt" \
+    --kubelet-client-certificate "$PKI/apiserver-kubelet-client.crt" \
+    --kubelet-client-key "$PKI/apiserver-kubelet-client.key" \
     --allow-privileged=true --profiling=false --v=1
   local deadline=$((SECONDS + 120))
   until apiserver_ready >/dev/null 2>&1; do
@@ -375,9 +414,16 @@ start_controllers() {
     --kubeconfig "$KUBECONFIG_PATH" --authentication-kubeconfig "$KUBECONFIG_PATH" \
     --authorization-kubeconfig "$KUBECONFIG_PATH" \
     --bind-address 127.0.0.1 --secure-port "$SCHEDULER_PORT" --leader-elect=false --profiling=false --v=1
-  start kwok "$(bin kwok)" --kubeconfig "$KUBECONFIG_PATH" --config "$CONFIG/kwok-stages.yaml" \
+  # kwok also serves what a kubelet serves for its fake nodes (container logs, config/kwok-logs.yaml)
+  # on 127.0.0.1:KWOK_KUBELET_PORT, the address and port its node stages write into every fake
+  # node, with a certificate of our CA; the API server's kubelet client checks it.
+  sed -e "s|@FAKE_LOGS@|$CONFIG/fake-logs|g" "$CONFIG/kwok-logs.yaml" >"$CLUSTER_DIR/kwok-logs.yaml"
+  start_current kwok "$(bin kwok)" --kubeconfig "$KUBECONFIG_PATH" --config "$CONFIG/kwok-stages.yaml" \
+    --config "$CLUSTER_DIR/kwok-logs.yaml" \
     --manage-all-nodes=false --manage-nodes-with-annotation-selector kwok.x-k8s.io/node=fake \
-    --node-lease-duration-seconds 40 --cidr 10.244.0.1/16 --node-ip 10.255.0.1
+    --node-lease-duration-seconds 40 --cidr 10.244.0.1/16 --node-ip 127.0.0.1 \
+    --node-port "$KWOK_KUBELET_PORT" --server-address "127.0.0.1:$KWOK_KUBELET_PORT" \
+    --tls-cert-file "$PKI/kwok-kubelet.crt" --tls-private-key-file "$PKI/kwok-kubelet.key"
 }
 
 apply_crds() {
