@@ -167,8 +167,8 @@ def job_logs(request, pk):
     context = _logs_context(request, job)
     # Follow polls until the job ends: the text of the pod shown, or the whole panel while no
     # pod is there to show yet (so the first pod's logs appear without a click).
-    context["following"] = (context["asked"]["follow"] and not job.is_final and context["tail"] is None
-                            and context["problem"] != NO_CLUSTER)
+    context["following"] = (context["asked"]["follow"] and not job.is_final and job.state != Job.State.DRAFT
+                            and context["tail"] is None and context["problem"] != NO_CLUSTER)
     if request.htmx and request.htmx.target == "log-body":
         return render(request, "jobs/partials/job_log_body.html", context)
     return render(request, "jobs/partials/job_logs.html", context)

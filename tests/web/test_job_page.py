@@ -156,3 +156,10 @@ def test_the_submitted_flash_is_cleared_once_the_job_moves_on(client_for, owner,
     assert '<div id="messages" class="messages" aria-live="polite" hx-swap-oob="true">\n  \n</div>' in poll
     assert "Submitted draft-run" not in poll
     assert "?seen=queued" in poll  # the next poll compares with what this one shows
+
+
+def test_a_drafts_pods_and_logs_do_not_poll_a_cluster_it_is_not_on(client_for, owner, draft, fake):
+    pods = client_for(owner).get(reverse("jobs:pods", args=[draft.pk])).content.decode()
+    assert "it is a draft, not submitted" in pods and "hx-trigger" not in pods
+    logs = client_for(owner).get(reverse("jobs:logs", args=[draft.pk])).content.decode()
+    assert "hx-trigger" not in logs
