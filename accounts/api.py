@@ -3,15 +3,17 @@
 
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiTypes, extend_schema
-from rest_framework import mixins, permissions, serializers, viewsets
+from rest_framework import mixins, permissions, serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from core.api_errors import RefuseNulMixin, SlugRelatedField
-from tenants.auth import TokenScope, token_of
+from core.api_fields import StrictFields
+from tenants.auth import TokenScope, visible_teams
 from tenants.identities import GroupMapping
 from tenants.models import Team
 from tenants.roles import is_quota_manager
+from tenants.scoping import TeamScopedViewSet
 
 from .access import team_access
 
@@ -23,7 +25,7 @@ class IsQuotaManager(permissions.BasePermission):
         return is_quota_manager(request.user)
 
 
-class GroupMappingSerializer(serializers.ModelSerializer):
+class GroupMappingSerializer(StrictFields, serializers.ModelSerializer):
     team = SlugRelatedField(slug_field="slug", queryset=Team.objects.exclude(status=Team.Status.DELETING),
                             required=False, allow_null=True)
 
@@ -45,15 +47,23 @@ class GroupMappingSerializer(serializers.ModelSerializer):
         return attrs
 
 
-class GroupMappingViewSet(RefuseNulMixin, mixins.CreateModelMixin, mixins.ListModelMixin,
-                          mixins.RetrieveModelMixin, mixins.DestroyModelMixin, viewsets.GenericViewSet):
-    """IdP groups -> team roles and the quota-manager role. Memberships follow at each
-    person's next SSO login."""
+def _every_mapping(user):
+    return GroupMapping.objects.all()  # quota managers only (IsQuotaManager): all of them
 
+
+class GroupMappingViewSet(TeamScopedViewSet, mixins.CreateModelMixin, mixins.ListModelMixin,
+                          mixins.RetrieveModelMixin, mixins.DestroyModelMixin):
+    """IdP groups -> team roles and the quota-manager role. Memberships follow at each
+    person's next SSO login. A token narrowed to a team sees that team's mappings only."""
+
+    rows = staticmethod(_every_mapping)
+    queryset = GroupMapping.objects.none()  # for the schema; rows and refine are the truth
     serializer_class = GroupMappingSerializer
-    queryset = GroupMapping.objects.select_related("team").order_by("pk")
     # Tokens may read (a token's writes need a scope, and none is for this).
     permission_classes = [permissions.IsAuthenticated, TokenScope, IsQuotaManager]
+
+    def refine(self, mappings):
+        return mappings.select_related("team")
 
     def perform_create(self, serializer):
         mapping = GroupMapping(**serializer.validated_data)
@@ -66,13 +76,10 @@ class GroupMappingViewSet(RefuseNulMixin, mixins.CreateModelMixin, mixins.ListMo
         instance.delete()
 
 
-class TeamAccessView(APIView):
+class TeamAccessView(RefuseNulMixin, APIView):
     """Who can do what in the team, and why (the team's members and quota managers see it)."""
 
     @extend_schema(responses={200: OpenApiTypes.OBJECT})
     def get(self, request, slug):
-        team = get_object_or_404(Team.objects.visible_to(request.user), slug=slug)
-        token = token_of(request)
-        if token is not None:  # a token narrowed to another team sees nothing of this one
-            team = get_object_or_404(token.narrow(Team.objects.filter(pk=team.pk), team_field=None))
-        return Response(team_access(team))
+        # visible_teams: a token narrowed to another team sees nothing of this one.
+        return Response(team_access(get_object_or_404(visible_teams(request), slug=slug)))

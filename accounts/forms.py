@@ -6,15 +6,15 @@ from django import forms
 
 from tenants.identities import GroupMapping
 from tenants.models import Team
-from tenants.tokens import ALL_SCOPES, ApiToken, Scope
+from tenants.tokens import ApiToken, Scope, unusable_scopes_message, usable_scopes
 
 
 class TokenForm(forms.Form):
     name = forms.CharField(max_length=100, help_text="What the token is for, e.g. 'CI of repo x'.")
     team = forms.ModelChoiceField(queryset=Team.objects.none(), to_field_name="slug",
                                   help_text="The one team the token acts for.")
-    scopes = forms.MultipleChoiceField(choices=Scope.choices, initial=ALL_SCOPES,
-                                       widget=forms.CheckboxSelectMultiple)
+    scopes = forms.MultipleChoiceField(choices=Scope.choices, widget=forms.CheckboxSelectMultiple,
+                                       help_text="Submit and cancel only where you are an owner or member.")
     expires_in_days = forms.IntegerField(min_value=1, max_value=365, initial=90,
                                          help_text="Between 1 and 365 days.")
 
@@ -22,6 +22,19 @@ class TokenForm(forms.Form):
         super().__init__(*args, **kwargs)
         self.user = user
         self.fields["team"].queryset = Team.objects.visible_to(user)
+        # Only the scopes the person can use somewhere are offered (a viewer's token reads).
+        usable = usable_scopes(user)
+        self.fields["scopes"].choices = [(value, label) for value, label in Scope.choices if value in usable]
+        self.fields["scopes"].initial = usable
+
+    def clean(self):
+        data = super().clean()
+        team, scopes = data.get("team"), data.get("scopes")
+        if team is not None and scopes:
+            unusable = set(scopes) - set(usable_scopes(self.user, team))
+            if unusable:
+                self.add_error("scopes", unusable_scopes_message(self.user, team, unusable))
+        return data
 
     def save(self):
         data = self.cleaned_data

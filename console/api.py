@@ -1,13 +1,13 @@
 """REST API for teams, with their quotas and what their jobs use of them."""
 
-from rest_framework import serializers, viewsets
+from rest_framework import mixins, serializers
 
-from core.api_errors import RefuseNulMixin
 from core.api_input import CursorPagination
 from jobs.usage import job_gpus
 from quotas.api import QuotaSerializer
-from tenants.auth import visible_teams
 from tenants.models import Team
+from tenants.scoping import TeamScopedViewSet
+
 
 class TeamSerializer(serializers.ModelSerializer):
     namespace = serializers.CharField(source="namespace_name", read_only=True)
@@ -44,15 +44,15 @@ class TeamPagination(CursorPagination):
     page_size = 50
 
 
-class TeamViewSet(RefuseNulMixin, viewsets.ReadOnlyModelViewSet):
+class TeamViewSet(TeamScopedViewSet, mixins.ListModelMixin, mixins.RetrieveModelMixin):
     """Your teams (every team for quota managers); a token sees only its own team."""
 
+    rows = Team.objects.visible_to
+    team_field = ""  # the rows are the teams
+    queryset = Team.objects.none()  # for the schema; rows are the truth
     lookup_field = "slug"
     pagination_class = TeamPagination
     filterset_fields = ["status"]
-
-    def get_queryset(self):
-        return visible_teams(self.request)
 
     def get_serializer_class(self):
         return TeamDetailSerializer if self.action == "retrieve" else TeamSerializer

@@ -126,7 +126,8 @@ ERROR_DESCRIPTIONS = {
 
 def add_error_responses(result, generator, request, public):
     """drf-spectacular postprocessing hook: one ``Error`` component, referenced by every
-    operation for every error status it can give."""
+    operation for every error status it can give; and request bodies that say they take no
+    field beyond theirs (every serializer that reads a body is ``core.api_fields.StrictFields``)."""
     schemas = result.setdefault("components", {}).setdefault("schemas", {})
     schemas.setdefault("Error", {
         "type": "object",
@@ -140,6 +141,9 @@ def add_error_responses(result, generator, request, public):
     ref = {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
     for path_item in result.get("paths", {}).values():
         for operation in path_item.values():
+            body = operation.get("requestBody", {}).get("content", {}).get("application/json", {}).get("schema", {})
+            if "$ref" in body:
+                schemas[body["$ref"].rsplit("/", 1)[1]]["additionalProperties"] = False
             responses = operation.setdefault("responses", {})
             for code, description in ERROR_DESCRIPTIONS.items():
                 responses.setdefault(code, {"description": description, **ref})

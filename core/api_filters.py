@@ -3,16 +3,29 @@
 Building a FilterSet and its form costs a list request a few milliseconds even when no
 query parameter names a filter (most CI polls and every first page); then the queryset is
 returned as it is, which is what the FilterSet would have done.
+
+An empty value for a filter with choices (``?state=``) is a 400 on that filter: the schema
+lists the choices, and "" is none of them (django-filter would quietly not filter).
 """
 
+import django_filters
 from django_filters.rest_framework import DjangoFilterBackend
+from rest_framework import exceptions
+
+CHOICE_FILTERS = (django_filters.ChoiceFilter, django_filters.MultipleChoiceFilter)
 
 
 class FilterBackend(DjangoFilterBackend):
     def filter_queryset(self, request, queryset, view):
         filterset_class = self.get_filterset_class(view, queryset)
-        if filterset_class is not None and not any(
-            name in request.query_params for name in filterset_class.base_filters
-        ):
+        if filterset_class is None:
             return queryset
+        params = request.query_params
+        if not any(name in params for name in filterset_class.base_filters):
+            return queryset
+        empty = sorted(name for name, filter_ in filterset_class.base_filters.items()
+                       if isinstance(filter_, CHOICE_FILTERS) and name in params and "" in params.getlist(name))
+        if empty:
+            raise exceptions.ValidationError({name: ["Give one of the choices, or leave the filter out."]
+                                              for name in empty})
         return super().filter_queryset(request, queryset, view)

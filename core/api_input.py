@@ -5,7 +5,10 @@ of a 500 or Django's HTML page:
 
 - ``CursorPagination``: a cursor is a base64 query string anyone can edit; its position
   must be a value of the ordering field (a number in range for ``id``, a date for
-  ``created_at``) before it reaches the database.
+  ``created_at``) before it reaches the database. Newest first by ``id`` unless a list says
+  otherwise (DRF's default, ``-created``, is a field most models lack). A ``page_size``
+  that is not a whole number from 1 to the list's maximum is a 400 on ``page_size``, as
+  the schema says, rather than the default page.
 - ``JSONParser`` (the API's only parser) refuses bodies larger than
   ``DATA_UPLOAD_MAX_MEMORY_SIZE`` (413; Django's own limit covers only form bodies, and
   DRF's JSON parser reads without one), and JSON nested deeper than ``MAX_JSON_DEPTH``
@@ -36,6 +39,26 @@ class TooLarge(exceptions.APIException):
 class CursorPagination(pagination.CursorPagination):
     """DRF's cursor pagination, refusing (404, as DRF does for an unreadable cursor) a
     cursor whose position is no value of the ordering field."""
+
+    ordering = "-id"
+
+    def get_page_size(self, request):
+        name = self.page_size_query_param
+        if name and name in request.query_params:
+            values = request.query_params.getlist(name)
+            top = self.max_page_size or self.page_size
+            if len(values) != 1 or not (values[0].isascii() and values[0].isdigit()) \
+                    or not 1 <= int(values[0]) <= top:
+                raise exceptions.ValidationError({name: [f"A whole number from 1 to {top}, given once."]})
+            return int(values[0])
+        return self.page_size
+
+    def get_schema_operation_parameters(self, view):
+        parameters = super().get_schema_operation_parameters(view)
+        for parameter in parameters:
+            if parameter["name"] == self.page_size_query_param:
+                parameter["schema"] = {"type": "integer", "minimum": 1, "maximum": self.max_page_size or self.page_size}
+        return parameters
 
     def paginate_queryset(self, queryset, request, view=None):
         self._model = queryset.model

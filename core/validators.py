@@ -34,10 +34,11 @@ def validate_dns1123_label(value: str) -> None:
 
 
 def validate_dns1035_label(value: str) -> None:
-    """A name that becomes (part of) a Service name: DNS-1035, so it starts with a letter."""
+    """A name that becomes (part of) a Service name: DNS-1035, so it starts with a letter.
+    Its length is the field's own (a job name's is 40), said by its max-length error."""
     if not is_dns1035_label(value):
         raise ValidationError(
-            "Use at most 63 lowercase letters, digits and '-', starting with a letter and "
+            "Use lowercase letters, digits and '-', starting with a letter and "
             "ending with a letter or digit (for example 'resnet50-ddp').",
             code="dns1035",
         )

@@ -1,7 +1,9 @@
 """``gpuctl``: submit and follow GPU Platform jobs from a shell or a CI step.
 
 Configured by ``GPUPLATFORM_URL`` (e.g. https://gpu.example.org) and ``GPUPLATFORM_TOKEN``
-(an API token). Exit codes are stable so a CI step can depend on them (see ``EXIT``).
+(an API token). Exit codes are stable so a CI step can depend on them (see ``EXIT``). With
+``-o json`` or ``-o yaml`` (before or after the command) standard output is that document
+alone; progress and messages go to standard error.
 """
 
 import argparse
@@ -10,6 +12,8 @@ import os
 import sys
 import time
 import uuid
+
+import yaml
 
 from . import __version__
 from .client import ApiError, Client, Unreachable
@@ -25,7 +29,9 @@ EXIT = {
     "not_found": 6,      # 404
     "unavailable": 7,    # server unreachable, 5xx, or logs unavailable
     "timeout": 8,        # --wait gave up after --timeout seconds
+    "never": 9,          # with --wait: the platform says the job can never run as asked
 }
+OUTPUTS = ["text", "json", "yaml"]
 FINAL = {"succeeded": EXIT["ok"], "failed": EXIT["failed"], "cancelled": EXIT["cancelled"]}
 
 
@@ -56,40 +62,57 @@ def _parser() -> argparse.ArgumentParser:
         description="Submit and follow GPU Platform jobs from a shell or a CI step.",
         epilog="Environment: GPUPLATFORM_URL, GPUPLATFORM_TOKEN. Exit codes: 0 ok (or the job "
                "succeeded), 1 job failed, 2 usage, 3 job cancelled, 4 rejected, 5 not allowed, "
-               "6 not found, 7 unavailable, 8 timeout.",
+               "6 not found, 7 unavailable, 8 timeout, 9 the job can never run (--wait).",
     )
     parser.add_argument("--version", action="version", version=f"gpuctl {__version__}")
-    parser.add_argument("-o", "--output", choices=["text", "json"], default="text")
+    parser.add_argument("-o", "--output", choices=OUTPUTS, default="text", help="text (default), json or yaml")
+    # The same option after the command too (gpuctl list -o json); its default leaves the first one's.
+    output = argparse.ArgumentParser(add_help=False)
+    output.add_argument("-o", "--output", choices=OUTPUTS, default=argparse.SUPPRESS, help="text, json or yaml")
     sub = parser.add_subparsers(required=True, metavar="COMMAND")
 
-    p = sub.add_parser("submit", help="submit a job from a YAML file")
+    def command(name, **kwargs):
+        return sub.add_parser(name, parents=[output], **kwargs)
+
+    p = command("submit", help="submit a job from a YAML file")
     p.add_argument("-f", "--file", required=True, help="job file (YAML), '-' for standard input")
     p.add_argument("--team", help="team slug (overrides 'team' in the file)")
-    p.add_argument("--wait", action="store_true", help="follow the job; exit 0 only if it succeeds")
+    p.add_argument("--wait", action="store_true",
+                   help="follow the job; exit 0 only if it succeeds, 9 at once if it can never run")
     p.add_argument("--interval", type=float, default=5.0, help="seconds between polls with --wait (default 5)")
     p.add_argument("--timeout", type=float, default=0, help="give up waiting after this many seconds (0: never)")
     p.add_argument("--idempotency-key", help="retry-safe key (default: a new one; give e.g. the CI run id)")
     p.set_defaults(run=_submit)
 
-    p = sub.add_parser("status", help="show a job and its events")
+    p = command("status", help="show a job and its events")
     p.add_argument("id", type=int)
     p.set_defaults(run=_status)
 
-    p = sub.add_parser("list", help="list jobs, newest first")
+    p = command("list", help="list jobs, newest first")
     p.add_argument("--team")
     p.add_argument("--state", action="append", help="repeat for several states")
-    p.add_argument("--limit", type=int, default=50)
+    p.add_argument("--limit", type=_at_least_one, default=50, help="at most this many jobs (default 50)")
     p.set_defaults(run=_list)
 
-    p = sub.add_parser("cancel", help="cancel a job")
+    p = command("cancel", help="cancel a job")
     p.add_argument("id", type=int)
     p.set_defaults(run=_cancel)
 
-    p = sub.add_parser("logs", help="print the last lines of a job's pods")
+    p = command("logs", help="print the last lines of a job's pods")
     p.add_argument("id", type=int)
-    p.add_argument("--tail", type=int, default=200)
+    p.add_argument("--tail", type=_at_least_one, default=200, help="last lines per pod (1-5000, default 200)")
     p.set_defaults(run=_logs)
     return parser
+
+
+def _at_least_one(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
 
 
 # --- commands ------------------------------------------------------------------------
@@ -99,13 +122,26 @@ def _submit(client: Client, args) -> int:
     key = args.idempotency_key or str(uuid.uuid4())
     status, job = client.request("POST", "jobs", body=spec, headers={"Idempotency-Key": key})
     verb = "submitted" if status == 201 else "already submitted (same Idempotency-Key)"
-    if args.output == "json" and not args.wait:
-        _print_json(job)
-    else:
-        print(f"job {job['id']} {job['team']}/{job['name']} {verb}: {job['state']}")
+    _progress(args, f"job {job['id']} {job['team']}/{job['name']} {verb}: {job['state']}")
+    verdict = job.get("feasibility") or {}
+    if verdict.get("verdict") == "never":
+        if args.wait:  # it would wait for ever: say why now, and leave the job to its owner
+            if args.output != "text":
+                _print_doc(job, args)
+            return _fail(f"job {job['id']} can never run as asked: {verdict['message']} It stays submitted "
+                         f"(the quota may grow): cancel it with 'gpuctl cancel {job['id']}'.", "never")
+        print(f"gpuctl: warning: {verdict['message']}", file=sys.stderr)
     if not args.wait:
+        if args.output != "text":
+            _print_doc(job, args)
         return EXIT["ok"]
     return _wait(client, job, args)
+
+
+def _progress(args, line: str) -> None:
+    """A line for the person watching: standard output in text mode, else standard error
+    (standard output is the document alone)."""
+    print(line, file=sys.stdout if args.output == "text" else sys.stderr, flush=True)
 
 
 def _wait(client: Client, job: dict, args) -> int:
@@ -119,16 +155,18 @@ def _wait(client: Client, job: dict, args) -> int:
         events = client.get(f"jobs/{job['id']}/events")
         for event in events[seen:]:
             detail = f" ({event['message']})" if event["message"] else ""
-            print(f"{event['created_at']}  {event['from_state'] or '-':>10} -> {event['to_state']:<10} "
-                  f"{event['reason']}{detail}", flush=True)
+            _progress(args, f"{event['created_at']}  {event['from_state'] or '-':>10} -> {event['to_state']:<10} "
+                            f"{event['reason']}{detail}")
         seen = len(events)
         if state in FINAL:
-            print(f"job {job['id']} {state}" + (f": {job['message']}" if job["message"] else ""), flush=True)
-            if args.output == "json":
-                _print_json(job)
+            _progress(args, f"job {job['id']} {state}" + (f": {job['message']}" if job["message"] else ""))
+            if args.output != "text":
+                _print_doc(job, args)
             return FINAL[state]
         if job["kind"] == "inference" and state == "running":
-            print(f"job {job['id']} is serving", flush=True)
+            _progress(args, f"job {job['id']} is serving")
+            if args.output != "text":
+                _print_doc(job, args)
             return EXIT["ok"]
         if deadline and time.monotonic() >= deadline:
             print(f"gpuctl: gave up waiting after {args.timeout:g}s; job {job['id']} is {state}", file=sys.stderr)
@@ -139,8 +177,8 @@ def _wait(client: Client, job: dict, args) -> int:
 def _status(client: Client, args) -> int:
     job = client.get(f"jobs/{args.id}")
     events = client.get(f"jobs/{args.id}/events")
-    if args.output == "json":
-        _print_json({**job, "events": events})
+    if args.output != "text":
+        _print_doc({**job, "events": events}, args)
         return EXIT["ok"]
     print(f"job {job['id']}  {job['team']}/{job['name']}  ({job['kind']}, {job['flavor']}, {job['total_gpus']} GPUs)")
     print(f"state: {job['state']}" + (f"  {job['reason']}: {job['message']}" if job["reason"] else ""))
@@ -157,8 +195,8 @@ def _list(client: Client, args) -> int:
         jobs.append(job)
         if len(jobs) >= args.limit:
             break
-    if args.output == "json":
-        _print_json(jobs)
+    if args.output != "text":
+        _print_doc(jobs, args)
         return EXIT["ok"]
     rows = [("ID", "TEAM", "NAME", "STATE", "FLAVOR", "GPUS", "SUBMITTED")] + [
         (str(j["id"]), j["team"], j["name"], j["state"], j["flavor"], str(j["total_gpus"]), j["submitted_at"] or "-")
@@ -172,14 +210,17 @@ def _list(client: Client, args) -> int:
 
 def _cancel(client: Client, args) -> int:
     _, job = client.request("POST", f"jobs/{args.id}/cancel", retry=False)
-    print(f"job {job['id']} {job['state']}")
+    if args.output != "text":
+        _print_doc(job, args)
+    else:
+        print(f"job {job['id']} {job['state']}")
     return EXIT["ok"]
 
 
 def _logs(client: Client, args) -> int:
     logs = client.get(f"jobs/{args.id}/logs", tail=args.tail)
-    if args.output == "json":
-        _print_json(logs)
+    if args.output != "text":
+        _print_doc(logs, args)
         return EXIT["ok"]
     if logs["message"]:
         print(logs["message"], file=sys.stderr)
@@ -199,8 +240,17 @@ def _read(path: str) -> str:
         raise JobFileError(err.strerror or str(err)) from None
 
 
-def _print_json(value) -> None:
-    print(json.dumps(value, indent=2, sort_keys=True))
+class _NoAliases(yaml.SafeDumper):
+    def ignore_aliases(self, data):
+        return True
+
+
+def _print_doc(value, args) -> None:
+    """The answer as one JSON or YAML document on standard output."""
+    if args.output == "yaml":
+        sys.stdout.write(yaml.dump(value, Dumper=_NoAliases, sort_keys=True, allow_unicode=True))
+    else:
+        print(json.dumps(value, indent=2, sort_keys=True))
 
 
 def _fail(message: str, kind: str) -> int:

@@ -2,7 +2,11 @@
 
 from django.contrib import admin
 
+from . import spec
 from .models import GpuInterval, Job, JobEvent
+
+STATUS_FIELDS = ["state", "reason", "message", "created_at", "updated_at", "submitted_at", "admitted_at",
+                 "started_at", "finished_at"]
 
 
 class JobEventInline(admin.TabularInline):
@@ -20,13 +24,14 @@ class JobEventInline(admin.TabularInline):
 
 @admin.register(Job)
 class JobAdmin(admin.ModelAdmin):
-    list_display = ["name", "team", "kind", "flavor", "state", "reason", "workers",
-                    "gpus_per_worker", "submitter", "created_at"]
+    # The job spec's columns and sections (jobs/spec.py), then what the platform records.
+    list_display = [*(field.name for field in spec.LISTED), "state", "reason", "submitter", "created_at"]
     list_filter = ["state", "kind", "flavor", "team"]
     search_fields = ["name", "team__slug", "submitter__username", "image"]
     list_select_related = ["team", "flavor", "submitter"]
-    readonly_fields = ["state", "reason", "message", "created_at", "updated_at", "submitted_at",
-                       "admitted_at", "started_at", "finished_at"]
+    fieldsets = [*((title, {"fields": names}) for title, names in spec.sections(spec.NAMES)),
+                 ("Status", {"fields": ["submitter", *STATUS_FIELDS]})]
+    readonly_fields = STATUS_FIELDS
     inlines = [JobEventInline]
     date_hierarchy = "created_at"
 

@@ -1,9 +1,10 @@
 """REST API for jobs: submit (idempotent), list (the shared ``JobFilter``), retrieve,
 cancel, events, rendered manifests and logs.
 
-Every rule is the model's: ``Job.objects.visible_to`` decides what a caller sees (and a
-token narrows it to its team), ``Job.objects.submit`` is the only way a job is created,
-``job.request_cancel`` the only way one is stopped.
+Every rule is the model's: ``Job.objects.visible_to`` decides what a caller sees (the
+scoped base narrows it to a token's team), ``Job.objects.submit`` is the only way a job is
+created, ``job.request_cancel`` the only way one is stopped. The writable fields, their
+help and the list's row are the job spec's (``jobs/spec.py``).
 """
 
 import hashlib
@@ -13,23 +14,23 @@ import json
 from django.db import IntegrityError
 from django.utils import timezone
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_field, inline_serializer
-from rest_framework import filters, mixins, serializers, status, viewsets
+from rest_framework import filters, mixins, serializers, status
 from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound
 from rest_framework.response import Response
 
 from cluster import ClusterError
-from tenants.auth import token_of
-from core.api_errors import Conflict, RefuseNulMixin, SlugRelatedField, Unavailable, error_response
+from core.api_errors import Conflict, SlugRelatedField, Unavailable, error_response
+from core.api_fields import DecimalInput, StrictFields
 from core.api_input import CursorPagination
 from core.ownership import job_selector
 from core.reconcile import NoCluster, current_cluster
 from quotas.models import GpuFlavor, PriorityClass
-from tenants.auth import visible_teams
-from tenants.models import Team
+from tenants.auth import token_of
+from tenants.scoping import TeamField, TeamScopedViewSet
 from tenants.tokens import Scope
 
-from . import actions, feasibility
+from . import actions, feasibility, spec
 from .filters import JobFilter
 from .manifests import render_job
 from .idempotency import KeyConflict
@@ -38,41 +39,21 @@ from .models import LIVE_NAME_TAKEN, MAX_CPU_PER_WORKER, Job, JobEvent, total_gp
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 MAX_LOG_LINES = 5000
 
-SPEC_FIELDS = [
-    "name", "kind", "flavor", "priority", "image", "command", "args", "env", "workers",
-    "gpus_per_worker", "cpu_per_worker", "memory_per_worker_gib", "max_runtime_seconds",
-    "port", "min_replicas", "max_replicas", "readiness_path", "readiness_initial_delay_seconds",
-    "autoscaling_target_cpu_percent",
-]
 TIMESTAMPS = ["created_at", "updated_at", "submitted_at", "admitted_at", "started_at", "finished_at"]
 STATUS_FIELDS = ["state", "reason", "message", *TIMESTAMPS]
 
-
-class TeamField(SlugRelatedField):
-    """A team by slug, among those the caller may see (narrowed to the token's team)."""
-
-    def __init__(self, **kwargs):
-        super().__init__(slug_field="slug", queryset=Team.objects.none(), **kwargs)
-
-    def get_queryset(self):
-        request = self.context.get("request")
-        return visible_teams(request) if request else Team.objects.none()
-
-
-# What a job's JSON names of its related rows, as a list row reads them (``values()``).
-RELATED_NAMES = {"team": "team__slug", "flavor": "flavor__name", "priority": "priority__name",
-                 "submitter": "submitter__username"}
-# A list page reads these columns, not model instances: a page of 50 jobs is 200 objects fewer.
-LIST_ROW = ["id", *(name for name in SPEC_FIELDS if name not in RELATED_NAMES), *STATUS_FIELDS,
-            *RELATED_NAMES.values()]
+# A list page reads these columns, not model instances: a page of 50 jobs is 200 objects
+# fewer. Related rows by the field that names them (``team__slug``), as the spec says.
+LIST_ROW = ["id", *(field.column for field in spec.FIELDS), *STATUS_FIELDS, "submitter__username"]
+_INSTANCE_COLUMNS = [name for name in LIST_ROW if "__" not in name]
 
 
 def _row(job: Job) -> dict:
     """A job (a model instance) as a list row."""
-    row = {name: getattr(job, name) for name in LIST_ROW if "__" not in name}
-    for field, path in RELATED_NAMES.items():
+    row = {name: getattr(job, name) for name in _INSTANCE_COLUMNS}
+    for field, named_by in [*((f.name, f.named_by) for f in spec.RELATED_FIELDS), ("submitter", "username")]:
         related = getattr(job, field) if getattr(job, f"{field}_id") is not None else None
-        row[path] = getattr(related, path.split("__")[1]) if related is not None else None
+        row[f"{field}__{named_by}"] = getattr(related, named_by) if related is not None else None
     return row
 
 
@@ -84,26 +65,30 @@ def _when(value, zone) -> str | None:
     return text[:-6] + "Z" if text.endswith("+00:00") else text
 
 
-class JobSerializer(serializers.ModelSerializer):
-    team = TeamField()
-    flavor = SlugRelatedField(slug_field="name", queryset=GpuFlavor.objects.all())
-    priority = SlugRelatedField(
-        slug_field="name", queryset=PriorityClass.objects.all(), required=False, allow_null=True
-    )
-    submitter = SlugRelatedField(slug_field="username", read_only=True)
+def _help(name: str) -> str:
+    return spec.BY_NAME[name].help
+
+
+class JobSerializer(StrictFields, serializers.ModelSerializer):
+    team = TeamField(help_text=_help("team"))
+    flavor = SlugRelatedField(slug_field="name", queryset=GpuFlavor.objects.all(), help_text=_help("flavor"))
+    priority = SlugRelatedField(slug_field="name", queryset=PriorityClass.objects.all(), required=False,
+                                allow_null=True, help_text=_help("priority"))
+    submitter = SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
     total_gpus = serializers.IntegerField(read_only=True)
-    command = serializers.ListField(child=serializers.CharField(allow_blank=True), required=False)
-    args = serializers.ListField(child=serializers.CharField(allow_blank=True), required=False)
-    env = serializers.DictField(child=serializers.CharField(allow_blank=True), required=False)
-    cpu_per_worker = serializers.DecimalField(
-        max_digits=6, decimal_places=2, min_value=Decimal("0.1"), max_value=Decimal(MAX_CPU_PER_WORKER),
-        required=False, help_text="CPU cores per worker.",
-    )
+    command = serializers.ListField(child=serializers.CharField(allow_blank=True), required=False,
+                                    help_text=_help("command"))
+    args = serializers.ListField(child=serializers.CharField(allow_blank=True), required=False,
+                                 help_text=_help("args"))
+    env = serializers.DictField(child=serializers.CharField(allow_blank=True), required=False, help_text=_help("env"))
+    cpu_per_worker = DecimalInput(min_value=Decimal("0.1"), max_value=Decimal(MAX_CPU_PER_WORKER), required=False,
+                                  help_text=_help("cpu_per_worker"))
 
     class Meta:
         model = Job
-        fields = ["id", "team", *SPEC_FIELDS, "submitter", "total_gpus", *STATUS_FIELDS]
+        fields = ["id", *spec.NAMES, "submitter", "total_gpus", *STATUS_FIELDS]
         read_only_fields = ["id", "submitter", "total_gpus", *STATUS_FIELDS]
+        extra_kwargs = {field.name: {"help_text": field.help} for field in spec.FIELDS}
         # Job.full_clean (inside Job.objects.submit) checks the constraints, with the
         # model's own messages; DRF's copies of them would run a second query.
         validators = []
@@ -115,22 +100,23 @@ class JobSerializer(serializers.ModelSerializer):
         # tests/api/test_job_representation.py holds the outputs equal.
         row = job if isinstance(job, dict) else _row(job)
         zone = timezone.get_current_timezone()
-        return {
-            "id": row["id"], "team": row["team__slug"], "name": row["name"], "kind": row["kind"],
-            "flavor": row["flavor__name"], "priority": row["priority__name"],
-            "image": row["image"], "command": list(row["command"]), "args": list(row["args"]), "env": dict(row["env"]),
-            "workers": row["workers"], "gpus_per_worker": row["gpus_per_worker"],
-            "cpu_per_worker": self._declared_fields["cpu_per_worker"].to_representation(row["cpu_per_worker"]),
-            "memory_per_worker_gib": row["memory_per_worker_gib"], "max_runtime_seconds": row["max_runtime_seconds"],
-            "port": row["port"], "min_replicas": row["min_replicas"], "max_replicas": row["max_replicas"],
-            "readiness_path": row["readiness_path"],
-            "readiness_initial_delay_seconds": row["readiness_initial_delay_seconds"],
-            "autoscaling_target_cpu_percent": row["autoscaling_target_cpu_percent"],
+        out = {"id": row["id"]}
+        for field in spec.FIELDS:
+            value = row[field.column]
+            if field.shape == spec.LIST:
+                value = list(value)
+            elif field.shape == spec.MAP:
+                value = dict(value)
+            elif field.shape == spec.DECIMAL:
+                value = self._declared_fields[field.name].to_representation(value)
+            out[field.name] = value
+        out.update({
             "submitter": row["submitter__username"],
             "total_gpus": total_gpus(row["kind"], row["workers"], row["max_replicas"], row["gpus_per_worker"]),
             "state": row["state"], "reason": row["reason"], "message": row["message"],
             **{name: _when(row[name], zone) for name in TIMESTAMPS},
-        }
+        })
+        return out
 
 
 class FeasibilitySerializer(serializers.Serializer):
@@ -191,24 +177,22 @@ LogsSerializer = inline_serializer(
 )
 
 
-class JobViewSet(RefuseNulMixin, mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
+class JobViewSet(TeamScopedViewSet, mixins.CreateModelMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin):
     """Jobs of your teams (of every team for quota managers; of its team for a token)."""
 
+    rows = Job.objects.visible_to
+    queryset = Job.objects.none()  # for the schema; rows and refine are the truth
     serializer_class = JobSerializer
     pagination_class = JobPagination
-    filter_backends = [*viewsets.ReadOnlyModelViewSet.filter_backends, filters.OrderingFilter]
+    filter_backends = [*TeamScopedViewSet.filter_backends, filters.OrderingFilter]
     filterset_class = JobFilter
     ordering_fields = ["id", "created_at"]
     required_scopes = {"create": Scope.SUBMIT, "cancel": Scope.CANCEL}
 
-    def get_queryset(self):
-        jobs = Job.objects.visible_to(self.request.user)
+    def refine(self, jobs):
         if self.action == "list":  # what a page shows, as rows: not every column of five tables
-            jobs = jobs.values(*LIST_ROW)
-        else:
-            jobs = jobs.select_related("team", "flavor", "priority", "submitter")
-        token = token_of(self.request)
-        return token.narrow(jobs) if token else jobs
+            return jobs.values(*LIST_ROW)
+        return jobs.select_related("team", "flavor", "priority", "submitter")
 
     # --- submit ------------------------------------------------------------------------
     @extend_schema(
@@ -288,17 +272,18 @@ class JobViewSet(RefuseNulMixin, mixins.CreateModelMixin, viewsets.ReadOnlyModel
         return Response({"objects": render_job(self.get_object())})
 
     @extend_schema(
-        parameters=[OpenApiParameter("tail", int, description=f"Last lines per pod (1-{MAX_LOG_LINES}, default 200).")],
+        parameters=[OpenApiParameter("tail", {"type": "integer", "minimum": 1, "maximum": MAX_LOG_LINES},
+                                     description=f"Last lines per pod (1-{MAX_LOG_LINES}, default 200).")],
         responses={200: LogsSerializer, 503: error_response("No cluster configured, or it cannot be reached.")},
     )
     @action(detail=True, methods=["get"], pagination_class=None, filter_backends=[])
     def logs(self, request, pk=None):
         """The last lines of each of the job's pods."""
         job = self.get_object()
-        try:
-            tail = min(max(int(request.query_params.get("tail", 200)), 1), MAX_LOG_LINES)
-        except ValueError:
-            raise serializers.ValidationError({"tail": ["A whole number of lines."]})
+        tail = request.query_params.get("tail", "200")
+        if not (tail.isascii() and tail.isdigit() and 1 <= int(tail) <= MAX_LOG_LINES):
+            raise serializers.ValidationError({"tail": [f"A whole number of lines from 1 to {MAX_LOG_LINES}."]})
+        tail = int(tail)
         try:
             cluster = current_cluster()
         except NoCluster:

@@ -3,14 +3,14 @@
 import django_filters
 
 from quotas.models import GpuFlavor
-from tenants.models import Team
+from tenants.scoping import TeamFilterSet
 
 from .lifecycle import State
 from .models import Job
 
 
-class JobFilter(django_filters.FilterSet):
-    team = django_filters.ModelChoiceFilter(field_name="team", to_field_name="slug", queryset=Team.objects.none())
+class JobFilter(TeamFilterSet):
+    # ``team``: the scoped base's, among the teams the request may see.
     # A job has one state: no DISTINCT needed (it would make the database sort every match).
     state = django_filters.MultipleChoiceFilter(choices=State.choices, distinct=False)
     kind = django_filters.ChoiceFilter(choices=Job.Kind.choices)
@@ -23,10 +23,3 @@ class JobFilter(django_filters.FilterSet):
     class Meta:
         model = Job
         fields = ["team", "state", "kind", "flavor", "submitter", "q"]
-
-    def __init__(self, *args, request=None, **kwargs):
-        super().__init__(*args, request=request, **kwargs)
-        # Only the teams the person may see are offered (and accepted) as a filter.
-        user = getattr(request, "user", None)
-        if user is not None:
-            self.filters["team"].queryset = Team.objects.visible_to(user)

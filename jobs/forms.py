@@ -1,4 +1,7 @@
-"""The job submission form (training and inference), its presets, and cloning."""
+"""The job submission form (training and inference), its presets, and cloning.
+
+Which fields there are, their sections, labels and help, and what each kind asks for come
+from the job spec (``jobs/spec.py``); this module adds only how they are typed in."""
 
 import shlex
 
@@ -8,17 +11,16 @@ from django.core.exceptions import ValidationError
 from quotas.models import GpuFlavor, PriorityClass
 from tenants.models import Team
 
+from . import spec
 from .models import Job
 
-TRAINING_FIELDS = ["workers", "max_runtime_seconds"]
-INFERENCE_FIELDS = [
-    "port", "min_replicas", "max_replicas", "readiness_path", "autoscaling_target_cpu_percent",
-]
-
 PYTORCH_IMAGE = "pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime"
+# torchrun's c10d rendezvous at the platform's MASTER_ADDR:MASTER_PORT numbers the nodes
+# itself: no node rank to pass, which Volcano's pytorch plugin does not set (it sets RANK,
+# after the job's own variables, so no variable can be made of it).
 TORCHRUN_ARGS = (
-    "--nnodes=$(NNODES) --nproc-per-node=$(NPROC_PER_NODE) --node-rank=$(NODE_RANK) "
-    "--master-addr=$(MASTER_ADDR) --master-port=$(MASTER_PORT) train.py --epochs 10"
+    "--nnodes=$(NNODES) --nproc-per-node=$(NPROC_PER_NODE) --rdzv-backend=c10d "
+    "--rdzv-endpoint=$(MASTER_ADDR):$(MASTER_PORT) train.py --epochs 10"
 )
 
 # name -> (label, initial values). Strings for command/args/env, as the form shows them.
@@ -43,18 +45,10 @@ PRESETS = {
 
 
 def clone_initial(job: Job) -> dict:
-    """Form values that reproduce ``job`` as a new submission."""
-    initial = {
-        field: getattr(job, field)
-        for field in ["kind", "image", "workers", "gpus_per_worker", "cpu_per_worker",
-                      "memory_per_worker_gib", "max_runtime_seconds", *INFERENCE_FIELDS]
-    }
-    initial.update(
-        team=job.team_id, flavor=job.flavor_id, priority=job.priority_id,
-        name=job.name if job.is_final else _copy_name(job.name),
-        command=shlex.join(job.command), args=shlex.join(job.args),
-        env="\n".join(f"{k}={v}" for k, v in sorted(job.env.items())),
-    )
+    """Form values that reproduce ``job`` as a new submission: every field of the spec."""
+    initial = {field.name: getattr(job, f"{field.name}_id" if field.shape == spec.RELATED else field.name)
+               for field in spec.FIELDS}
+    initial["name"] = job.name if job.is_final else _copy_name(job.name)
     return initial
 
 
@@ -79,6 +73,9 @@ class FlavorChoiceField(forms.ModelChoiceField):
 class ListField(forms.CharField):
     """A command line typed as text, split the way a shell would."""
 
+    def prepare_value(self, value):
+        return shlex.join(value) if isinstance(value, list) else value
+
     def to_python(self, value):
         value = super().to_python(value)
         try:
@@ -91,6 +88,9 @@ class EnvField(forms.CharField):
     """``NAME=value`` lines into a mapping."""
 
     widget = forms.Textarea(attrs={"rows": 3, "placeholder": "NCCL_DEBUG=WARN"})
+
+    def prepare_value(self, value):
+        return "\n".join(f"{k}={v}" for k, v in sorted(value.items())) if isinstance(value, dict) else value
 
     def to_python(self, value):
         env = {}
@@ -105,36 +105,20 @@ class EnvField(forms.CharField):
         return env
 
 
-class JobForm(forms.ModelForm):
-    command = ListField(required=False, help_text="The entrypoint, e.g. python or torchrun. Empty: the image's own.")
-    args = ListField(required=False, help_text="Arguments, split like a shell would: quote words with spaces.")
-    env = EnvField(required=False, label="Environment", help_text="One NAME=value per line.")
+# Shapes typed in as text: a command line (split as a shell would), NAME=value lines.
+TYPED_AS_TEXT = {spec.LIST: ListField, spec.MAP: EnvField}
+# What the form says beyond the spec's help: how to type it here.
+HOW_TO_TYPE = {"env": "One NAME=value per line. The torchrun variables (MASTER_ADDR, WORLD_SIZE, NNODES, ...) "
+                      "are set by the platform."}
 
+
+class JobForm(forms.ModelForm):
     class Meta:
         model = Job
-        fields = [
-            "team", "kind", "name", "flavor", "priority", "image", "command", "args", "env",
-            "workers", "gpus_per_worker", "cpu_per_worker", "memory_per_worker_gib",
-            "max_runtime_seconds", *INFERENCE_FIELDS,
-        ]
+        fields = list(spec.NAMES)
         field_classes = {"flavor": FlavorChoiceField}
-        labels = {
-            "gpus_per_worker": "GPUs per worker",
-            "cpu_per_worker": "CPU cores per worker",
-            "memory_per_worker_gib": "Memory per worker (GiB)",
-            "max_runtime_seconds": "Max runtime (seconds)",
-            "min_replicas": "Min replicas",
-            "max_replicas": "Max replicas",
-            "readiness_path": "Readiness path",
-            "autoscaling_target_cpu_percent": "Autoscale at CPU %",
-        }
-        help_texts = {
-            "name": "Lowercase letters, digits and '-', starting with a letter. Unique among the team's live jobs.",
-            "image": "A container image, e.g. pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime.",
-            "workers": "Pods started together (gang-scheduled); each gets the GPUs below.",
-            "port": "The port the server listens on.",
-            "cpu_per_worker": "",
-        }
+        labels = {field.name: field.label for field in spec.FIELDS}
+        help_texts = {field.name: field.help for field in spec.FIELDS}
         widgets = {"kind": forms.HiddenInput}
 
     def __init__(self, *args, user, usage_by_team=None, **kwargs):
@@ -146,19 +130,36 @@ class JobForm(forms.ModelForm):
         self.fields["flavor"].empty_label = None
         self.fields["priority"].queryset = PriorityClass.objects.all()
         self.fields["priority"].empty_label = "default (0)"
+        for field in spec.FIELDS:
+            if field.shape in TYPED_AS_TEXT:
+                self.fields[field.name] = TYPED_AS_TEXT[field.shape](
+                    required=False, label=field.label, help_text=HOW_TO_TYPE.get(field.name, field.help))
         # Only the fields of the chosen kind exist; the model's defaults fill the others.
-        drop = INFERENCE_FIELDS if self.kind == Job.Kind.TRAINING else TRAINING_FIELDS
-        for name in drop:
-            del self.fields[name]
-        if self.kind == Job.Kind.INFERENCE:
-            self.fields["port"].required = True
-            self.fields["min_replicas"].required = True
-            self.fields["max_replicas"].required = True
+        given = {field.name for field in spec.for_kind(self.kind)}
+        for field in spec.FIELDS:
+            if field.name not in given:
+                del self.fields[field.name]
+            elif self.kind in field.required_for:
+                self.fields[field.name].required = True
+        # A number left empty is the field's default (30 s of readiness delay, 4 CPU cores, ...).
+        self.defaults = {}
+        for name, form_field in self.fields.items():
+            model_field = Job._meta.get_field(name)
+            if isinstance(form_field, forms.IntegerField) and model_field.has_default() and not model_field.null:
+                form_field.required = False
+                self.defaults[name] = model_field.get_default()
         team_id = self.selected_team_id()
         usage = {flavor_id: item for (t, flavor_id), item in (usage_by_team or {}).items() if t == team_id}
         self.fields["flavor"].usage = usage
         if not self.is_bound and not self.initial.get("flavor") and usage:
             self.initial["flavor"] = self._best_flavor(usage.values())
+
+    def clean(self):
+        data = super().clean()
+        for name, default in self.defaults.items():
+            if name in data and data[name] is None:
+                data[name] = default
+        return data
 
     def _best_flavor(self, usage) -> int:
         """Start on a flavor where the job as preset can run, with the most free GPUs."""
@@ -186,18 +187,10 @@ class JobForm(forms.ModelForm):
             return first.pk if first else None
 
     def field_groups(self):
-        """The fields in the order the page shows them, by section."""
-        sections = [
-            ("Job", ["team", "name", "flavor", "priority"]),
-            ("Container", ["image", "command", "args", "env"]),
-            ("Resources", ["workers", "gpus_per_worker", "cpu_per_worker", "memory_per_worker_gib",
-                           "max_runtime_seconds"]),
-            ("Serving", INFERENCE_FIELDS),
-        ]
-        for title, names in sections:
-            fields = [self[name] for name in names if name in self.fields]
-            if fields:
-                yield title, fields
+        """The visible fields in the order the page shows them, by section (the spec's)."""
+        names = [name for name, field in self.fields.items() if not field.widget.is_hidden]
+        for title, members in spec.sections(names):
+            yield title, [self[name] for name in members]
 
     def unsaved_job(self) -> Job:
         """The job the cleaned form describes, not saved (for the preview)."""

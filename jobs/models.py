@@ -23,6 +23,7 @@ from tenants.models import Membership, Team
 
 from .idempotency import IdempotencyKey  # noqa: F401  (a model of this app)
 from .logtails import LogTail  # noqa: F401  (a model of this app)
+from .spec import refused_on
 from .intervals import GpuInterval  # noqa: F401  (a model of this app)
 from .lifecycle import FINAL_STATE_VALUES, FINAL_STATES, NEVER_STARTS_REASONS, WAITING_FOR_QUOTA, State
 from .moves import SUBMITTED_BECAUSE, JobEvent, JobMoves  # noqa: F401  (JobEvent: a model of this app)
@@ -338,6 +339,8 @@ class Job(JobMoves, models.Model):
     def clean(self) -> None:
         errors: dict[str, str] = {}
         flavor = self.flavor if self.flavor_id else None
+        if flavor:  # settings its scheduler cannot honour (a priority on Volcano) are refused
+            errors.update(refused_on(flavor.scheduler, self))
         if flavor and self.gpus_per_worker and self.gpus_per_worker > flavor.gpus_per_node:
             errors["gpus_per_worker"] = (
                 f"{self.gpus_per_worker} GPUs per worker, but nodes of flavor {flavor.name} "

@@ -11,6 +11,7 @@ import yaml
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import IntegrityError
 from django.db.models import Q
 from django.http import Http404, HttpResponseForbidden
 from django.shortcuts import get_object_or_404, redirect, render
@@ -20,19 +21,27 @@ from quotas.models import GpuFlavor
 from tenants import picker
 from tenants.models import Team
 
-from . import actions, feasibility, usage
+from . import actions, feasibility, spec, usage
 from .filters import JobFilter
 from .forms import PRESETS, JobForm, clone_initial
 from .manifests import render_job
-from .models import Job
+from .models import LIVE_NAME_TAKEN, Job
 
 PAGE_SIZE = 25
 # Placeholder id for a job not saved yet: object names end in "-<id>".
 PREVIEW_ID = 0
 
 
+class _NoAliases(yaml.SafeDumper):
+    """YAML a person reads and pastes: an object used twice is written out twice, not as
+    an ``&id001`` anchor and its alias."""
+
+    def ignore_aliases(self, data):
+        return True
+
+
 def _yaml(objects: list[dict]) -> str:
-    return yaml.safe_dump_all(objects, sort_keys=False, explicit_start=True)
+    return yaml.dump_all(objects, Dumper=_NoAliases, sort_keys=False, explicit_start=True)
 
 
 # --- list ---------------------------------------------------------------------------------------
@@ -42,8 +51,8 @@ def _yaml(objects: list[dict]) -> str:
 CURSOR_PARAMS = ("older", "newer", "page")
 # What a row shows (templates/jobs/partials/job_rows.html), not the JSON and text of five tables.
 # reason and the flavor's node size: whether a waiting job can never start (its state's label)
-LIST_COLUMNS = ("id", "name", "state", "reason", "kind", "workers", "max_replicas", "gpus_per_worker", "created_at",
-                "team__slug", "flavor__name", "flavor__gpus_per_node", "submitter__username")
+LIST_COLUMNS = ("id", *(field.column for field in spec.LISTED), "state", "reason", "flavor__gpus_per_node", "created_at",
+                "submitter__username")
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
 
@@ -162,6 +171,9 @@ def job_submit(request):
             except ValidationError as err:
                 for field, errors in err.message_dict.items():
                     form.add_error(field if field in form.fields else None, errors)
+            except IntegrityError:
+                # A same-name submission won the race past the live-name check (as the API's 409).
+                form.add_error("name", LIVE_NAME_TAKEN)
             else:
                 verdict = feasibility.assess(job)
                 if verdict.verdict == feasibility.Feasibility.NEVER:
@@ -189,6 +201,7 @@ def job_preview(request):
         job = form.unsaved_job()
         job.pk = PREVIEW_ID
         context.update(yaml=_yaml(render_job(job)), placeholder_id=PREVIEW_ID)
+        job.pk = None  # not submitted: for the verdict, a new job behind every one waiting
     else:
         job = form.sizing_job()
     if job is not None:

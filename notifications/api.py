@@ -7,18 +7,18 @@ from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound, PermissionDenied
-from rest_framework.pagination import CursorPagination
 from rest_framework.response import Response
 
-from core.api_errors import RefuseNulMixin, SlugRelatedField
-from tenants.auth import token_of, visible_teams
-from tenants.models import Team
+from core.api_errors import RefuseNulMixin
+from core.api_fields import StrictFields
+from tenants.auth import token_of
+from tenants.scoping import TeamField, TeamScopedViewSet
 
 from . import actions
 from .models import CHOOSABLE, DEFAULT_ON, Preference, Webhook, WebhookDelivery, audience
 
 
-class PreferenceSerializer(serializers.Serializer):
+class PreferenceSerializer(StrictFields, serializers.Serializer):
     kind = serializers.ChoiceField(choices=[(k.value, k.label) for k in CHOOSABLE], read_only=True)
     label = serializers.CharField(read_only=True)
     audience = serializers.CharField(read_only=True, help_text="Who hears of this kind of event.")
@@ -56,14 +56,15 @@ class PreferenceViewSet(SessionWrites, RefuseNulMixin, viewsets.ViewSet):
         self.check_session(request)
         if kind not in CHOOSABLE:
             raise NotFound(f"Unknown kind of event {kind!r}.")
-        form = PreferenceSerializer(data=request.data)
+        form = PreferenceSerializer(data=request.data, partial=True)  # {} changes nothing
         form.is_valid(raise_exception=True)
-        Preference.objects.choose(request.user, kind, form.validated_data["email"])
+        if "email" in form.validated_data:
+            Preference.objects.choose(request.user, kind, form.validated_data["email"])
         return Response(next(p for p in _preferences(request.user) if p["kind"] == kind))
 
 
-class WebhookSerializer(serializers.ModelSerializer):
-    team = SlugRelatedField(slug_field="slug", queryset=Team.objects.none())
+class WebhookSerializer(StrictFields, serializers.ModelSerializer):
+    team = TeamField()
     kinds = serializers.ListField(child=serializers.ChoiceField(choices=[k.value for k in CHOOSABLE]),
                                   allow_empty=False)
     secret = serializers.CharField(read_only=True, help_text="Signs every request (X-GPUPlatform-Signature).")
@@ -75,8 +76,6 @@ class WebhookSerializer(serializers.ModelSerializer):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        request = self.context.get("request")
-        self.fields["team"].queryset = visible_teams(request) if request else Team.objects.none()
         if self.instance is not None:
             self.fields["team"].read_only = True
 
@@ -105,23 +104,16 @@ class DeliverySerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
-class WebhookPagination(CursorPagination):
-    ordering = "-id"
-    page_size = 50
-
-
-class WebhookViewSet(SessionWrites, RefuseNulMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin,
-                     mixins.CreateModelMixin, mixins.UpdateModelMixin, mixins.DestroyModelMixin,
-                     viewsets.GenericViewSet):
+class WebhookViewSet(SessionWrites, TeamScopedViewSet, mixins.ListModelMixin, mixins.RetrieveModelMixin,
+                     mixins.CreateModelMixin, mixins.UpdateModelMixin, mixins.DestroyModelMixin):
     """Webhooks of the teams you own, their delivery log, and resending a delivery."""
 
+    rows = Webhook.objects.managed_by  # owners only: a webhook holds its signing secret
     serializer_class = WebhookSerializer
-    queryset = Webhook.objects.none()  # for the schema; get_queryset is the truth
-    pagination_class = WebhookPagination
+    queryset = Webhook.objects.none()  # for the schema; rows and refine are the truth
     http_method_names = ["get", "post", "patch", "delete", "head", "options"]
 
-    def get_queryset(self):
-        hooks = Webhook.objects.managed_by(self.request.user).filter(team__in=visible_teams(self.request))
+    def refine(self, hooks):
         return hooks.select_related("team").distinct()
 
     def perform_create(self, serializer):

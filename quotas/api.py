@@ -9,10 +9,10 @@ from drf_spectacular.utils import extend_schema
 from rest_framework import exceptions, mixins, serializers, status, viewsets
 from rest_framework.response import Response
 
-from tenants.auth import token_of, visible_teams
 from core.api_errors import RefuseNulMixin, SlugRelatedField
+from core.api_fields import StrictFields
 from core.api_input import CursorPagination
-from tenants.models import Team
+from tenants.scoping import TeamField, TeamFilterSet, TeamScopedViewSet
 from tenants.tokens import Scope
 
 from .models import GpuFlavor, Quota, QuotaGrant, QuotaRequest
@@ -39,7 +39,8 @@ class QuotaSerializer(serializers.ModelSerializer):
     """
 
     flavor = SlugRelatedField(slug_field="name", read_only=True)
-    cohort = SlugRelatedField(slug_field="name", read_only=True)
+    cohort = SlugRelatedField(slug_field="name", read_only=True, allow_null=True,
+                              help_text="The cohort the quota borrows and lends in; null: none.")
     ceiling_gpus = serializers.IntegerField(read_only=True)
     running_gpus = serializers.SerializerMethodField()
     pending_gpus = serializers.SerializerMethodField()
@@ -87,20 +88,12 @@ class FlavorViewSet(RefuseNulMixin, viewsets.ReadOnlyModelViewSet):
 # ``full_clean``). Deciding (approve/deny) stays in the quota console.
 
 
-class QuotaRequestFilter(django_filters.FilterSet):
-    team = django_filters.ModelChoiceFilter(field_name="team", to_field_name="slug", queryset=Team.objects.none())
+class QuotaRequestFilter(TeamFilterSet):
     status = django_filters.MultipleChoiceFilter(choices=QuotaRequest.Status.choices)
 
     class Meta:
         model = QuotaRequest
         fields = ["team", "status"]
-
-    def __init__(self, *args, request=None, **kwargs):
-        super().__init__(*args, request=request, **kwargs)
-        # As for jobs: only the teams the person may see are accepted as a filter.
-        user = getattr(request, "user", None)
-        if user is not None:
-            self.filters["team"].queryset = Team.objects.visible_to(user)
 
 
 class RequestStatusField(serializers.ChoiceField):
@@ -135,8 +128,10 @@ class QuotaGrantSummarySerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
-class QuotaRequestSerializer(serializers.ModelSerializer):
-    team = SlugRelatedField(slug_field="slug", queryset=Team.objects.none())
+class QuotaRequestSerializer(StrictFields, serializers.ModelSerializer):
+    # Only teams the caller may see (and the token's team) can be named; any other is
+    # "does not exist" (400), as for jobs.
+    team = TeamField()
     flavor = SlugRelatedField(slug_field="name", queryset=GpuFlavor.objects.all())
     requested_by = SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
     decided_by = SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
@@ -157,13 +152,6 @@ class QuotaRequestSerializer(serializers.ModelSerializer):
         # QuotaRequest.full_clean (inside QuotaRequest.objects.submit) checks the
         # constraints with the model's own messages.
         validators = []
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        request = self.context.get("request")
-        # Only teams the caller may see (and the token's team) can be named; any other is
-        # "does not exist" (400), as for jobs.
-        self.fields["team"].queryset = visible_teams(request) if request else Team.objects.none()
 
     def validate_team(self, team):
         # A team the caller sees but does not own: refused whatever the other fields say.
@@ -186,23 +174,21 @@ class QuotaRequestPagination(CursorPagination):
     max_page_size = 200
 
 
-class QuotaRequestViewSet(RefuseNulMixin, mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
+class QuotaRequestViewSet(TeamScopedViewSet, mixins.CreateModelMixin, mixins.ListModelMixin,
+                          mixins.RetrieveModelMixin):
     """Quota requests of your teams (of every team for quota managers; of its team for a
     token), newest first. Owners file them here or on the team page; quota managers decide
     in the console."""
 
+    rows = QuotaRequest.objects.visible_to
     serializer_class = QuotaRequestSerializer
-    queryset = QuotaRequest.objects.none()  # for the schema; get_queryset is the truth
+    queryset = QuotaRequest.objects.none()  # for the schema; rows and refine are the truth
     pagination_class = QuotaRequestPagination
     filterset_class = QuotaRequestFilter
     required_scopes = {"create": Scope.SUBMIT}
 
-    def get_queryset(self):
-        requests = QuotaRequest.objects.visible_to(self.request.user).select_related(
-            "team", "flavor", "requested_by", "decided_by", "grant"
-        )
-        token = token_of(self.request)
-        return token.narrow(requests) if token else requests
+    def refine(self, requests):
+        return requests.select_related("team", "flavor", "requested_by", "decided_by", "grant")
 
     @extend_schema(responses={201: QuotaRequestSerializer})
     def create(self, request, *args, **kwargs):

@@ -53,19 +53,25 @@ def render_queue(quota, namespace: str, team: str) -> dict:
 
 def render_training(job) -> list[dict]:
     name, namespace = object_name(job), job.team.namespace_name
-    ports = [{"name": "rendezvous", "containerPort": RENDEZVOUS_PORT}]
     # Volcano has no run-time limit of its own: the kubelet ends pods past their deadline.
     deadline = {"activeDeadlineSeconds": job.max_runtime_seconds} if job.max_runtime_seconds else {}
 
     alone = job.workers == 1
-    # Volcano's pytorch plugin sets MASTER_ADDR, WORLD_SIZE and RANK from the Service its svc
-    # plugin makes (with a ConfigMap of hosts and a NetworkPolicy); a job of one worker meets
-    # itself on localhost, so it gets neither plugin and those variables from us.
-    env = ([*torch_env(job, LOCAL_MASTER, None), {"name": "RANK", "value": "0"}] if alone
-           else [{"name": "NPROC_PER_NODE", "value": str(job.gpus_per_worker)}])
+
+    def env() -> list[dict]:
+        # Volcano's pytorch plugin sets MASTER_ADDR, MASTER_PORT, WORLD_SIZE and RANK from the
+        # Service its svc plugin makes (with a ConfigMap of hosts and a NetworkPolicy), after
+        # the container's own variables (so no variable of ours can be made from them; no
+        # NODE_RANK: torchrun's c10d rendezvous numbers the nodes); NNODES and NPROC_PER_NODE
+        # are ours. A job of one worker meets itself on localhost, so it gets neither plugin
+        # and every variable from us.
+        if alone:
+            return [*torch_env(job, LOCAL_MASTER, None), {"name": "RANK", "value": "0"}]
+        return [{"name": "NNODES", "value": str(job.workers)}, {"name": "NPROC_PER_NODE", "value": str(job.gpus_per_worker)}]
 
     def task(task_name: str, replicas: int, policies: list[dict]) -> dict:
-        main = container(job, env, ports)
+        # Each task its own objects: shared ones would come back as aliases in YAML.
+        main = container(job, env(), [{"name": "rendezvous", "containerPort": RENDEZVOUS_PORT}])
         return {
             "name": task_name,
             "replicas": replicas,

@@ -156,7 +156,9 @@ def render_inference(job, scheduler) -> list[dict]:
     }
     main = container(job, [], [{"name": "http", "containerPort": job.port}], probe)
     deployment_labels, pod_annotations, extra = scheduler.inference_placement(job, namespace)
-    pod_meta: dict = {"labels": pod_labels(job)}
+    # The queue labels on the pods too (Kueue's webhook would copy them; stated, the pods'
+    # queue and priority class are ours and shown in the preview).
+    pod_meta: dict = {"labels": {**deployment_labels, **pod_labels(job)}}
     if pod_annotations:
         pod_meta["annotations"] = pod_annotations
     objects = [

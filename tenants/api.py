@@ -3,13 +3,14 @@
 from datetime import timedelta
 
 from django.utils.cache import add_never_cache_headers
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 
 from tenants.auth import SessionOnly
 from core.api_errors import RefuseNulMixin, SlugRelatedField
+from core.api_fields import StrictFields
 from core.api_input import CursorPagination
 
 from .models import Team
@@ -29,13 +30,30 @@ class TokenSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
-class TokenCreateSerializer(serializers.Serializer):
+@extend_schema_field({"type": "array", "minItems": 1, "items": {"type": "string", "enum": ALL_SCOPES}})
+class ScopesField(serializers.ListField):
+    """A list of scope names; a wrong one is an error on ``scopes`` itself."""
+
+    child = serializers.CharField()
+
+    def to_internal_value(self, data):
+        scopes = super().to_internal_value(data)
+        unknown = sorted(set(scopes) - set(ALL_SCOPES))
+        if unknown:
+            raise serializers.ValidationError(f"Unknown scope {', '.join(unknown)}: choose from {', '.join(ALL_SCOPES)}.")
+        return sorted(set(scopes))
+
+
+class TokenCreateSerializer(StrictFields, serializers.Serializer):
     name = serializers.CharField(max_length=100)
     team = SlugRelatedField(
         slug_field="slug", queryset=Team.objects.none(), required=False, allow_null=True,
         help_text="The one team the token acts for; leave out for all of your teams.",
     )
-    scopes = serializers.MultipleChoiceField(choices=ALL_SCOPES, required=False, allow_empty=False)
+    scopes = ScopesField(
+        required=False, allow_empty=False,
+        help_text="Leave out for every scope you can use; submit and cancel only where you are an owner or member.",
+    )
     expires_in_days = serializers.IntegerField(min_value=1, max_value=365, default=90)
 
     def __init__(self, *args, **kwargs):
@@ -77,7 +95,7 @@ class TokenViewSet(RefuseNulMixin, mixins.ListModelMixin, mixins.RetrieveModelMi
         data = form.validated_data
         token, secret = ApiToken.objects.issue(
             user=request.user, name=data["name"], team=data.get("team"),
-            scopes=sorted(data.get("scopes") or ALL_SCOPES),
+            scopes=data.get("scopes"),  # None: every scope the person can use
             lifetime=timedelta(days=data["expires_in_days"]),
         )
         token.token = secret

@@ -54,6 +54,10 @@ class TokenAuthenticationScheme(OpenApiAuthenticationExtension):
     def get_security_definition(self, auto_schema):
         return {"type": "http", "scheme": "bearer", "description": "An API token: `Bearer gpp_…`."}
 
+    def get_security_requirement(self, auto_schema):
+        # Operations no token may call (session only) offer only the session cookie.
+        return {self.name: []} if token_may(auto_schema.view, auto_schema.method) else None
+
 
 def token_of(request) -> ApiToken | None:
     auth = getattr(request, "auth", None)
@@ -74,10 +78,10 @@ class TokenScope(permissions.BasePermission):
         token = token_of(request)
         if token is None:
             return True
-        if request.method in permissions.SAFE_METHODS:
-            needed = SAFE_SCOPE
-        else:
-            needed = getattr(view, "required_scopes", {}).get(getattr(view, "action", None))
+        method = request.method.lower()
+        if method not in view.http_method_names or not hasattr(view, method):
+            return True  # no such operation: 405, whoever asks
+        needed = _needed_scope(view, request.method)
         if needed is None or not token.has_scope(needed):
             self.message = f"This token lacks the '{needed or 'session'}' scope for this request."
             return False
@@ -92,6 +96,21 @@ class SessionOnly(permissions.BasePermission):
 
     def has_permission(self, request, view):
         return token_of(request) is None
+
+
+def _needed_scope(view, method: str) -> str | None:
+    """The scope a token needs for ``method`` on ``view``; None when only a session may."""
+    if method.upper() in permissions.SAFE_METHODS:
+        return SAFE_SCOPE
+    return getattr(view, "required_scopes", {}).get(getattr(view, "action", None))
+
+
+def token_may(view, method: str) -> bool:
+    """Whether a token with the right scope may make this request at all (the schema's
+    security of each operation says the same)."""
+    if any(isinstance(permission, SessionOnly) for permission in view.get_permissions()):
+        return False
+    return _needed_scope(view, method) is not None
 
 
 class TokenRateThrottle(throttling.SimpleRateThrottle):

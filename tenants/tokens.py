@@ -1,7 +1,8 @@
 """API tokens for CI pipelines, and the idempotency keys that make job submission retryable.
 
 A token belongs to one person and is narrowed to one of their teams (or all of them) and
-to scopes (read, submit, cancel); it expires. Only a SHA-256 of its secret is stored: the
+to scopes (read, submit, cancel), only those its person can use (``usable_scopes``: a
+viewer's token reads); it expires. Only a SHA-256 of its secret is stored: the
 full token is shown once, at creation. Its first characters (``gpp_`` + 8) are a
 non-secret prefix, stored as is, so a request's token is found by an indexed lookup and
 then compared in constant time.
@@ -13,7 +14,7 @@ import secrets
 from datetime import timedelta
 
 from django.conf import settings
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
@@ -35,6 +36,9 @@ class Scope(models.TextChoices):
 
 
 ALL_SCOPES = [s.value for s in Scope]
+# What needs more than a view of the team: submitting and cancelling are for owners and
+# members (``Team.can_submit``), so a token with them is only of use where its person is one.
+WRITE_SCOPES = frozenset({Scope.SUBMIT, Scope.CANCEL})
 
 
 def _digest(secret: str) -> str:
@@ -42,20 +46,41 @@ def _digest(secret: str) -> str:
 
 
 def validate_scopes(value) -> None:
-    from django.core.exceptions import ValidationError
-
     if not isinstance(value, list) or not value or any(s not in ALL_SCOPES for s in value):
         raise ValidationError(f"Scopes are a non-empty list of: {', '.join(ALL_SCOPES)}.")
 
 
+def usable_scopes(user, team=None) -> list[str]:
+    """The scopes a token of ``user`` could ever use: reading always; submitting and
+    cancelling only in a team (``team``, or any of theirs) where they are an owner or member."""
+    teams = ApiToken._meta.get_field("team").related_model.objects.submittable_by(user)
+    if team is not None:
+        teams = teams.filter(pk=team.pk)
+    return ALL_SCOPES if teams.exists() else [s for s in ALL_SCOPES if s not in WRITE_SCOPES]
+
+
+def unusable_scopes_message(user, team, unusable) -> str:
+    where = f"in {team.slug}" if team is not None else "in any of your teams"
+    return (f"{', '.join(sorted(unusable))}: you cannot submit or cancel jobs {where} (owners and members can), "
+            "so a token could never use it.")
+
+
 class ApiTokenQuerySet(models.QuerySet):
     def issue(self, *, user, name: str, team=None, scopes=None, lifetime=DEFAULT_LIFETIME):
-        """Create a token; returns ``(token, secret)``. The secret is never stored."""
+        """Create a token; returns ``(token, secret)``. The secret is never stored.
+
+        ``scopes`` None gives every scope the person can use (``usable_scopes``); a scope they
+        could never use, or none at all, is refused."""
         if team is not None and not type(team).objects.visible_to(user).filter(pk=team.pk).exists():
             raise PermissionDenied(f"You cannot act for team {team.slug}.")
+        usable = usable_scopes(user, team)
+        if scopes is not None:
+            unusable = set(scopes) - set(usable)
+            if unusable & set(ALL_SCOPES):
+                raise ValidationError({"scopes": unusable_scopes_message(user, team, unusable & set(ALL_SCOPES))})
         secret = f"{TOKEN_PREFIX}{secrets.token_hex(LOOKUP_LENGTH // 2)}{secrets.token_urlsafe(32)}"
         token = self.model(
-            user=user, name=name, team=team, scopes=sorted(set(scopes or ALL_SCOPES)),
+            user=user, name=name, team=team, scopes=sorted(set(usable if scopes is None else scopes)),
             prefix=secret[: len(TOKEN_PREFIX) + LOOKUP_LENGTH], digest=_digest(secret),
             expires_at=timezone.now() + lifetime,
         )

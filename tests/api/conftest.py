@@ -8,7 +8,7 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from jobs.models import Job
-from tenants.tokens import ALL_SCOPES, ApiToken
+from tenants.tokens import ApiToken
 
 from ..builders import make_job
 
@@ -26,7 +26,8 @@ def scheduled_reconciles(monkeypatch):
     return scheduled
 
 
-def issue_token(user, *, team=None, scopes=ALL_SCOPES, expired=False, revoked=False):
+def issue_token(user, *, team=None, scopes=None, expired=False, revoked=False):
+    """A token of `user` (every scope they can use unless `scopes` says)."""
     token, secret = ApiToken.objects.issue(user=user, name="test", team=team, scopes=scopes)
     if expired:
         ApiToken.objects.filter(pk=token.pk).update(

@@ -5,6 +5,7 @@ and moves the job through its states in the database (``job.observe``, as the wa
 does) while gpuctl polls.
 """
 
+import json
 import subprocess
 import sys
 import threading
@@ -12,11 +13,13 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from gpuctl.cli import EXIT, main
 from jobs.lifecycle import State
 from jobs.models import Job
 
+from ..builders import make_quota
 from .conftest import issue_token
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -38,7 +41,13 @@ gpus_per_worker: 4
 
 
 @pytest.fixture
-def gpuctl(live_server, member, team, flavor, monkeypatch, capsys):
+def quota(team, flavor):
+    """Room for the job file's 2 x 4 GPUs: its verdict is "now", not "never"."""
+    return make_quota(team, flavor, nominal_gpus=8)
+
+
+@pytest.fixture
+def gpuctl(live_server, member, team, flavor, quota, monkeypatch, capsys):
     """Run ``gpuctl ARGS`` in-process; returns (exit code, stdout, stderr)."""
     monkeypatch.setenv("GPUPLATFORM_URL", live_server.url)
     monkeypatch.setenv("GPUPLATFORM_TOKEN", issue_token(member, team=team))
@@ -230,3 +239,54 @@ def test_the_installed_console_script_works(live_server, member, team, flavor, j
     assert submitted.returncode == 0, submitted.stderr
     listed = subprocess.run([str(script), "-o", "json", "list"], env=env, capture_output=True, text=True, timeout=60)
     assert listed.returncode == 0 and '"name": "resnet"' in listed.stdout
+
+
+def test_json_output_with_wait_is_one_json_document_and_progress_goes_to_stderr(gpuctl, job_file):
+    mover = move_job_later("resnet", [State.RUNNING, State.SUCCEEDED])
+    code, out, err = gpuctl("-o", "json", "submit", "-f", str(job_file), "--wait", "--interval", "0.1",
+                            "--timeout", "30")
+    mover.join()
+    assert code == EXIT["ok"]
+    assert json.loads(out)["state"] == "succeeded"
+    assert "submitted: submitted" in err and "running -> succeeded" in err
+
+
+def test_wait_on_a_job_that_can_never_run_exits_at_once_with_the_reason(gpuctl, job_file, quota):
+    quota.delete()  # the team has no quota on h100: "Can never run"
+    started = time.monotonic()
+    code, out, err = gpuctl("submit", "-f", str(job_file), "--wait", "--interval", "0.1", "--timeout", "30")
+    assert code == EXIT["never"]
+    assert time.monotonic() - started < 10
+    job = Job.objects.get()
+    assert f"job {job.pk} can never run as asked" in err and "no quota on h100" in err
+    assert job.state == State.SUBMITTED  # accepted all the same: the quota may grow
+
+
+def test_without_wait_a_job_that_can_never_run_is_submitted_with_a_warning(gpuctl, job_file, quota):
+    quota.delete()
+    code, _, err = gpuctl("submit", "-f", str(job_file))
+    assert code == EXIT["ok"] and "warning:" in err and "no quota on h100" in err
+
+
+@pytest.mark.parametrize("argv", [["-o", "json", "list"], ["list", "-o", "json"], ["list", "--output=json"]])
+def test_the_output_option_goes_before_or_after_the_command(gpuctl, job_file, argv):
+    gpuctl("submit", "-f", str(job_file))
+    code, out, _ = gpuctl(*argv)
+    assert code == EXIT["ok"] and [job["name"] for job in json.loads(out)] == ["resnet"]
+
+
+def test_yaml_output_is_one_yaml_document(gpuctl, job_file):
+    gpuctl("submit", "-f", str(job_file))
+    job = Job.objects.get()
+    code, out, _ = gpuctl("status", str(job.pk), "-o", "yaml")
+    document = yaml.safe_load(out)
+    assert code == EXIT["ok"] and document["name"] == "resnet" and document["events"][0]["to_state"] == "submitted"
+    assert "&id" not in out
+
+
+@pytest.mark.parametrize("limit", ["0", "-1", "many"])
+def test_a_limit_below_one_is_a_usage_error_that_says_so(gpuctl, limit, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        gpuctl("list", "--limit", limit)
+    assert exit_.value.code == EXIT["usage"]
+    assert "--limit" in capsys.readouterr().err

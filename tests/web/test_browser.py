@@ -155,7 +155,7 @@ def test_a_bad_submission_shows_field_errors_and_keeps_the_input(page):
     assert page.get_by_label("Name:").input_value() == "Bad_Name"
     assert page.get_by_label("GPUs per worker:").input_value() == "12"
     assert page.get_by_label("Environment:").input_value() == "NOT A PAIR"
-    page.get_by_text("Use at most 63 lowercase letters").first.wait_for()
+    page.get_by_text("Use lowercase letters, digits and").first.wait_for()
     page.get_by_text("Line 1 should look like NAME=value.").first.wait_for()
     shot(page, "submit-errors")
     assert not Job.objects.exists()

@@ -156,7 +156,9 @@ class Command(BaseCommand):
                 image="ghcr.io/example/trainer:2.4" if kind == "training" else "ghcr.io/example/serve:1.0",
                 command=["torchrun"] if kind == "training" else ["python", "-m", "serve"],
                 args=["train.py", "--epochs", "10"] if kind == "training" else ["--port", "8000"],
-                env={"WANDB_MODE": "offline"}, workers=workers, gpus_per_worker=gpus, priority=priority,
+                env={"WANDB_MODE": "offline"}, workers=workers, gpus_per_worker=gpus,
+                # Priority classes are Kueue's: a Volcano flavor refuses them.
+                priority=priority if flavors[flavor].scheduler == Scheduler.KUEUE else None,
             )
             if kind == "inference":
                 fields.update(port=8000, min_replicas=1, max_replicas=3, readiness_path="/healthz",

@@ -1,0 +1,114 @@
+"""The job spec, declared once: every field a person sets on a job, its section, the kinds
+and schedulers it applies to, its label and help text, and whether the job list shows it.
+
+Everything that shows or takes a job's settings reads this module: the submission form
+(its fields, sections, what each kind asks for, cloning), the API serializer (its writable
+fields, help texts, the fast list path), the job list's columns and the admin. A field
+added here reaches all of them; gpuctl's job-file fields are held equal to the API's
+writable fields by ``tests/api/test_job_spec.py``.
+
+Plain declarations, no Django: the model asks ``refused_on`` too, so this sits below it.
+"""
+
+from dataclasses import dataclass
+
+TRAINING, INFERENCE = "training", "inference"
+KUEUE, VOLCANO = "kueue", "volcano"
+KINDS = (TRAINING, INFERENCE)
+SCHEDULERS = (KUEUE, VOLCANO)
+
+# Shapes that need more than a plain value: a related row named by one of its fields, a
+# list of words, a mapping of names to values, a decimal number.
+VALUE, RELATED, LIST, MAP, DECIMAL = "value", "related", "list", "map", "decimal"
+
+JOB, CONTAINER, RESOURCES, SERVING = "Job", "Container", "Resources", "Serving"
+SECTIONS = (JOB, CONTAINER, RESOURCES, SERVING)
+
+
+@dataclass(frozen=True)
+class Field:
+    name: str
+    section: str
+    label: str
+    help: str = ""
+    kinds: tuple[str, ...] = KINDS
+    schedulers: tuple[str, ...] = SCHEDULERS
+    shape: str = VALUE
+    # RELATED: the field of the related row that names it (a team's slug, a flavor's name).
+    named_by: str = ""
+    # Asked for (not left to its default) by the form for these kinds.
+    required_for: tuple[str, ...] = ()
+    listed: bool = False  # a column of the job list (and the admin's)
+
+    @property
+    def column(self) -> str:
+        """Where a row read with ``values()`` holds the field's value."""
+        return f"{self.name}__{self.named_by}" if self.shape == RELATED else self.name
+
+
+FIELDS = (
+    Field("team", JOB, "Team", "The team the job runs for, by slug.", shape=RELATED, named_by="slug",
+          listed=True),
+    Field("name", JOB, "Name", "At most 40 lowercase letters, digits and '-', starting with a letter. "
+          "Unique among the team's live jobs.", listed=True),
+    Field("kind", JOB, "Kind", "training (the default) or inference.", listed=True),
+    Field("flavor", JOB, "Flavor", "The GPU flavor (hardware pool), by name.", shape=RELATED, named_by="name",
+          listed=True),
+    Field("priority", JOB, "Priority", "A priority class, by name; its value at most the team's ceiling. "
+          "Kueue flavors only: Volcano flavors refuse it.", schedulers=(KUEUE,), shape=RELATED, named_by="name"),
+    Field("image", CONTAINER, "Image", "A container image, e.g. pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime."),
+    Field("command", CONTAINER, "Command", "The entrypoint, e.g. python or torchrun. Empty: the image's own.",
+          shape=LIST),
+    Field("args", CONTAINER, "Arguments", "Arguments, split like a shell would: quote words with spaces.",
+          shape=LIST),
+    Field("env", CONTAINER, "Environment", "Environment variables, NAME=value. The torchrun variables "
+          "(MASTER_ADDR, WORLD_SIZE, NNODES, NODE_RANK, ...) are set by the platform.", shape=MAP),
+    Field("workers", RESOURCES, "Workers", "Pods started together (gang-scheduled); each gets the GPUs below.",
+          kinds=(TRAINING,), listed=True),
+    Field("gpus_per_worker", RESOURCES, "GPUs per worker", "At most the flavor's GPUs per node.", listed=True),
+    Field("cpu_per_worker", RESOURCES, "CPU cores per worker", "0.1 to 1024 cores.", shape=DECIMAL),
+    Field("memory_per_worker_gib", RESOURCES, "Memory per worker (GiB)", "1 to 16384 GiB."),
+    Field("max_runtime_seconds", RESOURCES, "Max runtime (seconds)",
+          "Stop the job after this long (60 s to 366 days); empty means no limit.", kinds=(TRAINING,)),
+    Field("port", SERVING, "Port", "The port the server listens on.", kinds=(INFERENCE,),
+          required_for=(INFERENCE,)),
+    Field("min_replicas", SERVING, "Min replicas", "Replicas kept running (at least 1).", kinds=(INFERENCE,),
+          required_for=(INFERENCE,)),
+    Field("max_replicas", SERVING, "Max replicas", "Most replicas the autoscaler may start.", kinds=(INFERENCE,),
+          required_for=(INFERENCE,), listed=True),
+    Field("readiness_path", SERVING, "Readiness path", "HTTP path that answers 200 once the server is ready, "
+          "e.g. /health.", kinds=(INFERENCE,)),
+    Field("readiness_initial_delay_seconds", SERVING, "Readiness delay (seconds)",
+          "How long a replica may load before its readiness counts (0 to 3600 s).", kinds=(INFERENCE,)),
+    Field("autoscaling_target_cpu_percent", SERVING, "Autoscale at CPU %",
+          "Average CPU use the autoscaler keeps replicas at (1 to 100).", kinds=(INFERENCE,)),
+)
+BY_NAME = {field.name: field for field in FIELDS}
+NAMES = tuple(BY_NAME)
+RELATED_FIELDS = tuple(field for field in FIELDS if field.shape == RELATED)
+LISTED = tuple(field for field in FIELDS if field.listed)
+
+
+def for_kind(kind: str) -> tuple[Field, ...]:
+    """The fields a job of this kind is given (the others keep the model's defaults)."""
+    return tuple(field for field in FIELDS if kind in field.kinds)
+
+
+def sections(names) -> list[tuple[str, list[str]]]:
+    """``names`` grouped by section, in the spec's order; empty sections left out."""
+    chosen = set(names)
+    grouped = [(title, [f.name for f in FIELDS if f.section == title and f.name in chosen]) for title in SECTIONS]
+    return [(title, members) for title, members in grouped if members]
+
+
+def refused_on(scheduler: str, job) -> dict[str, str]:
+    """Field errors for settings the flavor's scheduler cannot honour (a priority on Volcano),
+    rather than accepting them and ignoring them."""
+    errors = {}
+    for field in FIELDS:
+        value = getattr(job, f"{field.name}_id" if field.shape == RELATED else field.name, None)
+        if scheduler not in field.schedulers and value not in (None, "", [], {}):
+            allowed = " or ".join(name.capitalize() for name in field.schedulers)
+            errors[field.name] = (f"{field.label} applies to {allowed} flavors only; this flavor is scheduled "
+                                  f"by {scheduler.capitalize()}. Leave it empty or pick another flavor.")
+    return errors
