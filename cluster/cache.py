@@ -50,6 +50,11 @@ OWNED = f"{MANAGED_BY_LABEL}={MANAGED_BY_VALUE}"
 SYNC_TIMEOUT_SECONDS = 30  # a kind not listed by then is read with a LIST, as without a cache
 UNSERVED_RECHECK_SECONDS = 60  # a CRD installed later is found again after this long
 RETRY_MAX_SECONDS = 30
+# A kind the platform may not list or watch (403): said once, then tried again this rarely,
+# because RBAC changes when somebody changes it, not by waiting. Reconciles LIST it meanwhile.
+FORBIDDEN_RETRY_SECONDS = 60
+FORBIDDEN_RETRY_MAX_SECONDS = 600
+_REFUSED_VERB = re.compile(r"cannot (\w+) resource")
 
 _IGNORED = ("metadata", "status", "apiVersion", "kind")
 
@@ -89,6 +94,16 @@ class _Kind:
         self.stream = None
         self.thread: threading.Thread | None = None
         self.resource_version: str | None = None
+        self.forbidden: str | None = None  # the verb the API server refuses us (403), if any
+
+    def state(self) -> str:
+        if self.unserved_until:
+            return "not served"
+        if self.forbidden:
+            return f"forbidden: {self.forbidden}"
+        if self.live:
+            return "watching"
+        return "listing" if self.synced.is_set() else "starting"
 
     def put(self, key, obj) -> None:
         self.drop(key)
@@ -113,6 +128,11 @@ class _Kind:
 class WatchCache:
     """The objects of every kind asked for, under `selector` (our managed-by label).
 
+    For each kind it holds it asks the API server for `VERBS` (the platform's ClusterRole
+    grants them: `gpuplatform.rbac`). A kind it may not list or watch is said once, with
+    the verb refused, and tried again rarely (`FORBIDDEN_RETRY_SECONDS`); `states()` shows
+    where each kind stands.
+
     `cluster` is a `Cluster` or `FakeCluster` (its `watch`). With `threaded=False` nothing
     runs in the background: `catch_up()` reads what happened since, which is how unit
     tests on the fake put the cache behind the cluster on purpose.
@@ -121,6 +141,8 @@ class WatchCache:
     knew (deleted, relabelled, annotated, or a field we own edited), so their owner can be
     reconciled again; it runs on a watch thread and must be quick (enqueue, not work).
     """
+
+    VERBS = ("list", "watch")
 
     def __init__(
         self, cluster, *, selector: str = OWNED, threaded: bool = True,
@@ -195,6 +217,13 @@ class WatchCache:
         with self._lock:
             return {f"{i.kind}.{i.api_version}": len(i.objects) for i in self._kinds.values()}
 
+    def states(self) -> dict[tuple[str, str], str]:
+        """(apiVersion, kind) -> where its informer stands: "watching" (reads come from
+        memory), "starting", "listing" (not in step: reconciles LIST it), "forbidden: <verb>"
+        or "not served"."""
+        with self._lock:
+            return {(i.api_version, i.kind): i.state() for i in self._kinds.values()}
+
     # --- informers ----------------------------------------------------------------------
     def _informer_of(self, obj: dict) -> _Kind | None:
         group = (obj.get("apiVersion") or "").rpartition("/")[0]
@@ -224,6 +253,7 @@ class WatchCache:
 
         def watching():
             informer.live = informer.synced.is_set()
+            self._allowed(informer, "watch")
 
         return self._cluster.watch(
             informer.api_version, informer.kind, label_selector=self.selector,
@@ -241,7 +271,10 @@ class WatchCache:
             informer.synced.set()
         except ClusterError as exc:
             informer.live = False
-            log.warning("watch cache: %s: %s", informer.kind, exc)
+            if exc.status == 403:
+                self._forbidden(informer, exc, FORBIDDEN_RETRY_SECONDS)
+            else:
+                log.warning("watch cache: %s: %s", informer.kind, exc)
 
     def _run(self, informer: _Kind) -> None:
         delay = 1.0
@@ -261,16 +294,43 @@ class WatchCache:
                 # The stream keeps its place: iterating again resumes without losing events.
                 # Meanwhile the kind is read with a LIST.
                 informer.live = False
-                log.warning("watch cache: %s: %s; again in %.0f s", informer.kind, exc, delay)
+                if exc.status == 403:
+                    delay = max(delay, FORBIDDEN_RETRY_SECONDS)
+                    self._forbidden(informer, exc, delay)
+                else:
+                    log.warning("watch cache: %s: %s; again in %.0f s", informer.kind, exc, delay)
                 self._stopping.wait(delay)
-                delay = min(delay * 2, RETRY_MAX_SECONDS)
+                delay = min(delay * 2, FORBIDDEN_RETRY_MAX_SECONDS if informer.forbidden else RETRY_MAX_SECONDS)
             except Exception:  # noqa: BLE001 - a bug must not leave a silently stale cache
                 informer.live = False
                 log.exception("watch cache: %s stopped", informer.kind)
                 return
 
+    def _forbidden(self, informer: _Kind, exc: ClusterError, retry: float) -> None:
+        """The platform's identity may not list or watch the kind: said once per kind and
+        verb (an error, with what to grant), then quietly tried again every `retry` s or
+        more. Nothing waits for the kind meanwhile: reconciles LIST it themselves."""
+        found = _REFUSED_VERB.search(exc.message or "")
+        listing = informer.stream is None or informer.stream.resource_version is None
+        verb = found.group(1) if found else ("list" if listing else "watch")
+        first, informer.forbidden = informer.forbidden != verb, verb
+        informer.synced.set()
+        (log.error if first else log.debug)(
+            "watch cache: the platform may not %s %s (%s), so every reconcile lists it from the "
+            "API server; grant %s on it (gpuplatform/rbac.py, the chart's ClusterRole). Trying "
+            "again in %.0f s. The API server said: %s",
+            verb, informer.kind, informer.api_version, verb, retry, exc.message)
+
+    def _allowed(self, informer: _Kind, verb: str) -> None:
+        """A request of `verb` went through: its refusal is over (a watch needs the LIST first)."""
+        if informer.forbidden is not None and verb in (informer.forbidden, "watch"):
+            log.info("watch cache: the platform may %s %s (%s) now", informer.forbidden, informer.kind,
+                     informer.api_version)
+            informer.forbidden = None
+
     def _listed(self, informer: _Kind, items: list[dict]) -> None:
         # After a relist (first start, or 410 Gone): what the list lacks is gone.
+        self._allowed(informer, "list")
         listed = {ObjectRef.of(obj).identity for obj in items}
         with self._lock:
             vanished = [informer.drop(key) for key in list(informer.objects) if key not in listed]

@@ -20,6 +20,7 @@ import threading
 import uuid
 from collections import Counter
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
@@ -104,6 +105,9 @@ class Cluster(Door):
         self.field_manager = field_manager
         self.field_validation = field_validation
         self.requests: Counter[str] = Counter()
+        # Requests the API server refused with 403, as "VERB path", for the process's life
+        # (`reset_counts` leaves them): a missing RBAC verb shows here whoever asked.
+        self.forbidden: Counter[str] = Counter()
         self._count_lock = threading.Lock()
         self._api = k8s.ApiClient(configuration)
         self._count_requests(self._api)
@@ -121,7 +125,13 @@ class Cluster(Door):
             verb = request_verb(method, url)
             with self._count_lock:
                 self.requests[verb] += 1
-            return call_api(method, url, *args, **kwargs)
+            try:
+                return call_api(method, url, *args, **kwargs)
+            except Exception as exc:
+                if getattr(exc, "status", None) == 403:
+                    with self._count_lock:
+                        self.forbidden[f"{verb} {urlsplit(url).path}"] += 1
+                raise
 
         api.call_api = counted
 

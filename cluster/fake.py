@@ -40,6 +40,7 @@ class FakeCluster(Door):
     def __init__(self, *, field_manager: str = "gpuplatform", missing_kinds=()):
         self.field_manager = field_manager
         self.requests: Counter[str] = Counter()
+        self.forbidden: Counter[str] = Counter()
         self._missing = {tuple(k) for k in missing_kinds}  # (apiVersion, kind) not served
         self._objects: dict[tuple, dict] = {}
         self._history: list[tuple[int, str, dict]] = []  # (resourceVersion, type, object)
@@ -224,7 +225,10 @@ class FakeCluster(Door):
         self.requests[verb] += 1
         queued = self._failures.get(verb)
         if queued:
-            raise queued.popleft()
+            error = queued.popleft()
+            if error.status == 403:
+                self.forbidden[verb] += 1  # as `Cluster.forbidden` counts them (by verb only)
+            raise error
 
     def _served(self, api_version, kind) -> None:
         if (api_version, kind) in self._missing:

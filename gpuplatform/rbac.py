@@ -6,9 +6,14 @@ starts producing a new kind fails the tests until the chart grants it. `python m
 platform_rbac` prints them.
 
 Where each right comes from:
-- every kind a reconcile applies and prunes (cluster objects, team objects, quota objects,
-  workloads): get, list, create, patch, delete. Server-side apply is a PATCH, and one that
-  creates the object also needs `create`; prune lists by label and deletes;
+- every kind a reconciled owner applies and prunes (`gpuplatform.owners.OWNERS`: cluster
+  objects, team objects, team quotas, job workloads): get, list, create, patch, delete.
+  Server-side apply is a PATCH, and one that creates the object also needs `create`; prune
+  lists by label and deletes;
+- the same kinds again for the worker's watch cache (`cluster.cache`), which holds every
+  kind a reconcile reads: list and watch (`WatchCache.VERBS`). Without `watch` it can only
+  LIST per reconcile, and says so once per kind (tests/install/test_chart_live.py runs the
+  whole platform as the chart's identity and counts every 403);
 - every kind the status watcher follows: list, watch;
 - pods: their logs for the job pages (get pods/log); nodes: list, for the capacity page;
 - the rights granted by the team Roles the platform writes (`tenants.manifests`): the
@@ -25,14 +30,14 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from jobs.manifests import JOB_KINDS
+from cluster.cache import WatchCache
+from core.owners import registered
 from jobs.watcher import WATCHED
-from quotas.manifests import CLUSTER_KINDS, QUOTA_KINDS
-from tenants.manifests import TEAM_KINDS, _rules as team_role_rules
+from tenants.manifests import _rules as team_role_rules
 
 APPLY = {"get", "list", "create", "patch", "delete"}
+CACHED = set(WatchCache.VERBS)
 WATCH = {"list", "watch"}
-NAMESPACE = ("v1", "Namespace")
 VERB_ORDER = ["get", "list", "watch", "create", "update", "patch", "delete"]
 
 # The Lease of the watcher's leader election, in the platform's own namespace. `create`
@@ -62,8 +67,9 @@ def group(api_version: str) -> str:
 def required() -> dict[tuple[str, str], set[str]]:
     """(apiGroup, resource) -> verbs, over everything the platform does cluster-wide."""
     needs: dict[tuple[str, str], set[str]] = defaultdict(set)
-    for api_version, kind in [NAMESPACE, *CLUSTER_KINDS, *TEAM_KINDS, *QUOTA_KINDS, *JOB_KINDS]:
-        needs[(group(api_version), resource(kind))] |= APPLY
+    for owner in registered():
+        for api_version, kind in (*owner.kinds, *owner.also_applies):
+            needs[(group(api_version), resource(kind))] |= APPLY | CACHED
     for (api_version, kind), _selector in WATCHED:
         needs[(group(api_version), resource(kind))] |= WATCH
     needs[("", "pods/log")] |= {"get"}

@@ -1,21 +1,26 @@
 """The chart on the local cluster (kwok runs its pods on the CPU node): `helm install`
 into a namespace that enforces the restricted Pod Security profile, every Deployment
 available; then the platform, with the chart's ServiceAccount as its identity, converges
-teams, quotas and jobs of both schedulers with no 403; `auth can-i` shows what that
-identity cannot do; two watchers share one Lease and the standby takes over."""
+teams, quotas and jobs of both schedulers with no 403, and runs `reconcile --all`, a
+sweep and the status watcher with the worker's watch cache on, every kind it holds
+watched and not one request refused; `auth can-i` shows what that identity cannot do; two
+watchers share one Lease and the standby takes over."""
 
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from pathlib import Path
 
 import pytest
 import yaml
+from django.core.management import call_command
 from django.db import connection
 
+from core.owners import registered
 from jobs.lifecycle import State
 from jobs.tasks import sync_job
 from quotas.tasks import sync_cluster_objects, sync_team_quotas
@@ -81,6 +86,20 @@ def as_platform(platform_kubeconfig, monkeypatch):
     return cluster
 
 
+@pytest.fixture
+def as_platform_worker(platform_kubeconfig, monkeypatch):
+    """As `as_platform`, with the watch cache the worker runs with (KUBE_WATCH_CACHE, on by
+    default): its background LIST and WATCH of every kind a reconcile reads, as that identity."""
+    from cluster import Cluster
+    from core import reconcile
+
+    cluster = Cluster(kubeconfig=platform_kubeconfig, watch_cache=True)
+    monkeypatch.setattr(reconcile, "cluster_configured", lambda: True)
+    monkeypatch.setattr(reconcile, "get_cluster", lambda: cluster)
+    yield cluster
+    cluster.close()
+
+
 def test_helm_install_makes_every_deployment_available(release, kube_cluster):
     deployments = yaml.safe_load(kubectl(kube_cluster, "-n", release["namespace"], "get", "deployments", "-o", "yaml").stdout)
     names = {d["metadata"]["name"].rsplit("-", 1)[-1]: d for d in deployments["items"]}
@@ -121,6 +140,52 @@ def test_the_platform_identity_converges_teams_quotas_and_jobs_without_a_403(wor
     team.refresh_from_db()
     assert team.status == "ready", team.message
     assert as_platform.requests, "the platform identity made no request"
+
+
+def test_the_platform_identity_reconciles_sweeps_and_watches_with_its_watch_cache_and_no_403(
+        world, as_platform_worker, capsys, caplog):
+    """What the worker and the watcher do, as the chart's identity, with the cache on; the
+    door counts every 403 whoever asked (the cache's own background watches included)."""
+    from gpuplatform.celery import app
+    from gpuplatform.tasks import sweep
+    from jobs.watcher import StatusWatcher
+
+    cluster = as_platform_worker
+    team, h100, a100 = world
+    # 1. reconcile --all: the cache starts every kind a reconcile reads
+    call_command("reconcile", "--all")
+    assert "failed" not in capsys.readouterr().err
+    # 2. a sweep, its tasks run here (the orphan prune starts the workloads' kinds)
+    app.conf.task_always_eager = True
+    try:
+        assert sweep.apply().get()["teams"] >= 1
+    finally:
+        app.conf.task_always_eager = False
+    # 3. every kind of every owner is held by the cache, listed and watched
+    owned = {kind for owner in registered() for kind in (*owner.kinds, *owner.also_applies)}
+
+    def all_watched():
+        states = cluster.cache.states()
+        return set(states) >= owned and all(state == "watching" for state in states.values())
+    wait_until(all_watched, timeout=60, message=f"every kind watched: {cluster.cache.states()}")
+    # 4. the status watcher follows jobs of both schedulers to their end
+    watcher = StatusWatcher(cluster, resync_seconds=5, retry_seconds=0.5)
+    thread = threading.Thread(target=watcher.run, daemon=True)
+    thread.start()
+    try:
+        for job in (submit(cluster, team, h100, workers=1, gpus_per_worker=1),
+                    submit(cluster, team, a100, workers=2, gpus_per_worker=1)):
+            reaches(job, State.SUCCEEDED, timeout=180)
+        call_command("reconcile", "--all")  # once more, now from a warm cache
+    finally:
+        watcher.stop()
+        thread.join(30)
+    # 5. not one request refused, and nothing said of one
+    assert dict(cluster.forbidden) == {}, cluster.forbidden
+    assert all(state == "watching" for state in cluster.cache.states().values()), cluster.cache.states()
+    assert not [r.getMessage() for r in caplog.records if "forbidden" in r.getMessage().lower()
+                or "may not" in r.getMessage()]
+    assert cluster.requests["WATCH"] >= len(owned)  # the cache did watch, as this identity
 
 
 @pytest.mark.parametrize("verb, resource, where", [
