@@ -42,7 +42,8 @@ class Effect:
     cluster_note: str
     runnable: list = field(default_factory=list)  # waiting jobs that fit only after approval
     runnable_more: int = 0
-    still_waiting: int = 0
+    already_fit: int = 0  # waiting jobs that fit the quota the team has (they wait on the scheduler)
+    still_waiting: int = 0  # waiting jobs that do not fit even after approval
     waiting_jobs: int = 0  # the team's jobs waiting on the flavor, whatever they need
     waiting_gpus: int = 0
 
@@ -120,6 +121,6 @@ def effect_of(quota_request: QuotaRequest, numbers: dict | None = None) -> Effec
         usage=usage, gpus=gpus, starts_on=starts_on, nominal_after=nominal_after, ceiling_after=ceiling_after,
         promised_before=promised, promised_after=promised - usage.nominal + nominal_after,
         cluster=counts.get(flavor.pk), cluster_note=note, runnable=runnable[:RUNNABLE_SHOWN],
-        runnable_more=max(0, len(runnable) - RUNNABLE_SHOWN), still_waiting=len(waiting) - len(after),
-        waiting_jobs=len(waiting), waiting_gpus=sum(job.total_gpus for job in waiting),
+        runnable_more=max(0, len(runnable) - RUNNABLE_SHOWN), already_fit=len(before),
+        still_waiting=sum(1 for job in waiting if job.pk not in after and job.pk not in before), waiting_jobs=len(waiting), waiting_gpus=sum(job.total_gpus for job in waiting),
     )

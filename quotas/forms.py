@@ -14,7 +14,8 @@ class QuotaRequestForm(forms.ModelForm):
         model = QuotaRequest
         fields = ["flavor", "gpus", "borrowing_limit_gpus", "starts_on", "ends_on", "justification"]
         widgets = {"starts_on": DATE, "ends_on": DATE, "justification": forms.Textarea(attrs={"rows": 3})}
-        labels = {"gpus": "GPUs", "borrowing_limit_gpus": "Borrowing limit (GPUs)"}
+        labels = {"gpus": "GPUs", "borrowing_limit_gpus": "Borrowing limit (GPUs)", "starts_on": "First day",
+                  "ends_on": "Last day (included)"}
 
     def __init__(self, *args, team, **kwargs):
         super().__init__(*args, **kwargs)
@@ -42,7 +43,7 @@ class ApproveForm(forms.Form):
     memory_gib = forms.IntegerField(label="Memory (GiB)", min_value=-MAX_MEMORY_GIB, max_value=MAX_MEMORY_GIB,
                                     help_text="Granted with the GPUs.")
     starts_on = forms.DateField(label="First day", widget=DATE)
-    ends_on = forms.DateField(label="Last day", widget=DATE, required=False, help_text="Empty means no end.")
+    ends_on = forms.DateField(label="Last day (included)", widget=DATE, required=False, help_text="Empty means no end.")
     reason = forms.CharField(label="Note to the team", widget=forms.Textarea(attrs={"rows": 2}), required=False)
 
     def clean(self):

@@ -65,7 +65,16 @@ def test_the_effect_counts_usage_commitment_and_the_jobs_that_would_start(world)
     assert (effect.usage.in_use, effect.usage.nominal, effect.nominal_after) == (8, 8, 16)
     assert (effect.promised_before, effect.promised_after, effect.cluster) == (24, 32, 32)
     # 8 more GPUs: the 4 fits, the 16 does not (it keeps waiting), the 2 behind it fits too.
-    assert [j.name for j in effect.runnable] == ["wait-four", "wait-two"] and effect.still_waiting == 1
+    assert [j.name for j in effect.runnable] == ["wait-four", "wait-two"]
+    assert (effect.already_fit, effect.still_waiting) == (0, 1)
+
+
+def test_a_job_that_fits_the_quota_already_is_not_credited_to_the_approval(world, team, flavor, member):
+    world.team.quotas.update(nominal_gpus=12)  # 4 free: wait-four fits now, nothing behind it does
+    effect = effect_of(world)
+    # 12 + 8 = 20, 12 free: wait-four (already fitting) and wait-two; the 16 still does not fit.
+    assert [j.name for j in effect.runnable] == ["wait-two"]
+    assert (effect.already_fit, effect.still_waiting) == (1, 1)
 
 
 def test_the_effect_follows_the_numbers_the_manager_typed(world):
@@ -86,8 +95,8 @@ def test_the_approval_page_shows_usage_commitment_before_and_after_and_the_runna
     assert "8 of 8 GPUs in use; 3 jobs waiting for 22 GPUs" in page
     assert "Quota 8 → 16 GPUs" in page
     assert "24 of 32 promised → 32 of 32" in page
-    assert re.search(r"can start: wait-four 4 GPUs wait-two 2 GPUs", page)
-    assert "1 still waits." in page
+    assert re.search(r"fit only in the new quota and can start: wait-four 4 GPUs wait-two 2 GPUs", page)
+    assert "1 still does not fit." in page
 
 
 def test_an_over_commitment_after_approval_is_said(client_for, quota_manager, world):
@@ -176,7 +185,7 @@ def test_a_period_reads_until_its_last_day_on_every_page(client_for, quota_manag
     # The grant ends at midnight after the last day; every page says the last day.
     day_after = (world.ends_on + timedelta(days=1)).isoformat()
     grants = manager.get(reverse("console:grants")).content.decode()
-    assert "Until (last day)" in grants and f"<td>{last}</td>" in grants and day_after not in grants
+    assert "Until (last day)" in grants and f">{last}</td>" in grants and day_after not in grants
     for html in (request_page(manager, world).content.decode(),
                  client_for(owner).get(reverse("console:team", args=["vision"])).content.decode()):
         assert f"until {last}" in text(html) and day_after not in html
