@@ -9,6 +9,7 @@ from jobs.models import Job
 
 from ..builders import make_flavor, make_job, make_quota, make_team
 from .conftest import htmx
+from .test_browser import browser  # noqa: F401  (the browser fixture)
 
 pytestmark = pytest.mark.django_db
 
@@ -245,3 +246,90 @@ def test_the_form_and_preview_refuse_gpu_runtime_variables_and_keep_what_was_typ
     assert "NVIDIA_VISIBLE_DEVICES would be read by the GPU runtime" in html
     assert "NVIDIA_VISIBLE_DEVICES=all" in html  # what was typed is still in the form
     assert not Job.objects.exists()
+
+
+# --- the verdict before the button ----------------------------------------------------------
+def test_the_verdict_has_its_place_before_the_submit_button(client_for, owner, team, flavor, quota):
+    html = client_for(owner).get(SUBMIT).content.decode()
+    assert html.index('id="verdict"') < html.index(">Submit job</button>")
+    assert html.index('id="verdict"') > html.index('id="job-form"')
+
+
+def test_the_preview_sends_the_verdict_into_that_place(client_for, owner, team, flavor, quota):
+    html = client_for(owner).post(PREVIEW, training(team, flavor), **htmx("preview")).content.decode()
+    start = html.index('<div id="verdict" hx-swap-oob="true"')
+    verdict = html[start:html.index("</div>\n", html.index('id="feasibility"'))]
+    assert "Starts now" in verdict and "Before you submit" in verdict
+
+
+@pytest.fixture
+def phone(request, live_server, owner, team, flavor, quota, monkeypatch):
+    """A 390 px wide page signed in as the owner (the world built before the browser starts)."""
+    from django.conf import settings
+    from django.db import connections
+    from django.test import Client
+
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    client = Client()
+    client.force_login(owner)
+    browser = request.getfixturevalue("browser")
+    context = browser.new_context(viewport={"width": 390, "height": 844}, base_url=live_server.url, is_mobile=True)
+    context.add_cookies([{"name": settings.SESSION_COOKIE_NAME, "url": live_server.url,
+                          "value": client.cookies[settings.SESSION_COOKIE_NAME].value}])
+    page = context.new_page()
+    yield page
+    page.goto("about:blank")
+    context.close()
+    connections.close_all()
+
+
+@pytest.mark.browser
+@pytest.mark.django_db(transaction=True)
+def test_on_a_phone_the_verdict_shows_above_the_submit_button(phone):
+    phone.goto("/jobs/new/?preset=single")
+    verdict = phone.locator("#verdict #feasibility")
+    verdict.wait_for(timeout=15_000)
+    button = phone.get_by_role("button", name="Submit job")
+    assert verdict.bounding_box()["y"] + verdict.bounding_box()["height"] <= button.bounding_box()["y"]
+    assert "Starts now" in verdict.inner_text()
+
+
+# --- two same-name submissions at once ------------------------------------------------------
+@pytest.mark.django_db(transaction=True)
+def test_two_same_name_submissions_at_once_give_one_job_and_a_name_error(owner, team, flavor, quota, monkeypatch):
+    """A real race: both requests pass the live-name check (a barrier holds each until the
+    other has), then both insert; the database's unique index lets one through."""
+    import threading
+
+    from django.db import connection
+    from django.test import Client
+
+    monkeypatch.setattr("jobs.actions.reconcile_soon", lambda job: None)
+    both_checked = threading.Barrier(2, timeout=20)
+    check = Job.validate_constraints
+
+    def check_then_wait(self, exclude=None):
+        check(self, exclude=exclude)
+        both_checked.wait()
+
+    monkeypatch.setattr(Job, "validate_constraints", check_then_wait)
+    answers = []
+
+    def submit():
+        try:
+            client = Client()
+            client.force_login(owner)
+            answers.append(client.post(SUBMIT, training(team, flavor, name="same")))
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=submit) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert sorted(response.status_code for response in answers) == [302, 400]
+    refused = next(response for response in answers if response.status_code == 400).content.decode()
+    assert "The team already has a live job with this name." in refused
+    assert 'value="same"' in refused  # what was typed is kept
+    assert Job.objects.filter(name="same").count() == 1
