@@ -112,3 +112,43 @@ def test_create_token_explains_what_is_wrong(args, message, outsider, member, te
     with pytest.raises(CommandError, match=message):
         call_command("create_token", *args)
     assert not ApiToken.objects.exists()
+
+
+# --- the API tokens page: only scopes the person can use -------------------------------------
+TOKENS_PAGE = "/account/tokens/"
+
+
+def test_the_tokens_page_offers_a_viewer_only_the_read_scope(client_for, viewer, team):
+    html = client_for(viewer).get(TOKENS_PAGE).content.decode()
+    assert 'value="read"' in html
+    assert 'value="submit"' not in html and 'value="cancel"' not in html
+
+
+def test_the_tokens_page_offers_a_member_every_scope(client_for, member, team):
+    html = client_for(member).get(TOKENS_PAGE).content.decode()
+    assert all(f'value="{scope}"' in html for scope in ("read", "submit", "cancel"))
+
+
+def test_a_viewer_cannot_post_a_submit_scope_from_the_page(client_for, viewer, team):
+    response = client_for(viewer).post(TOKENS_PAGE, {"name": "ci", "team": "vision", "scopes": ["read", "submit"],
+                                                     "expires_in_days": 30})
+    assert response.status_code == 400 and not ApiToken.objects.exists()
+    assert "is not one of the available choices" in response.content.decode()
+
+
+def test_a_submit_scope_for_a_team_where_one_only_views_is_a_scopes_error(client_for, viewer, team):
+    from tenants.models import Membership
+
+    from ..builders import make_team
+
+    make_team("nlp", members={viewer: Membership.Role.MEMBER})  # submit is offered (for nlp)...
+    response = client_for(viewer).post(TOKENS_PAGE, {"name": "ci", "team": "vision", "scopes": ["submit"],
+                                                     "expires_in_days": 30})
+    html = response.content.decode()
+    assert response.status_code == 400 and "you cannot submit or cancel jobs in vision" in html  # ...not for vision
+    assert 'value="ci"' in html and not ApiToken.objects.exists()
+
+
+def test_the_server_side_command_refuses_scopes_one_cannot_use(viewer, team):
+    with pytest.raises(CommandError):
+        call_command("create_token", viewer.username, "--team", "vision", "--scopes", "submit")

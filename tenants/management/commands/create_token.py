@@ -17,8 +17,8 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("username")
         parser.add_argument("--team", help="Slug of the one team the token acts for (default: all of the user's).")
-        parser.add_argument("--scopes", nargs="+", choices=ALL_SCOPES, default=ALL_SCOPES,
-                            help="What the token may do (default: all).")
+        parser.add_argument("--scopes", nargs="+", choices=ALL_SCOPES, default=None,
+                            help="What the token may do (default: every scope the user can use).")
         parser.add_argument("--expires", type=int, default=90, metavar="DAYS", help="Lifetime in days (default 90).")
         parser.add_argument("--name", default="", help="What the token is for (default: 'created by create_token').")
 
