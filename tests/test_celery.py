@@ -8,10 +8,15 @@ from gpuplatform.celery import app, ping
 
 @pytest.mark.skipif(not settings.CELERY_BROKER_URL.startswith("redis"), reason="needs a Redis broker")
 def test_task_round_trip_through_redis():
+    """On a queue of its own: a worker of another test run sharing the Redis server (a
+    second checkout, the demo) would otherwise take the ping off the default queue."""
+    import uuid
+
     from celery.contrib.testing.worker import start_worker
 
-    with start_worker(app, pool="solo", perform_ping_check=False, loglevel="WARNING"):
-        result = ping.delay()
+    queue = f"round-trip-{uuid.uuid4().hex[:12]}"
+    with start_worker(app, pool="solo", perform_ping_check=False, loglevel="WARNING", queues=[queue]):
+        result = ping.apply_async(queue=queue)
         assert result.get(timeout=20) == "pong"
 
 
