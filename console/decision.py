@@ -81,20 +81,23 @@ def _quota_after(quota_request: QuotaRequest, quota: Quota | None, gpus: int, bo
 
 
 def _queue(team, flavor):
-    """The team's waiting jobs on the flavor in the order the scheduler takes them:
-    higher priority first, then the earlier submission (``jobs.feasibility``'s order)."""
+    """The team's waiting jobs on the flavor in the order the scheduler takes them: higher
+    priority first, then the earlier created (``jobs.queueing``'s order). All of them, not
+    ``queue_of``'s "may start" ones: a job too big for today's quota (ExceedsQuota) is
+    exactly what an approval may let start."""
     return (Job.objects.filter(team=team, flavor=flavor, state__in=WAITING_FOR_QUOTA)
             .alias(pv=Coalesce(F("priority__value"), 0)).order_by("-pv", "created_at", "pk"))
 
 
 def _fitting(jobs, free: int, gpus_per_node: int) -> set[int]:
-    """The jobs that start, in queue order, in ``free`` guaranteed GPUs: each that fits takes
-    its GPUs (one that does not fit waits; smaller ones behind it may still start)."""
+    """The jobs that start, in queue order, in ``free`` guaranteed GPUs: each that fits
+    (``job.gpus_to_start``) takes them; one that does not fit waits, and smaller ones behind
+    it may still start (BestEffortFIFO)."""
     started = set()
     for job in jobs:
-        if job.gpus_per_worker <= gpus_per_node and job.total_gpus <= free:
+        if job.gpus_per_worker <= gpus_per_node and job.gpus_to_start <= free:
             started.add(job.pk)
-            free -= job.total_gpus
+            free -= job.gpus_to_start
     return started
 
 
@@ -122,5 +125,6 @@ def effect_of(quota_request: QuotaRequest, numbers: dict | None = None) -> Effec
         promised_before=promised, promised_after=promised - usage.nominal + nominal_after,
         cluster=counts.get(flavor.pk), cluster_note=note, runnable=runnable[:RUNNABLE_SHOWN],
         runnable_more=max(0, len(runnable) - RUNNABLE_SHOWN), already_fit=len(before),
-        still_waiting=sum(1 for job in waiting if job.pk not in after and job.pk not in before), waiting_jobs=len(waiting), waiting_gpus=sum(job.total_gpus for job in waiting),
+        still_waiting=sum(1 for job in waiting if job.pk not in after and job.pk not in before),
+        waiting_jobs=len(waiting), waiting_gpus=sum(job.gpus_to_start for job in waiting),
     )

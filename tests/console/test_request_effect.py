@@ -13,9 +13,11 @@ from django.utils import timezone
 
 from console.decision import effect_of
 from jobs.lifecycle import State
+from jobs.models import Job
 from notifications.models import Kind, Notification, Preference
 from quotas import actions
 from quotas.models import QuotaRequest
+from schedulers.base import EXCEEDS_QUOTA
 
 from ..builders import make_job, make_quota, make_team, make_user
 
@@ -75,6 +77,25 @@ def test_a_job_that_fits_the_quota_already_is_not_credited_to_the_approval(world
     # 12 + 8 = 20, 12 free: wait-four (already fitting) and wait-two; the 16 still does not fit.
     assert [j.name for j in effect.runnable] == ["wait-two"]
     assert (effect.already_fit, effect.still_waiting) == (1, 1)
+
+
+def test_a_job_the_scheduler_called_too_big_for_the_quota_is_one_an_approval_lets_start(world):
+    Job.objects.filter(name="wait-sixteen").update(reason=EXCEEDS_QUOTA)
+    effect = effect_of(world, {"gpus": 16})  # 24 GPUs, 16 free: wait-four, then the 16 no longer fits
+    assert [j.name for j in effect.runnable] == ["wait-four", "wait-two"]
+    effect = effect_of(world, {"gpus": 24})  # 32 GPUs, 24 free: all three
+    assert [j.name for j in effect.runnable] == ["wait-four", "wait-sixteen", "wait-two"]
+
+
+def test_an_inference_server_needs_its_minimum_replicas_to_start(world, team, flavor, member):
+    server = make_job(team, flavor, name="serve", kind="inference", port=8000, min_replicas=1, max_replicas=3,
+                      gpus_per_worker=2, submitter=member)
+    server.transition(State.SUBMITTED)
+    effect = effect_of(world, {"gpus": 4})  # 4 free: wait-four takes them all
+    assert [j.name for j in effect.runnable] == ["wait-four"]
+    effect = effect_of(world, {"gpus": 8})  # 8 free: wait-four, wait-two, and the server: one replica (2), not three
+    assert [j.name for j in effect.runnable] == ["wait-four", "wait-two", "serve"]
+    assert effect.waiting_gpus == 4 + 16 + 2 + 2
 
 
 def test_the_effect_follows_the_numbers_the_manager_typed(world):
