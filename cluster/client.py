@@ -297,6 +297,11 @@ class Cluster(Door):
         )
         return response.data.decode("utf-8", errors="replace")
 
+    def get_path(self, path: str, **query) -> dict:
+        """What the API server answers a GET of ``path`` (a subresource, or an aggregated API's
+        resource such as Kueue's pending workloads), as a dict; `NotFound` when nothing is there."""
+        return self._request("get", path, query_params=list(query.items()))
+
     def close(self) -> None:
         if self.cache is not None:
             self.cache.stop()

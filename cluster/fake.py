@@ -50,6 +50,7 @@ class FakeCluster(Door):
         self._uids = itertools.count(1)
         self._failures: dict[str, deque[ClusterError]] = defaultdict(deque)
         self._logs: dict[tuple, str] = {}
+        self._paths: dict[str, dict] = {}  # what `get_path` answers (`set_path`)
         self._lock = threading.RLock()
 
     # --- test controls (not counted) --------------------------------------------------
@@ -83,6 +84,19 @@ class FakeCluster(Door):
     def set_pod_logs(self, namespace, name, text, container=None, previous=False) -> None:
         """What `pod_logs` answers for the container (its previous run's with ``previous``)."""
         self._logs[(namespace, name, container, previous)] = text
+
+    def set_path(self, path: str, body: dict | None) -> None:
+        """What `get_path` answers for ``path`` (None: nothing, a 404)."""
+        if body is None:
+            self._paths.pop(path, None)
+        else:
+            self._paths[path] = copy.deepcopy(body)
+
+    def get_path(self, path: str, **query) -> dict:
+        self._request("GET")
+        if path not in self._paths:
+            raise NotFound(f"the server could not find the requested resource ({path})", status=404, reason="NotFound")
+        return copy.deepcopy(self._paths[path])
 
     def stored(self, api_version: str | None = None, kind: str | None = None) -> list[dict]:
         """Every object (optionally of one kind), for assertions."""

@@ -14,15 +14,22 @@ start is never ahead of anyone.
 
 from dataclasses import dataclass
 
+from . import pending
 from .lifecycle import WAITING_FOR_QUOTA
 from .models import Job
 from .usage import usage_of
 
 
-def queue_position(job: Job) -> int | None:
+def queue_position(job: Job, cluster=None) -> int | None:
     """How many of the team's jobs the scheduler considers before ``job`` on its flavor, of
-    those that may start; None if it does not wait or can never start (`Job.queue_position`)."""
-    return job.queue_position()
+    those that may start; None if it does not wait or can never start. In Kueue's own order
+    when its visibility API answers (`jobs.pending`), else in the same order from the
+    database (`Job.queue_position`)."""
+    counted = job.queue_position()
+    if counted is None:
+        return None
+    seen = pending.position(job, cluster)
+    return counted if seen is None else seen
 
 
 @dataclass(frozen=True)

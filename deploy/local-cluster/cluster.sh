@@ -37,6 +37,7 @@ SCHEDULER_PORT=$((16259 + OFFSET))
 KUEUE_WEBHOOK_PORT=$((16943 + OFFSET))
 KUEUE_HEALTH_PORT=$((16981 + OFFSET))
 KUEUE_METRICS_PORT=$((16980 + OFFSET))
+KUEUE_VISIBILITY_PORT=$((16982 + OFFSET))  # Kueue's visibility API, reached through the aggregator
 VC_SCHEDULER_METRICS_PORT=$((16880 + OFFSET))
 VC_SCHEDULER_HEALTH_PORT=$((16251 + OFFSET))
 VC_CONTROLLER_METRICS_PORT=$((16881 + OFFSET))
@@ -265,6 +266,35 @@ keyUsage=critical,digitalSignature,keyEncipherment
 extendedKeyUsage=clientAuth"
 }
 
+# Kueue's visibility API (the pending workloads of a queue, in its order) is served by Kueue on
+# 127.0.0.1 and reached through the API server's aggregation layer, which presents its own
+# client certificate (front-proxy-client, trusted by the requestheader flags) and checks
+# Kueue's serving certificate for the name <service>.<namespace>.svc. Kueue reads that
+# certificate from a path fixed for the whole machine (/visibility), so every local cluster of
+# this cache shares one, made once in $VISIBILITY_PKI with a CA of its own that each cluster's
+# APIService trusts. Separate from ensure_pki so that an older cluster gets them too.
+VISIBILITY_PKI="$CACHE_DIR/kueue-visibility"
+ensure_visibility_pki() {
+  if [[ ! -s "$VISIBILITY_PKI/tls.crt" ]]; then
+    ensure_openssl
+    log "certificates: Kueue's visibility server, one for every local cluster ($VISIBILITY_PKI)"
+    mkdir -p "$VISIBILITY_PKI" && chmod 700 "$VISIBILITY_PKI"
+    openssl req -x509 -newkey rsa:2048 -nodes -keyout "$VISIBILITY_PKI/ca.key" -out "$VISIBILITY_PKI/ca.crt" \
+      -days 3650 -subj "/CN=gpuplatform-kueue-visibility-ca" -addext "basicConstraints=critical,CA:TRUE" \
+      -addext "keyUsage=critical,keyCertSign,cRLSign,digitalSignature" 2>/dev/null
+    PKI="$VISIBILITY_PKI" sign tls "/CN=kueue-visibility-server" "basicConstraints=CA:FALSE
+keyUsage=critical,digitalSignature,keyEncipherment
+extendedKeyUsage=serverAuth
+subjectAltName=DNS:kueue-visibility-server.kueue-system.svc,DNS:localhost,IP:127.0.0.1"
+  fi
+  [[ -s "$PKI/front-proxy-client.crt" ]] && return 0
+  ensure_openssl
+  log "certificates: the API server's aggregator client"
+  sign front-proxy-client "/CN=front-proxy-client" "basicConstraints=CA:FALSE
+keyUsage=critical,digitalSignature,keyEncipherment
+extendedKeyUsage=clientAuth"
+}
+
 # ================================ processes ======================================================
 # The processes of this cluster: our binary for <name>, with this cluster's directory in its
 # arguments. Pid files are only a cache of this (they can go stale or be lost).
@@ -377,6 +407,7 @@ ensure_authn_config() {
 start_apiserver() {
   ensure_authn_config
   ensure_kubelet_pki
+  ensure_visibility_pki
   start_current kube-apiserver "$(bin kube-apiserver)" \
     --authentication-config "$AUTHN_CONFIG" \
     --etcd-servers "http://127.0.0.1:$ETCD_PORT" \
@@ -387,6 +418,7 @@ start_apiserver() {
     --requestheader-client-ca-file "$PKI/ca.crt" --requestheader-allowed-names front-proxy-client \
     --requestheader-username-headers X-Remote-User --requestheader-group-headers X-Remote-Group \
     --requestheader-extra-headers-prefix X-Remote-Extra- \
+    --proxy-client-cert-file "$PKI/front-proxy-client.crt" --proxy-client-key-file "$PKI/front-proxy-client.key" \
     --service-account-issuer https://kubernetes.default.svc.cluster.local \
     --service-account-key-file "$PKI/sa.pub" --service-account-signing-key-file "$PKI/sa.key" \
     --service-cluster-ip-range 10.96.0.0/16 --endpoint-reconciler-type none \
@@ -484,11 +516,33 @@ ensure_kueue_metrics_cert() {
   cp "$PKI/kueue-metrics/tls.crt" "$PKI/kueue-metrics/tls.key" "$KUEUE_METRICS_CERTS/"
 }
 
+# With internalCertManagement disabled Kueue reads its visibility server's certificate from
+# the fixed path /visibility (pkg/visibility/server.go): the shared one, copied when it differs.
+KUEUE_VISIBILITY_CERTS=/visibility
+ensure_kueue_visibility_cert() {
+  local f
+  for f in tls.crt tls.key; do
+    cmp -s "$VISIBILITY_PKI/$f" "$KUEUE_VISIBILITY_CERTS/$f" && continue
+    mkdir -p "$KUEUE_VISIBILITY_CERTS" 2>/dev/null && [[ -w "$KUEUE_VISIBILITY_CERTS" ]] \
+      || die "Kueue needs its visibility certificate in $KUEUE_VISIBILITY_CERTS (hard-coded in Kueue); run once as root: mkdir -p $KUEUE_VISIBILITY_CERTS && cp $VISIBILITY_PKI/tls.* $KUEUE_VISIBILITY_CERTS/"
+    cp "$VISIBILITY_PKI/$f" "$KUEUE_VISIBILITY_CERTS/$f"
+  done
+}
+
 start_kueue() {
   ensure_kueue_metrics_cert
+  ensure_kueue_visibility_cert
   sed -e "s|@WEBHOOK_PORT@|$KUEUE_WEBHOOK_PORT|; s|@HEALTH_PORT@|$KUEUE_HEALTH_PORT|" \
       -e "s|@METRICS_PORT@|$KUEUE_METRICS_PORT|; s|@CERT_DIR@|$PKI/kueue-webhook|" \
-      "$CONFIG/kueue-config.yaml" >"$CLUSTER_DIR/kueue-config.yaml"
+      -e "s|@VISIBILITY_PORT@|$KUEUE_VISIBILITY_PORT|" \
+      "$CONFIG/kueue-config.yaml" >"$CLUSTER_DIR/kueue-config.yaml.new"
+  # Kueue reads its configuration at start: one running with another is started anew.
+  if ! cmp -s "$CLUSTER_DIR/kueue-config.yaml.new" "$CLUSTER_DIR/kueue-config.yaml" && is_running kueue; then
+    log "kueue: its configuration changed, restarting it"
+    stop_group kueue
+    rm -f "$PIDS/kueue.pid"
+  fi
+  mv -f "$CLUSTER_DIR/kueue-config.yaml.new" "$CLUSTER_DIR/kueue-config.yaml"
   KUBECONFIG="$KUBECONFIG_PATH" start kueue "$(bin kueue)" --config "$CLUSTER_DIR/kueue-config.yaml" \
     --kubeconfig "$KUBECONFIG_PATH" --zap-log-level info
   local deadline=$((SECONDS + 120))
@@ -498,6 +552,51 @@ start_kueue() {
     sleep 0.5
   done
   apply_kueue_webhooks
+  apply_kueue_visibility
+}
+
+# The aggregation layer's way to Kueue's visibility API: an APIService for
+# visibility.kueue.x-k8s.io/v1beta2 whose Service is an ExternalName for 127.0.0.1 (the API
+# server dials an ExternalName service's name and the APIService's port), checked with the
+# visibility CA (ensure_visibility_pki).
+# Without it the platform counts queue positions itself (jobs/queueing.py): a warning, not a failure.
+apply_kueue_visibility() {
+  log "Kueue: visibility API through the aggregator (https://127.0.0.1:$KUEUE_VISIBILITY_PORT)"
+  kubectl_ apply --server-side --force-conflicts -f - >/dev/null <<EOF
+apiVersion: v1
+kind: Service
+metadata:
+  name: kueue-visibility-server
+  namespace: kueue-system
+  labels: {app.kubernetes.io/part-of: gpuplatform-local-cluster}
+spec:
+  type: ExternalName
+  externalName: 127.0.0.1
+---
+apiVersion: apiregistration.k8s.io/v1
+kind: APIService
+metadata:
+  name: v1beta2.visibility.kueue.x-k8s.io
+  labels: {app.kubernetes.io/part-of: gpuplatform-local-cluster}
+spec:
+  group: visibility.kueue.x-k8s.io
+  version: v1beta2
+  groupPriorityMinimum: 100
+  versionPriority: 100
+  caBundle: $(base64 -w0 <"$VISIBILITY_PKI/ca.crt")
+  service:
+    name: kueue-visibility-server
+    namespace: kueue-system
+    port: $KUEUE_VISIBILITY_PORT
+EOF
+  local deadline=$((SECONDS + 60))
+  until kubectl_ get --raw /apis/visibility.kueue.x-k8s.io/v1beta2 >/dev/null 2>&1; do
+    if ((SECONDS >= deadline)); then
+      log "WARNING: Kueue's visibility API does not answer through the aggregator (log: $LOGS/kueue.log); queue positions are counted by the platform"
+      return 0
+    fi
+    sleep 0.5
+  done
 }
 
 kueue_ready() { # readyz answers and the webhook server completes a TLS handshake with our CA

@@ -7,17 +7,20 @@ can never start is nobody's "ahead".
   sees the pods placed and the count follows.
 - A 32-GPU job of a team that can use at most 8 is said never to start (Kueue keeps it among
   the inadmissible); a 1-GPU job submitted after it is told it starts now, with nobody ahead,
-  and does."""
+  and does; Kueue's own order (its visibility API, through the aggregation layer) is read
+  without the jobs that never start."""
 
 import pytest
 
 from console.capacity import overview
-from jobs import feasibility
+from jobs import feasibility, pending
 from jobs.feasibility import Feasibility
 from jobs.lifecycle import State
 from jobs.manifests import object_name
 from jobs.models import GpuInterval, Job
 from jobs.usage import usage_for
+from quotas.models import PriorityClass
+from quotas.tasks import sync_cluster_objects
 from schedulers import EXCEEDS_QUOTA
 
 from ..builders import build_job
@@ -78,3 +81,27 @@ def test_a_job_that_can_never_start_is_not_ahead_of_a_job_that_runs(live, world,
     assert (big.state, big.reason, big.gpus_in_use) == (State.QUEUED, EXCEEDS_QUOTA, 0)
     [line] = [line for line in overview()["teams"] if line.label == team.slug and line.flavor == h100]
     assert (line.in_use, line.queued) == (1, 0)  # the 32 GPUs are no one's queued demand
+
+
+def test_positions_come_from_kueues_visibility_api_without_the_jobs_that_never_start(live, world, watcher):
+    """Kueue's pending workloads, read through the API server's aggregation layer: Kueue lists
+    the never-starting job first (it counts its inadmissible workloads too); the platform
+    takes Kueue's order and leaves that job out. Priorities give the order (Kueue orders
+    same-priority jobs by a creation time of whole seconds)."""
+    team, h100, _ = world
+    top, high, mid, low = (PriorityClass.objects.create(name=f"{n}-{team.slug}", value=v)
+                           for n, v in (("top", 300), ("high", 200), ("mid", 100), ("low", 50)))
+    sync_cluster_objects(live)
+    holder = submit(live, team, h100, workers=1, gpus_per_worker=8, priority=top, env=OUTLIVES_THE_TEST)
+    reaches(holder, State.RUNNING)  # the whole quota, by a job nobody here may preempt
+    big = submit(live, team, h100, workers=4, gpus_per_worker=8, priority=high, env=OUTLIVES_THE_TEST)
+    first = submit(live, team, h100, workers=1, gpus_per_worker=2, priority=mid, env=OUTLIVES_THE_TEST)
+    second = submit(live, team, h100, workers=1, gpus_per_worker=2, priority=low, env=OUTLIVES_THE_TEST)
+    names = [object_name(job) for job in (big, first, second)]
+    order = wait_until(lambda: (o := pending.kueue_order(first, live)) and all(n in o for n in names) and o,
+                       timeout=90, message="Kueue to list the three waiting jobs")
+    assert [order.index(name) for name in names] == sorted(order.index(name) for name in names)
+    wait_until(lambda: (big.refresh_from_db(), big.reason == EXCEEDS_QUOTA)[1], timeout=90,
+               message="the big job said never to start")
+    assert [pending.position(job, live) for job in (big, first, second)] == [None, 0, 1]
+    assert [feasibility.queue_position(job, live) for job in (big, first, second)] == [None, 0, 1]

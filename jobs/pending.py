@@ -1,0 +1,84 @@
+"""Where Kueue itself puts a waiting job: the pending workloads of the team's ClusterQueue as
+its visibility API lists them (visibility.kueue.x-k8s.io/v1beta2, served on the local cluster
+through the API server's aggregation layer: deploy/local-cluster/cluster.sh), in Kueue's order.
+
+Kueue's own positions count every pending workload, the inadmissible too (its ClusterQueue
+snapshot adds the workloads it set aside to its heap), so a job that can never start would
+still be "ahead" of the jobs after it. The platform takes Kueue's order and counts, of the
+jobs before this one, those that may start (`jobs.queueing`). When Kueue cannot say (no
+cluster, a flavor governed by another scheduler, a cluster without the visibility API, a job
+Kueue does not list yet), the position is counted from the database in the same order
+(`Job.queue_position`).
+"""
+
+import logging
+
+from cluster import ClusterError
+from core.reconcile import NoCluster, current_cluster
+from schedulers import queue_name
+from schedulers.kueue import KUEUE
+from schedulers.workloads import object_name
+
+from .models import Job
+from .queueing import ceiling_of
+
+log = logging.getLogger(__name__)
+
+VISIBILITY = "/apis/visibility.kueue.x-k8s.io/v1beta2"
+# Pending workloads read at most (Kueue's default page is 1000): a job further back is counted
+# from the database.
+LIMIT = 1000
+
+
+def pending_path(cluster_queue: str) -> str:
+    return f"{VISIBILITY}/clusterqueues/{cluster_queue}/pendingworkloads"
+
+
+def _workload_owner(item: dict) -> str | None:
+    """The name of the object of ours a pending workload stands for: a batch Job is named after
+    its job; a server's replica is a Pod of its Deployment, "<deployment>-<replica set>-<pod>"."""
+    for owner in (item.get("metadata") or {}).get("ownerReferences") or ():
+        if owner.get("kind") == "Job":
+            return owner.get("name")
+        if owner.get("kind") == "Pod":
+            return owner.get("name", "").rsplit("-", 2)[0]
+    return None
+
+
+def kueue_order(job: Job, cluster) -> list[str] | None:
+    """Names of the objects of the pending workloads of ``job``'s ClusterQueue, in Kueue's order
+    (a server's replicas each count once, where the first stands); None when Kueue cannot say."""
+    path = pending_path(queue_name(job.team.namespace_name, job.flavor))
+    try:
+        summary = cluster.get_path(path, limit=LIMIT)
+    except ClusterError as err:  # not served (no visibility API), Kueue down, a 403: count ourselves
+        log.debug("no pending workloads from Kueue for job %s: %s", job.pk, err)
+        return None
+    names: list[str] = []
+    for item in sorted(summary.get("items") or (), key=lambda i: i.get("positionInClusterQueue", 0)):
+        name = _workload_owner(item)
+        if name and name not in names:
+            names.append(name)
+    return names
+
+
+def position(job: Job, cluster=None) -> int | None:
+    """How many jobs that may start Kueue considers before ``job``; None when Kueue cannot say
+    (the caller counts from the database), or ``job`` does not wait on a Kueue flavor or can
+    never start."""
+    if job.flavor.scheduler != KUEUE.name or job.never_starts:
+        return None
+    if cluster is None:
+        try:
+            cluster = current_cluster()
+        except NoCluster:
+            return None
+    order = kueue_order(job, cluster)
+    mine = object_name(job)
+    if not order or mine not in order:
+        return None
+    ceiling = ceiling_of(job.team, job.flavor)
+    if job.gpus_to_start > ceiling:
+        return None
+    may_start = {object_name(other) for other in Job.objects.queue_of(job.team, job.flavor, ceiling).only("pk", "name")}
+    return sum(1 for name in order[:order.index(mine)] if name in may_start)
