@@ -159,7 +159,8 @@ class Job(JobMoves, models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     # What the job's pods hold on nodes now: its open GpuInterval's count (jobs.intervals).
-    gpus_in_use = models.PositiveIntegerField(default=0, editable=False)
+    gpus_in_use = models.PositiveIntegerField(
+        default=0, editable=False, validators=between(0, MAX_WORKERS * MAX_GPUS_PER_WORKER))
 
     objects = JobQuerySet.as_manager()
 

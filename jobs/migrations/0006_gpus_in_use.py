@@ -5,6 +5,7 @@ Numbered 0006 but after 0007 (the log tails), which was written first: one line 
 migrations, whatever order they were written in. Going back drops the column.
 """
 
+import django.core.validators
 from django.db import migrations, models
 from django.db.models import OuterRef, Subquery
 
@@ -27,7 +28,8 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name="job",
             name="gpus_in_use",
-            field=models.PositiveIntegerField(default=0, editable=False),
+            field=models.PositiveIntegerField(default=0, editable=False, validators=[
+                django.core.validators.MinValueValidator(0), django.core.validators.MaxValueValidator(131072)]),
         ),
         migrations.AlterField(
             model_name="gpuinterval",
