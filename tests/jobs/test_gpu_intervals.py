@@ -22,7 +22,7 @@ pytestmark = pytest.mark.django_db
 S = State
 T0 = datetime(2026, 11, 5, 8, tzinfo=UTC)
 migration = importlib.import_module("jobs.migrations.0005_gpu_intervals")
-filled = importlib.import_module("jobs.migrations.0006_gpus_in_use")
+filled = importlib.import_module("jobs.migrations.0007_gpus_in_use")
 
 
 def t(hours: float) -> datetime:

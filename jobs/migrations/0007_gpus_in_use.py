@@ -21,7 +21,7 @@ def fill(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ("jobs", "0007_log_tails"),
+        ("jobs", "0006_log_tails"),
     ]
 
     operations = [
