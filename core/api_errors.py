@@ -141,13 +141,30 @@ def add_error_responses(result, generator, request, public):
     ref = {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
     for path_item in result.get("paths", {}).values():
         for operation in path_item.values():
+            for parameter in operation.get("parameters", []):
+                _no_nul(parameter.get("schema", {}))
             body = operation.get("requestBody", {}).get("content", {}).get("application/json", {}).get("schema", {})
             if "$ref" in body:
-                schemas[body["$ref"].rsplit("/", 1)[1]]["additionalProperties"] = False
+                component = schemas[body["$ref"].rsplit("/", 1)[1]]
+                component["additionalProperties"] = False
+                for field in component.get("properties", {}).values():
+                    for inner in (field, field.get("items"), field.get("additionalProperties")):
+                        if isinstance(inner, dict):
+                            _no_nul(inner)
             responses = operation.setdefault("responses", {})
             for code, description in ERROR_DESCRIPTIONS.items():
                 responses.setdefault(code, {"description": description, **ref})
     return result
+
+
+# What PostgreSQL text cannot hold, as the schema says it (see NUL_MESSAGE below).
+NO_NUL = "^[^\\u0000]*$"
+
+
+def _no_nul(schema: dict) -> None:
+    """A free-form string (no pattern, format or choices of its own) says it takes no NUL."""
+    if schema.get("type") == "string" and not {"pattern", "format", "enum"} & set(schema):
+        schema["pattern"] = NO_NUL
 
 
 def error_response(description: str) -> OpenApiResponse:
@@ -161,7 +178,15 @@ NUL_MESSAGE = "Null characters are not allowed."
 
 
 class SlugRelatedField(serializers.SlugRelatedField):
-    """``SlugRelatedField`` that answers "does not exist" for values with NUL in them."""
+    """``SlugRelatedField`` that answers "does not exist" for values with NUL in them, and
+    refuses "" (DRF would read it as null: an all-teams token for ``"team": ""``)."""
+
+    default_error_messages = {"blank": "Give a name, or null where the field may be empty."}
+
+    def run_validation(self, data=serializers.empty):
+        if data == "":
+            self.fail("blank")
+        return super().run_validation(data)
 
     def to_internal_value(self, data):
         if isinstance(data, str) and "\x00" in data:
