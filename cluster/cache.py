@@ -38,23 +38,22 @@ import os
 import re
 import threading
 import time
-from collections import defaultdict
 from collections.abc import Callable
 
-from .errors import ClusterError, UnknownKind
+from .informer import (  # noqa: F401 - the retry policy is the informer's; named here as before
+    FORBIDDEN_RETRY_MAX_SECONDS,
+    FORBIDDEN_RETRY_SECONDS,
+    RETRY_MAX_SECONDS,
+    UNSERVED_RECHECK_SECONDS,
+    Informer,
+)
 from .objects import MANAGED_BY_LABEL, MANAGED_BY_VALUE, ObjectRef, Snapshot, matches_selector
 
 log = logging.getLogger(__name__)
 
 OWNED = f"{MANAGED_BY_LABEL}={MANAGED_BY_VALUE}"
 SYNC_TIMEOUT_SECONDS = 30  # a kind not listed by then is read with a LIST, as without a cache
-UNSERVED_RECHECK_SECONDS = 60  # a CRD installed later is found again after this long
-RETRY_MAX_SECONDS = 30
-# A kind the platform may not list or watch (403): said once, then tried again this rarely,
-# because RBAC changes when somebody changes it, not by waiting. Reconciles LIST it meanwhile.
-FORBIDDEN_RETRY_SECONDS = 60
-FORBIDDEN_RETRY_MAX_SECONDS = 600
-_REFUSED_VERB = re.compile(r"cannot (\w+) resource")
+LABELS = "labels"  # the index of each kind's store: (label, value) -> objects carrying it
 
 _IGNORED = ("metadata", "status", "apiVersion", "kind")
 
@@ -81,52 +80,25 @@ def _newer(obj: dict, than: dict | None) -> bool:
     return than is None or new is None or old is None or new >= old
 
 
-class _Kind:
-    """One informer: the objects of one kind, and where its watch stands."""
+def _labels(obj: dict):
+    return ((obj.get("metadata") or {}).get("labels") or {}).items()
 
-    def __init__(self, api_version: str, kind: str):
-        self.api_version, self.kind = api_version, kind
-        self.objects: dict[tuple, dict] = {}
-        self.index: dict[tuple[str, str], set[tuple]] = defaultdict(set)
-        self.synced = threading.Event()  # the first LIST is in
-        self.live = False  # synced, and the watch is open (not failing)
-        self.unserved_until = 0.0
-        self.stream = None
-        self.thread: threading.Thread | None = None
-        self.resource_version: str | None = None
-        self.forbidden: str | None = None  # the verb the API server refuses us (403), if any
 
-    def state(self) -> str:
-        if self.unserved_until:
-            return "not served"
-        if self.forbidden:
-            return f"forbidden: {self.forbidden}"
-        if self.live:
-            return "watching"
-        return "listing" if self.synced.is_set() else "starting"
+def _select(informer: Informer, selector: str) -> list[dict]:
+    terms = _equality_terms(selector)
+    store = informer.store
+    keys = min((store.indexes[LABELS].get(t, {}) for t in terms), key=len) if terms else store.objects.keys()
+    return [obj for key in list(keys) if (obj := store.get(key)) is not None
+            and matches_selector((obj.get("metadata") or {}).get("labels") or {}, selector)]
 
-    def put(self, key, obj) -> None:
-        self.drop(key)
-        self.objects[key] = obj
-        for label in ((obj.get("metadata") or {}).get("labels") or {}).items():
-            self.index[label].add(key)
 
-    def drop(self, key) -> dict | None:
-        old = self.objects.pop(key, None)
-        if old is not None:
-            for label in ((old.get("metadata") or {}).get("labels") or {}).items():
-                self.index[label].discard(key)
-        return old
-
-    def select(self, selector: str) -> list[dict]:
-        terms = _equality_terms(selector)
-        keys = min((self.index.get(t, set()) for t in terms), key=len) if terms else self.objects.keys()
-        return [obj for key in list(keys) if (obj := self.objects.get(key)) is not None
-                and matches_selector((obj.get("metadata") or {}).get("labels") or {}, selector)]
+def _key(ref: ObjectRef) -> tuple[str, str]:
+    return ref.namespace or "", ref.name
 
 
 class WatchCache:
-    """The objects of every kind asked for, under `selector` (our managed-by label).
+    """The objects of every kind asked for, under `selector` (our managed-by label), one
+    `cluster.informer.Informer` per kind.
 
     For each kind it holds it asks the API server for `VERBS` (the platform's ClusterRole
     grants them: `gpuplatform.rbac`). A kind it may not list or watch is said once, with
@@ -140,6 +112,7 @@ class WatchCache:
     `on_change(event_type, obj)` hears changes made behind our back to objects the cache
     knew (deleted, relabelled, annotated, or a field we own edited), so their owner can be
     reconciled again; it runs on a watch thread and must be quick (enqueue, not work).
+    `watch(kinds)` starts kinds before any reconcile asks for them (the heal does).
     """
 
     VERBS = ("list", "watch")
@@ -159,7 +132,7 @@ class WatchCache:
     def _reset(self) -> None:
         self._pid = os.getpid()
         self._lock = threading.RLock()
-        self._kinds: dict[tuple[str, str], _Kind] = {}
+        self._kinds: dict[tuple[str, str], Informer] = {}
         self._stopping = threading.Event()
 
     # --- what reconciles use ------------------------------------------------------------
@@ -169,46 +142,45 @@ class WatchCache:
         caller LISTs those. Kinds the cluster does not serve are left out, as a LIST would."""
         if not set(_equality_terms(self.selector)) <= set(_equality_terms(selector)):
             return list(kinds)  # not a subset of what we watch
-        if os.getpid() != self._pid:
-            self._reset()  # a forked child: the parent's threads did not come along
-        informers = [(api_version, kind, self._start(api_version, kind)) for api_version, kind in kinds]
         rest = []
-        for api_version, kind, informer in informers:
+        for api_version, kind, informer in self._started(kinds):
             if informer is None:
                 continue  # not served
             if not informer.synced.wait(self.sync_timeout if self.threaded else 0) or not informer.live:
                 rest.append((api_version, kind))
                 continue
             with self._lock:
-                snapshot.add(api_version, kind, informer.select(selector), complete=False)
+                snapshot.add(api_version, kind, _select(informer, selector), complete=False)
         return rest
+
+    def watch(self, kinds: list[tuple[str, str]]) -> None:
+        """Start `kinds` now, without waiting for their first LIST."""
+        self._started(kinds)
 
     def record(self, obj: dict) -> None:
         """Our own write, as the API server answered it."""
         informer = self._informer_of(obj)
         if informer is not None and matches_selector((obj.get("metadata") or {}).get("labels") or {}, self.selector):
-            key = ObjectRef.of(obj).identity
             with self._lock:
-                if _newer(obj, informer.objects.get(key)):
-                    informer.put(key, obj)
+                if _newer(obj, informer.store.get(_key(ObjectRef.of(obj)))):
+                    informer.store.put(obj)
 
     def forget(self, ref: ObjectRef) -> None:
         """Our own delete went through."""
         with self._lock:
             informer = self._kinds.get((ref.group, ref.kind))
             if informer is not None:
-                informer.drop(ref.identity)
+                informer.store.drop(_key(ref))
 
     def catch_up(self) -> None:
         """Read every watch up to now (threaded=False only)."""
         for informer in list(self._kinds.values()):
-            self._pump(informer)
+            informer.pump()
 
     def stop(self) -> None:
         self._stopping.set()
         for informer in list(self._kinds.values()):
-            if informer.stream is not None:
-                informer.stream.stop()
+            informer.stop()
         for informer in list(self._kinds.values()):
             if informer.thread is not None:
                 informer.thread.join(timeout=5)
@@ -225,11 +197,16 @@ class WatchCache:
             return {(i.api_version, i.kind): i.state() for i in self._kinds.values()}
 
     # --- informers ----------------------------------------------------------------------
-    def _informer_of(self, obj: dict) -> _Kind | None:
+    def _informer_of(self, obj: dict) -> Informer | None:
         group = (obj.get("apiVersion") or "").rpartition("/")[0]
         return self._kinds.get((group, obj.get("kind")))
 
-    def _start(self, api_version: str, kind: str) -> _Kind | None:
+    def _started(self, kinds) -> list[tuple[str, str, Informer | None]]:
+        if os.getpid() != self._pid:
+            self._reset()  # a forked child: the parent's threads did not come along
+        return [(api_version, kind, self._start(api_version, kind)) for api_version, kind in kinds]
+
+    def _start(self, api_version: str, kind: str) -> Informer | None:
         key = (api_version.rpartition("/")[0], kind)
         with self._lock:
             informer = self._kinds.get(key)
@@ -238,120 +215,37 @@ class WatchCache:
                     return None
                 informer = None  # look again: the CRD may be installed by now
             if informer is None:
-                informer = self._kinds[key] = _Kind(api_version, kind)
+                informer = self._kinds[key] = self._informer(api_version, kind)
                 if self.threaded:
-                    informer.thread = threading.Thread(
-                        target=self._run, args=(informer,), daemon=True, name=f"watch-cache-{kind}")
-                    informer.thread.start()
+                    informer.start()
         if not self.threaded and not informer.synced.is_set():
-            self._pump(informer)
+            informer.pump()
         return None if informer.unserved_until else informer
 
-    def _stream(self, informer: _Kind):
-        def listed(items):
-            self._listed(informer, items)
+    def _informer(self, api_version: str, kind: str) -> Informer:
+        informer: Informer
 
-        def watching():
-            informer.live = informer.synced.is_set()
-            self._allowed(informer, "watch")
+        def event(event_type: str, obj: dict) -> None:
+            self._event(informer, event_type, obj)
 
-        return self._cluster.watch(
-            informer.api_version, informer.kind, label_selector=self.selector,
-            resource_version=informer.resource_version, on_listed=listed, on_watching=watching)
-
-    def _pump(self, informer: _Kind) -> None:
-        """One pass over a finite stream (the fake's), from where the informer stands."""
-        try:
-            stream = self._stream(informer)
-            for event, obj in stream:
-                self._event(informer, event, obj)
-            informer.resource_version = stream.resource_version
-        except UnknownKind:
-            informer.unserved_until = time.monotonic() + UNSERVED_RECHECK_SECONDS
-            informer.synced.set()
-        except ClusterError as exc:
-            informer.live = False
-            if exc.status == 403:
-                self._forbidden(informer, exc, FORBIDDEN_RETRY_SECONDS)
-            else:
-                log.warning("watch cache: %s: %s", informer.kind, exc)
-
-    def _run(self, informer: _Kind) -> None:
-        delay = 1.0
-        while not self._stopping.is_set():
-            try:
-                if informer.stream is None:
-                    informer.stream = self._stream(informer)
-                for event, obj in informer.stream:
-                    self._event(informer, event, obj)
-                    delay = 1.0
-                return  # stopped
-            except UnknownKind:
-                informer.unserved_until = time.monotonic() + UNSERVED_RECHECK_SECONDS
-                informer.synced.set()
-                return
-            except ClusterError as exc:
-                # The stream keeps its place: iterating again resumes without losing events.
-                # Meanwhile the kind is read with a LIST.
-                informer.live = False
-                if exc.status == 403:
-                    delay = max(delay, FORBIDDEN_RETRY_SECONDS)
-                    self._forbidden(informer, exc, delay)
-                else:
-                    log.warning("watch cache: %s: %s; again in %.0f s", informer.kind, exc, delay)
-                self._stopping.wait(delay)
-                delay = min(delay * 2, FORBIDDEN_RETRY_MAX_SECONDS if informer.forbidden else RETRY_MAX_SECONDS)
-            except Exception:  # noqa: BLE001 - a bug must not leave a silently stale cache
-                informer.live = False
-                log.exception("watch cache: %s stopped", informer.kind)
-                return
-
-    def _forbidden(self, informer: _Kind, exc: ClusterError, retry: float) -> None:
-        """The platform's identity may not list or watch the kind: said once per kind and
-        verb (an error, with what to grant), then quietly tried again every `retry` s or
-        more. Nothing waits for the kind meanwhile: reconciles LIST it themselves."""
-        found = _REFUSED_VERB.search(exc.message or "")
-        listing = informer.stream is None or informer.stream.resource_version is None
-        verb = found.group(1) if found else ("list" if listing else "watch")
-        first, informer.forbidden = informer.forbidden != verb, verb
-        informer.synced.set()
-        (log.error if first else log.debug)(
-            "watch cache: the platform may not %s %s (%s), so every reconcile lists it from the "
-            "API server; grant %s on it (gpuplatform/rbac.py, the chart's ClusterRole). Trying "
-            "again in %.0f s. The API server said: %s",
-            verb, informer.kind, informer.api_version, verb, retry, exc.message)
-
-    def _allowed(self, informer: _Kind, verb: str) -> None:
-        """A request of `verb` went through: its refusal is over (a watch needs the LIST first)."""
-        if informer.forbidden is not None and verb in (informer.forbidden, "watch"):
-            log.info("watch cache: the platform may %s %s (%s) now", informer.forbidden, informer.kind,
-                     informer.api_version)
-            informer.forbidden = None
-
-    def _listed(self, informer: _Kind, items: list[dict]) -> None:
-        # After a relist (first start, or 410 Gone): what the list lacks is gone.
-        self._allowed(informer, "list")
-        listed = {ObjectRef.of(obj).identity for obj in items}
-        with self._lock:
-            vanished = [informer.drop(key) for key in list(informer.objects) if key not in listed]
-        if informer.synced.is_set():
+        def listed(vanished: list[dict]) -> None:
             for obj in vanished:
                 self._tell("DELETED", obj)
-        informer.live = True  # before `synced`: a reconcile waiting on it reads `live` next
-        informer.synced.set()
 
-    def _event(self, informer: _Kind, event: str, obj: dict) -> None:
+        informer = Informer(
+            self._cluster, api_version, kind, on_event=event, on_listed=listed, selector=self.selector,
+            indexers={LABELS: _labels}, lock=self._lock, stopping=self._stopping, logger=log,
+            name="watch cache", retry_unserved=False)
+        return informer
+
+    def _event(self, informer: Informer, event: str, obj: dict) -> None:
         obj.setdefault("apiVersion", informer.api_version)
         obj.setdefault("kind", informer.kind)
-        key = ObjectRef.of(obj).identity
         with self._lock:
-            old = informer.objects.get(key)
+            old = informer.store.get(_key(ObjectRef.of(obj)))
             if not _newer(obj, old) or (old is not None and _rv(old) == _rv(obj) and event != "DELETED"):
                 return  # older than what we hold, or the echo of our own write
-            if event == "DELETED":
-                informer.drop(key)
-            else:
-                informer.put(key, obj)
+            informer.store.apply(event, obj)
         if informer.synced.is_set() and self._behind_our_back(event, old, obj):
             self._tell(event, obj)
 
