@@ -101,8 +101,9 @@ class Informer:
     `run()` watches until `stopping` is set (on a thread of its own: `start()`); `pump()`
     reads what happened since, once (a finite stream, as the fake's). `retry` is the first
     wait after a failure, doubled up to `retry_max`; `on_error(exc)` hears each failure.
-    With `retry_unserved` a kind the API server does not serve is looked for again after
-    `UNSERVED_RECHECK_SECONDS`; without, the loop ends and its owner decides.
+    With `retry_unserved` a kind the API server does not serve is looked for again, with the
+    same backoff; without, the loop ends and its owner looks again when it wants the kind
+    (`UNSERVED_RECHECK_SECONDS` later).
     """
 
     def __init__(
@@ -180,13 +181,16 @@ class Informer:
                     delay = self.retry
                 self.stopping.wait(self.retry)  # a finite stream ran out (the fake's)
                 continue
-            except UnknownKind:
+            except UnknownKind as exc:
+                if not self.unserved_until:
+                    self.log.info("%s: %s %s is not served (%s); looking again", self.name, self.api_version,
+                                  self.kind, exc)
                 self._unserved()
                 if not self.retry_unserved:
                     return
-                self.stopping.wait(UNSERVED_RECHECK_SECONDS)
                 self.stream = None
-                continue
+                self.stopping.wait(delay)
+                delay = min(delay * 2, self.retry_max)
             except ClusterError as exc:
                 # The stream keeps its place: iterating again resumes without losing events.
                 if exc.status == 403:

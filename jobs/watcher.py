@@ -1,10 +1,12 @@
 """The status watcher: watch the objects we own and move each Job through its lifecycle.
 
-One thread per watched kind keeps an in-memory copy of what the cluster shows (the
-informer pattern); every event marks the job it belongs to as dirty; the main loop
+One informer per watched kind (`cluster.informer`, on a thread of its own) keeps an
+in-memory copy of what the cluster shows, through `slim`; every event marks the job it
+belongs to as dirty; the main loop
 re-reads dirty jobs from the database, maps the cached objects to an observation
 (``jobs.status``) and writes it only when something changed. Watches resume from their
-last resourceVersion and relist after 410 Gone (``cluster.watch``), and a periodic
+last resourceVersion and relist after 410 Gone (``cluster.watch``), failures are retried
+with the informer's one backoff, and a periodic
 resync re-checks every live job, so API server restarts and disconnects lose nothing.
 """
 
@@ -13,18 +15,19 @@ import logging
 import sys
 import threading
 import time
-from collections import OrderedDict, defaultdict
+from collections import OrderedDict
 from dataclasses import replace
 
 from django.db import connections
 
 from cluster import ClusterError
+from cluster.informer import Informer
 from core.metrics import WATCH_RESTARTS, WATCHER_LAG, WATCHER_TRANSITIONS
 from core.ownership import JOB_LABEL, MANAGED_BY_LABEL, MANAGED_BY_VALUE
 from quotas.models import Quota
-from schedulers import SCHEDULERS, Kind
-from schedulers.workloads import DEPLOYMENT
+from schedulers import Kind
 
+from .kinds import KINDS
 from .lifecycle import NOT_STARTED, State
 from .logs import failures_of, keep_failed
 from .manifests import object_name
@@ -39,12 +42,12 @@ EVENT = ("v1", "Event")
 # The watcher reads Warnings only (`_record_warning`): the API server filters the rest out,
 # a pod's Normal Events (Scheduled, Created, Started, ...) and Kueue's and Volcano's.
 WARNINGS_ONLY = "type=Warning"
-# Each scheduler's workloads carry our labels; its bookkeeping objects (Kueue Workloads,
-# Volcano PodGroups) do not and are found through their owner, our workload. Events are
-# found through the object they are about.
+# What each workload kind watches (`jobs.kinds`): its workloads carry our labels; the
+# schedulers' bookkeeping objects (Kueue Workloads, Volcano PodGroups) do not and are found
+# through their owner, our workload. Events are found through the object they are about.
 WATCHED: list[tuple[Kind, str | None]] = [
-    (kind, OURS if labelled else None) for scheduler in SCHEDULERS.values() for kind, labelled in scheduler.watched
-] + [(DEPLOYMENT, OURS), (POD, OURS), (EVENT, None)]
+    (kind, OURS if labelled else None) for workload in KINDS for kind, labelled in workload.watched
+] + [(POD, OURS), (EVENT, None)]
 LABELLED = [kind for kind, selector in WATCHED if selector]
 # How many objects' last Warning the watcher remembers: enough for every pod of a busy
 # cluster, bounded so a stream of Warnings about short-lived pods cannot grow it forever.
@@ -54,6 +57,10 @@ MAX_WARNINGS = 10_000
 # this long after the first mark before it reads the marked jobs, so a burst costs one
 # evaluation (two queries) instead of one per event. It adds at most this to the status lag.
 GATHER_SECONDS = 0.2
+# The indexes of each kind's store (`cluster.informer.Store`): (namespace, owner name) -> the
+# objects it owns, and for pods (namespace, job label) -> the job's pods.
+OWNERS = "owners"
+JOB_PODS = "job pods"
 
 # What the watcher keeps of each object: what it and its observers read (`jobs.status`,
 # `schedulers.*.observe_*`), nothing more. Everything enters the caches through `slim`
@@ -108,6 +115,17 @@ def slim(obj: dict) -> dict:
     if "status" in obj:
         out["status"] = _compact(obj["status"])
     return out
+
+
+def _owner_keys(obj: dict) -> list[tuple[str, str]]:
+    meta = obj.get("metadata") or {}
+    return [(meta.get("namespace", ""), owner.get("name", "")) for owner in meta.get("ownerReferences") or []]
+
+
+def _job_key(obj: dict) -> list[tuple[str, str]]:
+    meta = obj.get("metadata") or {}
+    job_id = (meta.get("labels") or {}).get(JOB_LABEL)
+    return [] if job_id is None else [(meta.get("namespace", ""), job_id)]
 
 
 class _Seen:
@@ -167,14 +185,14 @@ class StatusWatcher:
         self._dirty: set[int] = set()
         self._dirty_since: float | None = None  # when the oldest unevaluated mark was made (lag)
         self._wake = threading.Event()
-        # (apiVersion, kind) -> (namespace, name) -> object
-        self._cache: dict[tuple, dict[tuple[str, str], dict]] = defaultdict(dict)
-        self._streams: dict[tuple, object] = {}
-        # Indexes into the cache, so evaluating one job does not look through every object:
-        # (apiVersion, kind) -> (namespace, owner name) -> names of the objects it owns, and
-        # (namespace, job label) -> names of the job's pods (dicts as ordered sets).
-        self._owners: dict[tuple, dict[tuple[str, str], dict[str, None]]] = defaultdict(dict)
-        self._job_pods: dict[tuple[str, str], dict[str, None]] = {}
+        self._informers = {kind: self._informer(kind, selector) for kind, selector in WATCHED}
+        # Views into the informers' stores, so evaluating one job does not look through every
+        # object: (apiVersion, kind) -> (namespace, name) -> object; (apiVersion, kind) ->
+        # (namespace, owner name) -> keys of the objects it owns; (namespace, job label) ->
+        # keys of the job's pods (dicts as ordered sets). Events are not stored (`_record`).
+        self._cache = {kind: informer.store.objects for kind, informer in self._informers.items()}
+        self._owners = {kind: informer.store.indexes[OWNERS] for kind, informer in self._informers.items()}
+        self._job_pods = self._informers[POD].store.indexes[JOB_PODS]
         # (kind, namespace, name) -> (sequence, "Reason: message") of the last Warning about
         # it, least recently warned first (at most `max_warnings`)
         self._warnings: OrderedDict[tuple[str, str, str], tuple[int, str]] = OrderedDict()
@@ -188,24 +206,22 @@ class StatusWatcher:
         self._tails_seen: OrderedDict[tuple, None] = OrderedDict()
 
     # --- watching ---------------------------------------------------------------------------
-    def _watch(self, kind: tuple[str, str], selector: str | None) -> None:
-        stream = None
-        while not self.stop_event.is_set():
-            if stream is None or stream.stopped:
-                # A stream keeps what it has seen, so a later relist can report deletions
-                # that happened while disconnected; only a stopped one is replaced.
-                version = stream.resource_version if stream else None
-                stream = self.cluster.watch(*kind, label_selector=selector, resource_version=version,
-                                            field_selector=WARNINGS_ONLY if kind == EVENT else None,
-                                            transform=slim)
-                self._streams[kind] = stream
-            try:
-                for event, obj in stream:
-                    self._record(kind, event, obj)
-            except ClusterError as err:
-                log.warning("watch %s %s interrupted: %s", *kind, err)
-                WATCH_RESTARTS.labels(kind[1]).inc()
-            self.stop_event.wait(self.retry_seconds)  # then resume where it left off
+    def _informer(self, kind: tuple[str, str], selector: str | None) -> Informer:
+        indexers = {OWNERS: _owner_keys}
+        if kind == POD:
+            indexers[JOB_PODS] = _job_key
+
+        def event(event_type: str, obj: dict) -> None:
+            self._record(kind, event_type, obj)  # looked up at each event: tests listen in
+
+        def failed(err: ClusterError) -> None:
+            WATCH_RESTARTS.labels(kind[1]).inc()
+
+        return Informer(
+            self.cluster, *kind, on_event=event, on_error=failed, selector=selector,
+            field_selector=WARNINGS_ONLY if kind == EVENT else None, transform=slim, indexers=indexers,
+            lock=self._lock, stopping=self.stop_event, logger=log, name="status watcher",
+            retry=self.retry_seconds)
 
     def _record(self, kind, event: str, obj: dict) -> None:
         if kind == EVENT:
@@ -214,13 +230,9 @@ class StatusWatcher:
         meta = obj.get("metadata") or {}
         key = (meta.get("namespace", ""), meta.get("name", ""))
         with self._lock:
-            self._unindex(kind, key, self._cache[kind].get(key), obj if event != "DELETED" else None)
+            self._informers[kind].store.apply(event, obj)
             if event == "DELETED":
-                self._cache[kind].pop(key, None)
                 self._warnings.pop((kind[1], *key), None)  # nothing left to warn about
-            else:
-                self._cache[kind][key] = obj
-                self._index(kind, key, obj)
             job_id = (meta.get("labels") or {}).get(JOB_LABEL)
             if job_id is None:
                 job_id = self._owner_job(key[0], meta.get("ownerReferences") or [])
@@ -274,47 +286,14 @@ class StatusWatcher:
                 self._dirty_since = self._dirty_since or time.monotonic()
                 self._wake.set()
 
-    def _index(self, kind, key: tuple[str, str], obj: dict) -> None:
-        namespace, name = key
-        for owner in obj["metadata"].get("ownerReferences") or []:
-            self._owners[kind].setdefault((namespace, owner.get("name", "")), {})[name] = None
-        if kind == POD and (job_id := (obj["metadata"].get("labels") or {}).get(JOB_LABEL)) is not None:
-            self._job_pods.setdefault((namespace, job_id), {})[name] = None
-
-    def _unindex(self, kind, key: tuple[str, str], old: dict | None, new: dict | None) -> None:
-        """Take `old` out of the indexes where `new` (None: deleted) is not found anymore;
-        where it still is, it keeps its place (the cache's order, as `_owned_by` reads)."""
-        if old is None:
-            return
-        namespace, name = key
-        new_meta = (new or {}).get("metadata") or {}
-        still_owned = {o.get("name", "") for o in new_meta.get("ownerReferences") or []} if new else set()
-        for owner in old["metadata"].get("ownerReferences") or []:
-            owner_key = (namespace, owner.get("name", ""))
-            if owner_key[1] in still_owned:
-                continue
-            names = self._owners[kind].get(owner_key)
-            if names is not None:
-                names.pop(name, None)
-                if not names:
-                    del self._owners[kind][owner_key]
-        if kind == POD:
-            job_id = (old["metadata"].get("labels") or {}).get(JOB_LABEL)
-            if job_id is not None and (new is None or (new_meta.get("labels") or {}).get(JOB_LABEL) != job_id):
-                names = self._job_pods.get((namespace, job_id))
-                if names is not None:
-                    names.pop(name, None)
-                    if not names:
-                        del self._job_pods[(namespace, job_id)]
-
     def _pods_of(self, namespace: str, job_id) -> list[dict]:
         pods = self._cache[POD]
-        return [pods[(namespace, name)] for name in self._job_pods.get((namespace, str(job_id)), ())]
+        return [pods[key] for key in self._job_pods.get((namespace, str(job_id)), ())]
 
     def _last_warning(self, job: Job) -> str | None:
         namespace, name = job.team.namespace_name, object_name(job)
         keys = [("Job", namespace, name), ("Deployment", namespace, name)] + [
-            ("Pod", namespace, pod_name) for pod_name in self._job_pods.get((namespace, str(job.pk)), ())
+            ("Pod", namespace, pod_name) for _, pod_name in self._job_pods.get((namespace, str(job.pk)), ())
         ]
         found = [self._warnings[key] for key in keys if key in self._warnings]
         return max(found)[1] if found else None
@@ -331,8 +310,8 @@ class StatusWatcher:
 
     # --- evaluating -------------------------------------------------------------------------
     def _owned_by(self, kind, namespace: str, owner_name: str) -> dict | None:
-        for name in self._owners[kind].get((namespace, owner_name), ()):
-            return self._cache[kind][(namespace, name)]
+        for key in self._owners[kind].get((namespace, owner_name), ()):
+            return self._cache[kind][key]
         return None
 
     def observe(self, job: Job, ceilings: Ceilings | None = None):
@@ -364,10 +343,8 @@ class StatusWatcher:
         return changed
 
     def run(self) -> None:
-        threads = [threading.Thread(target=self._watch, args=(kind, selector), daemon=True,
-                                    name=f"watch-{kind[1].lower()}") for kind, selector in WATCHED]
-        for thread in threads:
-            thread.start()
+        for informer in self._informers.values():
+            informer.start()
         next_resync = 0.0
         while not self.stop_event.is_set():
             self._wake.wait(timeout=1.0)
@@ -391,8 +368,8 @@ class StatusWatcher:
                     WATCHER_LAG.observe(time.monotonic() - since)
             if self._tails_due:
                 self.keep_failed_tails()
-        for stream in list(self._streams.values()):
-            stream.stop()
+        for informer in self._informers.values():
+            informer.stop()
         connections.close_all()  # this thread's database connection
 
     def stop(self) -> None:
