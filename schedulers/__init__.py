@@ -1,8 +1,9 @@
 """The schedulers GPU flavors can be governed by, behind one interface (`base.Scheduler`).
 
-Each flavor names its scheduler; everything scheduler-specific (queue objects, workload
-objects, reading their status, which fields its controllers own) is asked of
-`for_flavor(flavor)`. A third scheduler is one more module registered below.
+Each flavor names its scheduler; everything scheduler-specific about quotas (cluster and
+queue objects, how a workload joins a queue) is asked of `for_flavor(flavor)`. A job's
+workload objects, their status and owned fields are its workload kind's (`jobs/kinds/`).
+A third scheduler is one more module registered below.
 """
 
 from .base import EXCEEDS_QUOTA, Kind, Observation, Phase, Scheduler, Seen, placed_gpus, queue_name

@@ -1,10 +1,12 @@
 """What every scheduler module provides, and the words it reports in.
 
 A scheduler (Kueue, Volcano, ...) turns a team's quota on one of its flavors into queue
-objects, a job on one of its flavors into workload objects, and what the cluster shows
-about those back into an `Observation`. It works on what it is given (rows of GpuFlavor,
-Quota and Job, read by attribute) and imports no app: the apps ask
-`schedulers.for_flavor(flavor)` and never branch on the scheduler's name themselves.
+objects and says how a workload joins its queues. Its modules also hold the pure renderers
+and readers of its own workload objects, which the workload kinds (`jobs/kinds/`, one module
+per kind) declare and dispatch to; what the cluster shows comes back as an `Observation`.
+It works on what it is given (rows of GpuFlavor, Quota and Job, read by attribute) and
+imports no app: the apps ask `schedulers.for_flavor(flavor)` or `jobs.kinds.for_job(job)`
+and never branch on the scheduler's name themselves.
 """
 
 from __future__ import annotations
@@ -13,7 +15,6 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol
 
-from cluster.fields import Ownership
 from cluster.names import bounded_name
 
 Kind = tuple[str, str]  # (apiVersion, kind)
@@ -88,15 +89,10 @@ class Scheduler:
 
     name: str
     label: str
-    # What the renderers below can emit, so prune knows which kinds to look through.
+    # What the renderers below can emit, so prune knows which kinds to look through. Job
+    # workloads are not the scheduler's: each workload kind declares its own (`jobs.kinds`).
     cluster_kinds: list[Kind] = []
     queue_kinds: list[Kind] = []
-    workload_kinds: list[Kind] = []
-    # Kinds the status watcher follows for this scheduler, with the label selector to
-    # watch them by (None: they carry no labels of ours and are found through an owner).
-    watched: list[tuple[Kind, bool]] = []
-    # Fields of our workloads that belong to this scheduler's controllers (cluster.fields).
-    fields: Ownership = {}
 
     def cluster_objects(self, flavors, cohorts, priorities) -> list[dict]:
         """Cluster-wide objects for the flavors this scheduler governs."""
@@ -111,12 +107,7 @@ class Scheduler:
         team's quota on that flavor. A job's reconcile checks they are in place."""
         raise NotImplementedError
 
-    def render_training(self, job) -> list[dict]:
-        raise NotImplementedError
-
     def inference_placement(self, job, namespace: str) -> tuple[dict, dict, dict]:
-        """(Deployment labels, pod annotations, extra pod spec) that queue a server here."""
-        raise NotImplementedError
-
-    def observe_training(self, job, seen: Seen) -> Observation | None:
+        """(Deployment labels, pod annotations, extra pod spec) that queue a server here: the
+        one thing a workload kind shared by every scheduler asks of it (jobs/kinds/inference.py)."""
         raise NotImplementedError

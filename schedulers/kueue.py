@@ -12,9 +12,9 @@ from cluster.fields import FieldRules
 from cluster.quantity import canonical, gib
 from core.ownership import JOB_LABEL, owned
 
-from .base import EXCEEDS_QUOTA, Observation, Phase, Scheduler, Seen, queue_name
+from .base import EXCEEDS_QUOTA, Observation, Phase, Scheduler, queue_name
 from .workloads import (
-    FINISHED_TTL_SECONDS, INFERENCE_FIELDS, INFERENCE_KINDS, LOCAL_MASTER, RENDEZVOUS_PORT,
+    FINISHED_TTL_SECONDS, LOCAL_MASTER, RENDEZVOUS_PORT,
     conditions, container, job_owned, object_name, pod_labels, pod_spec, torch_env, true_condition,
 )
 
@@ -99,7 +99,18 @@ def render_local_queue(quota, namespace: str, team: str) -> dict:
     }, team=team)
 
 
-# --- workloads ----------------------------------------------------------------------------------
+# --- workloads (the kind that renders and reads them: jobs/kinds/kueue_training.py) ---------------
+# Kueue unsuspends the Job when it admits it and suspends it again to preempt; it may lower
+# parallelism for a partial admission. The pod template (where Kueue injects the flavor's
+# placement at admission), completions and completion mode cannot change.
+BATCH_JOB_FIELDS = {
+    ("batch", "Job"): FieldRules(
+        create_only=("spec.suspend", "spec.parallelism"),
+        immutable=("spec.template", "spec.completions", "spec.completionMode"),
+    ),
+}
+
+
 def _queue_labels(job) -> dict:
     labels = {QUEUE_LABEL: local_queue_name(job.flavor)}
     if job.priority_id:
@@ -237,18 +248,6 @@ class Kueue(Scheduler):
     name, label = "kueue", "Kueue"
     cluster_kinds = [(API, "ResourceFlavor"), (API, "Cohort"), (API, "WorkloadPriorityClass")]
     queue_kinds = [(API, "ClusterQueue"), (API, "LocalQueue")]
-    workload_kinds = [BATCH_JOB, *INFERENCE_KINDS]
-    watched = [(BATCH_JOB, True), (WORKLOAD, False)]
-    fields = {
-        # Kueue unsuspends the Job when it admits it and suspends it again to preempt; it may
-        # lower parallelism for a partial admission. The pod template (where Kueue injects
-        # the flavor's placement at admission), completions and completion mode cannot change.
-        ("batch", "Job"): FieldRules(
-            create_only=("spec.suspend", "spec.parallelism"),
-            immutable=("spec.template", "spec.completions", "spec.completionMode"),
-        ),
-        **INFERENCE_FIELDS,
-    }
 
     def cluster_objects(self, flavors, cohorts, priorities) -> list[dict]:
         # Cohorts and priorities are Kueue objects whatever governs a flavor: a cohort's
@@ -263,15 +262,9 @@ class Kueue(Scheduler):
         return [(API, "ClusterQueue", None, queue_name(namespace, flavor)),
                 (API, "LocalQueue", namespace, local_queue_name(flavor))]
 
-    def render_training(self, job) -> list[dict]:
-        return render_training(job)
-
     def inference_placement(self, job, namespace: str) -> tuple[dict, dict, dict]:
         # Kueue's pod integration gates each replica until the team's queue admits it.
         return _queue_labels(job), {}, {}
-
-    def observe_training(self, job, seen: Seen) -> Observation | None:
-        return observe_training(job, seen.owned(WORKLOAD), seen.named(BATCH_JOB))
 
 
 KUEUE = Kueue()

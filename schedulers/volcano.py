@@ -14,9 +14,9 @@ from cluster.fields import FieldRules
 from cluster.quantity import canonical, gib
 from core.ownership import owned
 
-from .base import EXCEEDS_QUOTA, Observation, Phase, Scheduler, Seen, queue_name
+from .base import EXCEEDS_QUOTA, Observation, Phase, Scheduler, queue_name
 from .workloads import (
-    FINISHED_TTL_SECONDS, INFERENCE_FIELDS, INFERENCE_KINDS, LOCAL_MASTER, RENDEZVOUS_PORT,
+    FINISHED_TTL_SECONDS, LOCAL_MASTER, RENDEZVOUS_PORT,
     conditions, container, job_owned, object_name, pod_labels, pod_spec, torch_env, true_condition,
 )
 
@@ -24,6 +24,9 @@ QUEUE_API = "scheduling.volcano.sh/v1beta1"
 JOB = ("batch.volcano.sh/v1alpha1", "Job")
 PODGROUP = (QUEUE_API, "PodGroup")
 QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"
+# Volcano's admission refuses spec changes to a Job other than its gang size and task
+# replicas, which we never change either (the kind: jobs/kinds/volcano_gang.py).
+JOB_FIELDS = {("batch.volcano.sh", "Job"): FieldRules(immutable=("spec",))}
 
 
 def render_queue(quota, namespace: str, team: str) -> dict:
@@ -147,14 +150,6 @@ def observe_training(job, vcjob: dict | None, podgroup: dict | None,
 class Volcano(Scheduler):
     name, label = "volcano", "Volcano"
     queue_kinds = [(QUEUE_API, "Queue")]
-    workload_kinds = [JOB, *INFERENCE_KINDS]
-    watched = [(JOB, True), (PODGROUP, False)]
-    fields = {
-        # Volcano's admission refuses spec changes to a Job other than its gang size and
-        # task replicas, which we never change either.
-        ("batch.volcano.sh", "Job"): FieldRules(immutable=("spec",)),
-        **INFERENCE_FIELDS,
-    }
 
     def queue_objects(self, quota, namespace: str, team: str) -> list[dict]:
         return [render_queue(quota, namespace, team)]
@@ -162,15 +157,8 @@ class Volcano(Scheduler):
     def queue_refs(self, namespace: str, flavor) -> list[tuple[str, str, str | None, str]]:
         return [(QUEUE_API, "Queue", None, queue_name(namespace, flavor))]
 
-    def render_training(self, job) -> list[dict]:
-        return render_training(job)
-
     def inference_placement(self, job, namespace: str) -> tuple[dict, dict, dict]:
         return {}, {QUEUE_ANNOTATION: queue_name(namespace, job.flavor)}, {"schedulerName": "volcano"}
-
-    def observe_training(self, job, seen: Seen) -> Observation | None:
-        # Volcano's enqueue step holds a gang beyond the queue's capability without a word.
-        return observe_training(job, seen.named(JOB), seen.owned(PODGROUP), seen.ceiling_gpus)
 
 
 VOLCANO = Volcano()

@@ -37,9 +37,10 @@ HPA = ("autoscaling/v2", "HorizontalPodAutoscaler")
 INFERENCE_KINDS = [DEPLOYMENT, SERVICE, HPA]
 # The HPA (or `kubectl scale`) sets replicas through the scale subresource; we start the
 # Deployment at the minimum. A Deployment's selector and a Service's clusterIP cannot change.
+SERVICE_FIELDS = {("", "Service"): FieldRules(immutable=("spec.clusterIP",))}
 INFERENCE_FIELDS = {
     ("apps", "Deployment"): FieldRules(create_only=("spec.replicas",), immutable=("spec.selector",)),
-    ("", "Service"): FieldRules(immutable=("spec.clusterIP",)),
+    **SERVICE_FIELDS,
 }
 
 
