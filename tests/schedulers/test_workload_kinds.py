@@ -1,0 +1,99 @@
+"""The workload kinds, registered once (`jobs.kinds.KINDS`): every job a person can submit
+has exactly one kind; each kind renders only what it declares, in objects the real
+schemas accept; and every kind it renders or watches is granted to the platform
+(`gpuplatform.rbac.required`) and followed by the status watcher (`jobs.watcher.WATCHED`)."""
+
+import pytest
+
+import schedulers
+from gpuplatform.rbac import APPLY, WATCH, group, required, resource
+from jobs import spec
+from jobs.kinds import KINDS, for_job, rendered_kinds
+from jobs.manifests import JOB_KINDS, job_fields, render_job
+from jobs.models import Job
+from jobs.watcher import OURS, WATCHED
+
+from ..builders import make_flavor, make_job, make_team
+from ..schemas import validate
+from ..security import assert_hardened
+
+# Jobs of each job kind that together make every object its kind can render.
+SHAPES = {
+    spec.TRAINING: [dict(workers=1), dict(workers=3, gpus_per_worker=2, max_runtime_seconds=3600)],
+    spec.INFERENCE: [dict(port=8000, min_replicas=1, max_replicas=1),
+                     dict(port=8000, min_replicas=1, max_replicas=3, readiness_path="/healthz")],
+}
+CASES = [(kind, scheduler) for kind in KINDS for scheduler in kind.schedulers]
+
+
+def test_every_job_kind_on_every_scheduler_has_exactly_one_workload_kind():
+    assert set(spec.SCHEDULERS) == set(schedulers.SCHEDULERS)
+    assert set(spec.KINDS) == set(Job.Kind.values)
+    for scheduler in spec.SCHEDULERS:
+        for job_kind in spec.KINDS:
+            serving = [kind.name for kind in KINDS if kind.job_kind == job_kind and scheduler in kind.schedulers]
+            assert len(serving) == 1, (scheduler, job_kind, serving)
+
+
+def test_workload_kinds_have_distinct_names():
+    assert len({kind.name for kind in KINDS}) == len(KINDS)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(("kind", "scheduler"), CASES, ids=[f"{k.name} on {s}" for k, s in CASES])
+def test_each_kind_renders_only_its_declared_kinds_in_objects_the_schemas_accept(kind, scheduler):
+    team, flavor = make_team(), make_flavor(f"pool-{scheduler}", scheduler=scheduler)
+    made = set()
+    for number, shape in enumerate(SHAPES[kind.job_kind]):
+        job = make_job(team, flavor, name=f"job-{number}", kind=kind.job_kind, **shape)
+        assert for_job(job) is kind
+        objects = render_job(job)
+        assert objects == kind.render(job)
+        assert job_fields(job) == kind.fields
+        for obj in objects:
+            validate(obj)
+            assert (obj["apiVersion"], obj["kind"]) in kind.renders, obj["kind"]
+            made.add((obj["apiVersion"], obj["kind"]))
+        assert assert_hardened(objects, job) >= 1
+    assert made == set(kind.renders)
+    # What it watches by our labels is what it renders; its field rules name kinds it renders.
+    assert {watched for watched, labelled in kind.watched if labelled} <= made
+    assert set(kind.fields) <= {(group(api_version), name) for api_version, name in made}
+
+
+@pytest.mark.parametrize("kind", KINDS, ids=[k.name for k in KINDS])
+def test_every_kind_a_workload_kind_renders_or_watches_is_granted_and_pruned(kind):
+    needs = required()
+    for api_version, name in kind.renders:
+        assert APPLY <= needs.get((group(api_version), resource(name)), set()), name
+        assert (api_version, name) in JOB_KINDS
+    for (api_version, name), _labelled in kind.watched:
+        assert WATCH <= needs.get((group(api_version), resource(name)), set()), name
+
+
+@pytest.mark.parametrize("kind", KINDS, ids=[k.name for k in KINDS])
+def test_the_status_watcher_follows_every_kind_a_workload_kind_watches(kind):
+    watched = dict(WATCHED)
+    for watched_kind, labelled in kind.watched:
+        assert watched_kind in watched, watched_kind
+        assert watched[watched_kind] == (OURS if labelled else None)
+
+
+def test_prune_looks_through_every_rendered_kind_once():
+    assert JOB_KINDS == rendered_kinds()
+    assert len(set(JOB_KINDS)) == len(JOB_KINDS)
+    assert set(JOB_KINDS) == {rendered for kind in KINDS for rendered in kind.renders}
+
+
+@pytest.mark.parametrize("kind", KINDS, ids=[k.name for k in KINDS])
+def test_a_kinds_spec_fields_are_the_job_specs_for_its_job_kind_and_schedulers(kind):
+    names = {field.name for field in kind.spec_fields}
+    for field in spec.FIELDS:
+        applies = kind.job_kind in field.kinds and bool(set(field.schedulers) & set(kind.schedulers))
+        assert (field.name in names) == applies, field.name
+
+
+def test_a_gang_takes_no_priority_and_a_server_no_workers():
+    by_name = {kind.name: {field.name for field in kind.spec_fields} for kind in KINDS}
+    assert "priority" in by_name["kueue-training"] and "priority" not in by_name["volcano-gang"]
+    assert "workers" not in by_name["inference"] and "port" in by_name["inference"]
