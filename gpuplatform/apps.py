@@ -9,6 +9,7 @@ class GpuPlatformConfig(AppConfig):
 
     def ready(self) -> None:
         from . import checks  # noqa: F401  (registers the checks)
+        from . import heal  # noqa: F401  (the leader's watcher runs the heal: jobs.watcher.leading)
         from . import metrics  # noqa: F401  (connects the Celery signal handlers that count tasks)
         from core.owners import install
 

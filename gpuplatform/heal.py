@@ -1,11 +1,19 @@
-"""Changes made behind our back reconcile their owner again.
+"""Changes made behind our back reconcile their owner again, once for the platform.
 
-The worker's watch cache (`cluster.cache`) lets a reconcile skip objects it shows as
-desired. An edit or a delete by somebody else that the cache has not seen yet could make
-such a skip wrong; when the watch brings that change, `on_cluster_change` enqueues the
-reconcile of the item its labels name, by every owner of that scope (`gpuplatform.owners`),
-so the write is late by the watch lag and never lost. Each worker process installs it on
-its own cache (`worker_process_init`; `worker_init` for a solo pool).
+The workers' watch caches (`cluster.cache`) let a reconcile skip objects they show as
+desired. An edit or a delete by somebody else that a cache has not seen yet could make such
+a skip wrong; when the watch brings that change, `on_cluster_change` enqueues the reconcile
+of the item its labels name, by every owner of that scope (`gpuplatform.owners`), so the
+write is late by the watch lag and never lost.
+
+It runs in one process: the status watcher that holds the Lease (`jobs.watcher.leading`,
+sent by `manage.py watch_cluster`), which watches every kind of every owner with a watch
+cache of its own (on `cluster.informer`, as the workers' are) from the start. Worker
+processes no longer hear changes themselves, so N worker replicas do not enqueue N
+reconciles of one change. This cache learns no field rules from applies (the leader applies
+nothing), so a controller's write to a field it shares with us (Kueue unsuspending a Job,
+the HPA's replicas) is heard too: it costs one reconcile that finds the object as desired
+and writes nothing.
 """
 
 import logging
@@ -13,10 +21,12 @@ import threading
 import time
 
 from celery import shared_task
-from celery.signals import worker_init, worker_process_init
+from django.dispatch import receiver
 
-from core.owners import Scope
-from core.reconcile import RETRY_POLICY, cluster_configured, get_cluster
+from cluster.cache import WatchCache
+from core.owners import Scope, registered
+from core.reconcile import RETRY_POLICY
+from jobs.watcher import StatusWatcher, leading
 
 from .owners import send_for
 
@@ -54,11 +64,21 @@ def reconcile_owner(self, owner: str) -> None:
     send_for(Scope(scope), label)
 
 
-@worker_init.connect
-@worker_process_init.connect
-def install(**_) -> None:
-    if not cluster_configured():
-        return
-    cache = get_cluster().cache
-    if cache is not None:
-        cache.on_change = on_cluster_change
+def healed_kinds() -> list[tuple[str, str]]:
+    """Every kind a reconcile applies: what the heal watches."""
+    kinds: list[tuple[str, str]] = []
+    for owner in registered():
+        for kind in (*owner.kinds, *owner.also_applies):
+            if kind not in kinds:
+                kinds.append(kind)
+    return kinds
+
+
+@receiver(leading, sender=StatusWatcher, dispatch_uid="gpuplatform-heal")
+def start(watcher: StatusWatcher, **_) -> WatchCache:
+    """Watch every owner's kinds for the leader, until its watcher stops."""
+    cache = WatchCache(watcher.cluster, on_change=on_cluster_change)
+    cache.watch(healed_kinds())
+    watcher.on_stop(cache.stop)
+    log.info("healing changes made behind our back to %d kinds", len(healed_kinds()))
+    return cache

@@ -11,7 +11,7 @@ from core.reconcile import RETRY_POLICY, NoCluster, current_cluster
 from notifications.actions import notice_due
 from quotas.actions import apply_grants
 
-from . import heal  # noqa: F401 - registers the watch cache's hook and its task
+from . import heal  # noqa: F401 - registers the heal's task (its hook: the leader's watcher)
 from .owners import prune_orphans, send_everything
 
 log = logging.getLogger(__name__)

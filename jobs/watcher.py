@@ -19,6 +19,7 @@ from collections import OrderedDict
 from dataclasses import replace
 
 from django.db import connections
+from django.dispatch import Signal
 
 from cluster import ClusterError
 from cluster.informer import Informer
@@ -57,6 +58,12 @@ MAX_WARNINGS = 10_000
 # this long after the first mark before it reads the marked jobs, so a burst costs one
 # evaluation (two queries) instead of one per event. It adds at most this to the status lag.
 GATHER_SECONDS = 0.2
+# Sent by `manage.py watch_cluster` as its watcher starts watching: with leader election, in
+# the one copy holding the Lease. Work that must run once for the platform, not once per
+# worker process, hooks in here (the heal, `gpuplatform.heal`); a receiver hands what it
+# starts back to `watcher.on_stop`.
+leading = Signal()  # sender=StatusWatcher, watcher=the StatusWatcher
+
 # The indexes of each kind's store (`cluster.informer.Store`): (namespace, owner name) -> the
 # objects it owns, and for pods (namespace, job label) -> the job's pods.
 OWNERS = "owners"
@@ -204,6 +211,7 @@ class StatusWatcher:
         # runs already handled (at most `max_warnings`, oldest forgotten first).
         self._tails_due: dict[tuple, tuple[int, dict, list]] = {}
         self._tails_seen: OrderedDict[tuple, None] = OrderedDict()
+        self._on_stop: list = []  # what `leading`'s receivers started, stopped with the watcher
 
     # --- watching ---------------------------------------------------------------------------
     def _informer(self, kind: tuple[str, str], selector: str | None) -> Informer:
@@ -370,7 +378,13 @@ class StatusWatcher:
                 self.keep_failed_tails()
         for informer in self._informers.values():
             informer.stop()
+        for stop in self._on_stop:
+            stop()
         connections.close_all()  # this thread's database connection
+
+    def on_stop(self, stop) -> None:
+        """Call `stop()` when the watcher stops."""
+        self._on_stop.append(stop)
 
     def stop(self) -> None:
         self.stop_event.set()

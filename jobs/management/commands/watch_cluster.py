@@ -4,7 +4,8 @@ With leader election (``--leader-elect``, or WATCHER_LEADER_ELECTION=true as the
 chart sets it) several copies may run: the one holding the Lease watches, the others
 wait and take over within seconds when it stops. A new leader starts with a full LIST
 of every watched kind and re-checks every live job, so a change that happened while
-nobody was watching still reaches the database. A leader that cannot renew its Lease
+nobody was watching still reaches the database. The leader, and only it, also runs what
+must run once for the platform (`jobs.watcher.leading`: the heal). A leader that cannot renew its Lease
 stops and exits non-zero (Kubernetes restarts it as a standby).
 """
 
@@ -20,7 +21,7 @@ from django.core.management.base import BaseCommand, CommandError
 from cluster.lease import LeaderElector, Leases
 from core.metrics import LEADER, LEADER_TRANSITIONS
 from core.reconcile import NoCluster, current_cluster
-from jobs.watcher import StatusWatcher
+from jobs.watcher import StatusWatcher, leading
 
 LEASE_NAME = "gpuplatform-watcher"
 
@@ -75,6 +76,10 @@ class Command(BaseCommand):
             elector.keep_renewing(stop, on_lost)
         self.stdout.write("Watching jobs, workloads, pods and gangs; Ctrl-C to stop.")
         try:
+            # What runs once for the platform (the heal); a receiver that fails does not stop the watch.
+            for receiver, result in leading.send_robust(sender=StatusWatcher, watcher=watcher):
+                if isinstance(result, Exception):
+                    self.stderr.write(f"{receiver.__module__}.{receiver.__name__} failed to start: {result}")
             watcher.run()
         finally:
             stop.set()
