@@ -21,7 +21,7 @@ def for_flavor(flavor) -> Scheduler:
 
 
 def all_kinds(attribute: str) -> list[Kind]:
-    """One attribute's kinds (e.g. "workload_kinds") over every scheduler, without repeats."""
+    """One attribute's kinds (e.g. "queue_kinds") over every scheduler, without repeats."""
     kinds: list[Kind] = []
     for scheduler in SCHEDULERS.values():
         kinds += [kind for kind in getattr(scheduler, attribute) if kind not in kinds]
