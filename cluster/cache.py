@@ -1,8 +1,8 @@
 """A watch cache of the objects we own, so a reconcile reads memory instead of the API server.
 
-Informer-style, as client-go's shared informers: per kind, one LIST and then one WATCH of
-the whole cluster under our managed-by label, resumed from its resourceVersion after a
-disconnect and relisted after 410 Gone (`cluster.watch.WatchStream`). A kind is started the
+Per kind one informer (`cluster.informer`, as client-go's shared informers): one LIST and
+then one WATCH of the whole cluster under our managed-by label, resumed from its
+resourceVersion after a disconnect and relisted after 410 Gone (`cluster.watch.WatchStream`). A kind is started the
 first time a reconcile asks for it, in the process that asks (a forked worker starts its
 own), and serves snapshots once its first LIST is in.
 
