@@ -47,7 +47,13 @@ from .informer import (  # noqa: F401 - the retry policy is the informer's; name
     UNSERVED_RECHECK_SECONDS,
     Informer,
 )
-from .objects import MANAGED_BY_LABEL, MANAGED_BY_VALUE, ObjectRef, Snapshot, matches_selector
+from .objects import (
+    MANAGED_BY_LABEL,
+    MANAGED_BY_VALUE,
+    ObjectRef,
+    Snapshot,
+    matches_selector,
+)
 
 log = logging.getLogger(__name__)
 
@@ -271,7 +277,7 @@ class WatchCache:
             return
         try:
             self.on_change(event, obj)
-        except Exception:  # noqa: BLE001 - the watch must go on
+        except Exception:  # the watch must go on
             log.exception("watch cache: on_change failed for %s", ObjectRef.of(obj))
 
 

@@ -198,7 +198,7 @@ class Informer:
                 self._failed(exc, delay)
                 self.stopping.wait(delay)
                 delay = min(delay * 2, FORBIDDEN_RETRY_MAX_SECONDS if self.forbidden else self.retry_max)
-            except Exception:  # noqa: BLE001 - a bug must not leave a silently stale informer
+            except Exception:  # a bug must not leave a silently stale informer
                 self.live = False
                 self.log.exception("%s: %s stopped", self.name, self.kind)
                 return
