@@ -3,7 +3,7 @@
 from django.contrib import admin
 from simple_history.admin import SimpleHistoryAdmin
 
-from tenants.identities import GroupMapping, OidcIdentity
+from tenants.models.identities import GroupMapping, OidcIdentity
 
 
 @admin.register(GroupMapping)

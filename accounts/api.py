@@ -10,7 +10,7 @@ from rest_framework.views import APIView
 from core.api_errors import RefuseNulMixin, SlugRelatedField
 from core.api_fields import StrictFields
 from tenants.auth import TokenScope, visible_teams
-from tenants.identities import GroupMapping
+from tenants.models.identities import GroupMapping
 from tenants.models import Team
 from tenants.roles import is_quota_manager
 from tenants.scoping import TeamScopedViewSet

@@ -4,7 +4,7 @@ from datetime import timedelta
 
 from django import forms
 
-from tenants.identities import GroupMapping
+from tenants.models.identities import GroupMapping
 from tenants.models import Team
 from tenants.tokens import ApiToken, Scope, unusable_scopes_message, usable_scopes
 

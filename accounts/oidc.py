@@ -25,7 +25,7 @@ from django.utils import timezone
 from mozilla_django_oidc.auth import OIDCAuthenticationBackend
 from mozilla_django_oidc.utils import import_from_settings
 
-from tenants.identities import GroupMapping, OidcIdentity
+from tenants.models.identities import GroupMapping, OidcIdentity
 
 log = logging.getLogger(__name__)
 

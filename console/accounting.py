@@ -3,7 +3,7 @@
 A job holds GPUs from the moment it is admitted until it is preempted, requeued or ends,
 and it holds what its pods were given on nodes: each interval carries that count, and a
 new one begins when the count changes (the HPA adds a replica, a worker ends). ``Job``
-writes them as it happens (``jobs.intervals``), and its open one is what the dashboard and
+writes them as it happens (``jobs.models.intervals``), and its open one is what the dashboard and
 the console call in use (``Job.gpus_in_use``, ``jobs.usage``): one rule for both. An
 inference server of 1-3 replicas running one is charged one replica's GPUs, never its
 maximum. ``usage_rows`` cuts the intervals at the report window and at midnight in the

@@ -6,7 +6,7 @@ from django.db import transaction
 
 from core.reconcile import enqueue
 
-from .idempotency import IdempotencyKey
+from .models.idempotency import IdempotencyKey
 from .lifecycle import State
 from .models import Job
 from .tasks import reconcile_job
@@ -31,7 +31,7 @@ def _submit(*, team, submitter, **fields) -> Job:
 def submit_once(*, key: str, digest: str, token, team, submitter, **fields) -> tuple[int, Job | None]:
     """Submit unless `key` already did: (job id, the job when this call created it).
 
-    Raises `jobs.idempotency.KeyConflict` when the key was used for another request."""
+    Raises `jobs.models.idempotency.KeyConflict` when the key was used for another request."""
     with transaction.atomic():
         record = IdempotencyKey.objects.claim(user=submitter, token=token, key=key, digest=digest)
         if record is not None:

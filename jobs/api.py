@@ -33,7 +33,7 @@ from tenants.tokens import Scope
 from . import actions, feasibility, spec
 from .filters import JobFilter
 from .manifests import render_job
-from .idempotency import KeyConflict
+from .models.idempotency import KeyConflict
 from .models import LIVE_NAME_TAKEN, MAX_CPU_PER_WORKER, Job, JobEvent, total_gpus
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from cluster import ClusterError, NotFound, TransientError
 from core.ownership import job_selector
 
-from .logtails import MAX_TAIL_BYTES, MAX_TAIL_LINES, LogTail
+from .models.logtails import MAX_TAIL_BYTES, MAX_TAIL_LINES, LogTail
 from .manifests import object_name
 from .models import Job
 

@@ -4,7 +4,7 @@ The dashboard and quota list (`usage_for`), the team API and the managers' conso
 (`job_gpus`) all read it here, so they cannot disagree about the same team:
 
 - in use: the GPUs its jobs' pods hold on nodes now (`Job.gpus_in_use`, the count of each
-  job's open `GpuInterval`: what the usage page and its CSV charge, `jobs.intervals`). An
+  job's open `GpuInterval`: what the usage page and its CSV charge, `jobs.models.intervals`). An
   inference server of 1-3 replicas that runs one uses one replica's GPUs; nothing is held
   back for the replicas it may scale to (the schedulers reserve none: Kueue admits each
   replica's pod on its own, Volcano places pods one by one), so there is no reservation to
@@ -152,7 +152,7 @@ def admitted_intervals(events, until: datetime) -> list[tuple[datetime, datetime
     ``until``. A state that holds quota opens an interval unless one is open; cancelling keeps
     what it held until the job ends; any other state closes it. ``Job.transition`` writes the
     same stretches as they happen (``GpuInterval``), cut further where the watcher saw the
-    count of its pods on nodes change (`jobs.intervals`); migration 0005 replayed this once."""
+    count of its pods on nodes change (`jobs.models.intervals`); migration 0005 replayed this once."""
     intervals, opened = [], None
     for at, state in events:
         if state in HOLDING_QUOTA:

@@ -9,7 +9,7 @@ from django.conf import settings
 
 from core.ownership import WORKLOAD_SERVICE_ACCOUNT, owned
 
-from .identities import GroupMapping, cluster_user_name
+from .models.identities import GroupMapping, cluster_user_name
 from .models import Membership, SystemNamespace, Team
 
 # Kinds inside a team's namespace that the team's own reconcile keeps (the Namespace

@@ -17,7 +17,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
-from .lifecycle import HOLDING_QUOTA, State
+from ..lifecycle import HOLDING_QUOTA, State
 
 
 def held_after(job, current: str, target: str, gpus: int | None) -> int:

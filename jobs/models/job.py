@@ -1,4 +1,4 @@
-"""Jobs (training or inference workloads) and the events of their lifecycle."""
+"""Jobs (training or inference workloads): what they ask for, who may see and move them."""
 
 import enum
 from datetime import timedelta
@@ -17,17 +17,15 @@ from core.validators import (
     validate_image,
     validate_string_list,
 )
-from quotas.models import MAX_GPUS_PER_NODE, GpuFlavor, PriorityClass
+from quotas.grants import MAX_GPUS_PER_NODE
+from quotas.models import GpuFlavor, PriorityClass
 from schedulers.workloads import GPU_RUNTIME_ENV_NAMES, GPU_RUNTIME_ENV_PREFIXES
 from tenants.models import Membership, Team
 
-from .idempotency import IdempotencyKey  # noqa: F401  (a model of this app)
-from .logtails import LogTail  # noqa: F401  (a model of this app)
-from .spec import refused_on
-from .intervals import GpuInterval  # noqa: F401  (a model of this app)
-from .lifecycle import FINAL_STATE_VALUES, FINAL_STATES, NEVER_STARTS_REASONS, WAITING_FOR_QUOTA, State
-from .moves import SUBMITTED_BECAUSE, JobEvent, JobMoves  # noqa: F401  (JobEvent: a model of this app)
-from .queueing import QueueingQuerySet
+from ..lifecycle import FINAL_STATE_VALUES, FINAL_STATES, NEVER_STARTS_REASONS, WAITING_FOR_QUOTA, State
+from ..queueing import QueueingQuerySet
+from ..spec import refused_on
+from .moves import JobMoves
 
 JOB_NAME_MAX_LENGTH = 40
 # Bounds of the numbers a job asks for, the same on every database. Each is far inside the

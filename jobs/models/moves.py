@@ -5,8 +5,8 @@ from django.db import models, transaction
 from django.utils import timezone
 
 from .intervals import GpuInterval, held_after
-from .lifecycle import FINAL_STATES, TIMESTAMP_ON_ENTRY, TRANSITIONS, InvalidTransition, State, path
-from .signals import job_reason_changed
+from ..lifecycle import FINAL_STATES, TIMESTAMP_ON_ENTRY, TRANSITIONS, InvalidTransition, State, path
+from ..signals import job_reason_changed
 
 # Why a new job is submitted: its first event, and its reason and message until the cluster tells more.
 SUBMITTED_BECAUSE = {"reason": "Submitted", "message": "Waiting for the cluster."}
@@ -22,7 +22,7 @@ class JobMoves:
         A compare-and-swap: when two workers race from the same state, exactly one update
         matches and records its event; the loser gets ``False`` and changes nothing.
         Raises ``InvalidTransition`` for moves the lifecycle forbids. ``gpus``: what the job's
-        pods hold on nodes, when the watcher counted them (`jobs.intervals.held_after`).
+        pods hold on nodes, when the watcher counted them (`jobs.models.intervals.held_after`).
         """
         current = self.state
         if target not in TRANSITIONS[current]:

@@ -1,99 +1,18 @@
-"""GPU flavors (hardware pools), cohorts, team quotas and priority classes."""
+"""Team quotas: a team's GPUs on one flavor, and the CPU and memory that go with them."""
 
 import math
 
 from django.core.exceptions import ValidationError
-from django.core.validators import MinValueValidator
 from django.db import models
 from django.db.models import F, OuterRef, Q, Subquery, Sum
 from django.db.models.functions import Coalesce
 from simple_history.models import HistoricalRecords
 
-import schedulers
-from core.validators import (
-    between,
-    validate_dns1123_label,
-    validate_node_labels,
-    validate_resource_name,
-    validate_taints,
-    validate_tolerations,
-)
+from core.validators import between
 from tenants.models import Team
 
-from .grants import (
-    CPU_CORES_PER_GPU, MAX_CPU_CORES, MAX_GPUS, MAX_GPUS_PER_NODE, MAX_MEMORY_GIB, MEMORY_GIB_PER_GPU,
-)
-from .models_grants import QuotaGrant, QuotaRequest  # noqa: F401  (models of this app)
-
-MAX_GPU_MEMORY_GIB = 4096
-
-
-# Which scheduler governs a flavor: one choice per module in `schedulers/`.
-Scheduler = models.TextChoices(
-    "Scheduler", [(s.name.upper(), (s.name, s.label)) for s in schedulers.SCHEDULERS.values()])
-
-
-class GpuFlavor(models.Model):
-    """A pool of identical GPU nodes, governed by exactly one scheduler."""
-
-    name = models.CharField(max_length=63, unique=True, validators=[validate_dns1123_label])
-    display_name = models.CharField(max_length=100, blank=True)
-    description = models.TextField(blank=True)
-    resource_name = models.CharField(
-        max_length=253,
-        validators=[validate_resource_name],
-        help_text="Extended resource the nodes expose, e.g. nvidia.com/gpu or nvidia.com/mig-1g.10gb.",
-    )
-    gpu_memory_gib = models.PositiveIntegerField(
-        validators=between(1, MAX_GPU_MEMORY_GIB), help_text="Memory of one GPU (or slice), in GiB.")
-    gpus_per_node = models.PositiveSmallIntegerField(validators=between(1, MAX_GPUS_PER_NODE))
-    scheduler = models.CharField(max_length=10, choices=Scheduler, default=Scheduler.KUEUE)
-    node_labels = models.JSONField(default=dict, blank=True, validators=[validate_node_labels])
-    node_taints = models.JSONField(default=list, blank=True, validators=[validate_taints])
-    tolerations = models.JSONField(default=list, blank=True, validators=[validate_tolerations])
-    cost_per_gpu_hour = models.DecimalField(
-        max_digits=8, decimal_places=2, null=True, blank=True,
-        validators=[MinValueValidator(0)],
-        help_text="Optional price of one GPU-hour, for accounting.",
-    )
-
-    history = HistoricalRecords()  # the audit trail (quotas/audit.py)
-
-    class Meta:
-        ordering = ["name"]
-        constraints = [
-            models.CheckConstraint(
-                condition=Q(gpus_per_node__gte=1),
-                name="flavor_gpus_per_node_positive",
-                violation_error_message="A node has at least one GPU.",
-            ),
-            models.CheckConstraint(
-                condition=Q(scheduler__in=["kueue", "volcano"]),
-                name="flavor_scheduler_valid",
-                violation_error_message="The scheduler must be kueue or volcano.",
-            ),
-            models.CheckConstraint(
-                condition=Q(cost_per_gpu_hour__isnull=True) | Q(cost_per_gpu_hour__gte=0),
-                name="flavor_cost_not_negative",
-                violation_error_message="A price cannot be negative.",
-            ),
-        ]
-
-    def __str__(self) -> str:
-        return self.display_name or self.name
-
-
-class Cohort(models.Model):
-    """Teams whose quotas sit in one cohort may borrow each other's unused GPUs."""
-
-    name = models.CharField(max_length=63, unique=True, validators=[validate_dns1123_label])
-    description = models.TextField(blank=True)
-
-    class Meta:
-        ordering = ["name"]
-
-    def __str__(self) -> str:
-        return self.name
+from ..grants import CPU_CORES_PER_GPU, MAX_CPU_CORES, MAX_GPUS, MAX_MEMORY_GIB, MEMORY_GIB_PER_GPU
+from .flavors import Cohort, GpuFlavor
 
 
 class QuotaQuerySet(models.QuerySet):
@@ -225,26 +144,3 @@ class Quota(models.Model):
                     errors[field] = "Only quotas in a cohort can borrow or lend; pick a cohort."
         if errors:
             raise ValidationError(errors)
-
-
-class PriorityClass(models.Model):
-    """A named priority for workloads; higher values may preempt lower ones."""
-
-    name = models.CharField(max_length=63, unique=True, validators=[validate_dns1123_label])
-    value = models.IntegerField(validators=between(-1_000_000_000, 1_000_000_000))
-    description = models.TextField(blank=True)
-
-    class Meta:
-        ordering = ["-value"]
-        verbose_name_plural = "priority classes"
-        constraints = [
-            models.CheckConstraint(
-                condition=Q(value__gte=-1_000_000_000, value__lte=1_000_000_000),
-                name="priority_value_in_range",
-                violation_error_message="Priority values lie between -1e9 and 1e9.",
-            ),
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.name} ({self.value})"
-

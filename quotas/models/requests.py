@@ -17,10 +17,10 @@ from simple_history.models import HistoricalRecords
 
 from core.validators import between
 from tenants.models import Membership, Team
-
-from . import grants
-from .grants import MAX_CPU_CORES, MAX_GPUS, MAX_MEMORY_GIB
 from tenants.roles import is_quota_manager
+
+from .. import grants
+from ..grants import MAX_CPU_CORES, MAX_GPUS, MAX_MEMORY_GIB
 
 
 class QuotaRequestQuerySet(models.QuerySet):

@@ -15,8 +15,8 @@ from django.db import models, transaction
 from django.db.models import Q
 from simple_history.models import HistoricalRecords
 
-from .models import Membership, Team
-from .roles import QUOTA_MANAGER_GROUP
+from ..roles import QUOTA_MANAGER_GROUP
+from .teams import Membership, Team
 
 # When two of a person's groups map to the same team, the stronger role wins.
 ROLE_RANK = {Membership.Role.VIEWER: 1, Membership.Role.MEMBER: 2, Membership.Role.OWNER: 3}

@@ -10,8 +10,7 @@ from simple_history.models import HistoricalRecords
 from cluster.names import DNS1123_LABEL_MAX
 from core.validators import validate_dns1123_label
 
-from .roles import is_quota_manager
-from .tokens import ApiToken  # noqa: F401  (a model of this app: API tokens)
+from ..roles import is_quota_manager
 
 SLUG_MAX_LENGTH = 40
 # Priority class values lie within +-1e9 (as Kubernetes' user-defined PriorityClasses).
@@ -208,7 +207,7 @@ class Membership(models.Model):
         IDP = "idp", "IdP group"
 
     role = models.CharField(max_length=10, choices=Role, default=Role.MEMBER)
-    # Single sign-on (tenants/identities.py): memberships made from IdP groups follow the
+    # Single sign-on (tenants/models/identities.py): memberships made from IdP groups follow the
     # groups at each login and are not edited by hand; hand-made ones stay until removed.
     source = models.CharField(max_length=10, choices=Source, default=Source.MANUAL, editable=False)
     via_group = models.CharField(max_length=200, blank=True, editable=False,
@@ -265,7 +264,3 @@ class Membership(models.Model):
                     f"{self.user.get_username()} is the last owner of {self.team.slug}; add another owner first.")
             current.delete()
 
-
-# The single sign-on models (IdP group mappings, SSO identities) live in a module of their
-# own, imported last because they refer to the models above.
-from .identities import GroupMapping, OidcIdentity  # noqa: E402,F401

@@ -10,7 +10,7 @@ from drf_spectacular.generators import SchemaGenerator
 
 from notifications.models import Webhook
 from quotas.models import Cohort
-from tenants.identities import GroupMapping
+from tenants.models.identities import GroupMapping
 from tenants.tokens import ApiToken
 
 from ..builders import make_quota

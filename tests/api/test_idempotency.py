@@ -9,7 +9,7 @@ import urllib.request
 import pytest
 
 from jobs.models import Job
-from jobs.idempotency import IdempotencyKey
+from jobs.models.idempotency import IdempotencyKey
 
 from .conftest import JOB_BODY, issue_token
 

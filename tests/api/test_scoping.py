@@ -14,7 +14,7 @@ import pytest
 from jobs.models import Job
 from notifications.models import Event, Kind, Webhook, WebhookDelivery
 from quotas.models import QuotaRequest
-from tenants.identities import GroupMapping
+from tenants.models.identities import GroupMapping
 from tenants.models import Membership
 from tenants.tokens import ApiToken
 

@@ -1,6 +1,6 @@
 """GpuInterval: written by ``Job.transition`` as GPUs are taken and given back, and filled in
 from the recorded events by migration 0005, both by the rule of ``admitted_intervals``; cut
-where the watcher sees the count of the job's pods on nodes change (``jobs.intervals``)."""
+where the watcher sees the count of the job's pods on nodes change (``jobs.models.intervals``)."""
 
 import importlib
 import random

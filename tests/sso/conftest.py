@@ -18,7 +18,7 @@ from django.contrib.auth import get_user_model
 
 from accounts import oidc
 from tenants import tasks as team_tasks
-from tenants.identities import GroupMapping
+from tenants.models.identities import GroupMapping
 from tenants.models import Membership
 
 from ..builders import make_team

@@ -12,7 +12,7 @@ import re
 import pytest
 from django.db import connections
 
-from tenants.identities import GroupMapping
+from tenants.models.identities import GroupMapping
 from tenants.models import Membership
 
 from ..builders import make_team

@@ -18,7 +18,7 @@ from django.test import Client
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from tenants.identities import GroupMapping
+from tenants.models.identities import GroupMapping
 from tenants.models import Membership, Team
 from tenants.tasks import offboard, sync_team
 

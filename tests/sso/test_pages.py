@@ -14,7 +14,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from accounts.checks import sso_settings
-from tenants.identities import GroupMapping, OidcIdentity
+from tenants.models.identities import GroupMapping, OidcIdentity
 from tenants.manifests import EDITOR_ROLE, VIEWER_ROLE, render_rbac
 from tenants.models import Membership
 from tenants.tokens import ApiToken

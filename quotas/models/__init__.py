@@ -1,0 +1,18 @@
+"""The models of the quotas app, one module per object family:
+
+- ``flavors``: GpuFlavor (a hardware pool and its scheduler), Cohort, PriorityClass;
+- ``quotas``: Quota, a team's GPUs on one flavor;
+- ``requests``: QuotaRequest and the dated QuotaGrant it may become.
+
+Django finds an app's models in ``<app>.models``, so this package imports them; no module
+of the app imports back from here (a submodule imports its sibling, e.g. ``.flavors``).
+"""
+
+from .flavors import MAX_GPU_MEMORY_GIB, Cohort, GpuFlavor, PriorityClass, Scheduler
+from .quotas import Quota, QuotaQuerySet
+from .requests import QuotaGrant, QuotaGrantQuerySet, QuotaRequest, QuotaRequestQuerySet
+
+__all__ = [
+    "MAX_GPU_MEMORY_GIB", "Cohort", "GpuFlavor", "PriorityClass", "Quota", "QuotaGrant",
+    "QuotaGrantQuerySet", "QuotaQuerySet", "QuotaRequest", "QuotaRequestQuerySet", "Scheduler",
+]
