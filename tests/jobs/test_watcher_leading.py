@@ -58,6 +58,15 @@ def test_the_watch_command_tells_that_it_leads_once_it_watches(fake, heard_leadi
     assert watcher.cluster is fake
 
 
+def test_the_watcher_that_gets_the_lease_tells_that_it_leads(fake, heard_leading, monkeypatch):
+    monkeypatch.setattr(StatusWatcher, "run", lambda self: None)
+    monkeypatch.setattr(watch_cluster.LeaderElector, "acquire", lambda self, stop: True)
+    monkeypatch.setattr(watch_cluster.LeaderElector, "keep_renewing", lambda self, stop, on_lost: None)
+    monkeypatch.setattr(watch_cluster.LeaderElector, "release", lambda self: None)
+    call_command("watch_cluster", leader_elect=True, metrics_port=0)
+    assert len(heard_leading) == 1
+
+
 def test_a_standby_that_never_gets_the_lease_does_not_heal(fake, heard_leading, monkeypatch):
     monkeypatch.setattr(StatusWatcher, "run", lambda self: None)
     monkeypatch.setattr(watch_cluster.LeaderElector, "acquire", lambda self, stop: False)
