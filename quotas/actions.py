@@ -17,6 +17,12 @@ from .tasks import reconcile_team_quotas
 log = logging.getLogger(__name__)
 
 
+def quotas_changed(team: Team) -> None:
+    """A team's quota added, edited or removed by hand (the admin): its queues follow after
+    commit, not at the next sweep."""
+    enqueue(reconcile_team_quotas, team.pk)
+
+
 def approve(quota_request: QuotaRequest, user, *, now=None, **numbers) -> QuotaGrant | None:
     """Approve a request (see `QuotaRequest.approve`) and apply its grant at once when it
     has started; None when someone else decided first."""

@@ -7,7 +7,7 @@ from simple_history.admin import SimpleHistoryAdmin
 
 from tenants.admin import TeamAdmin
 
-from .actions import apply_grants
+from .actions import apply_grants, quotas_changed
 
 from .models import Cohort, GpuFlavor, PriorityClass, Quota, QuotaGrant, QuotaRequest
 
@@ -17,8 +17,19 @@ def in_team(user, team) -> bool:
     return team is not None and team.role_of(user) is not None
 
 
+class QuotaInlineFormSet(forms.BaseInlineFormSet):
+    """The quotas on a team's admin page: once saved, the team's queues follow."""
+
+    def save(self, commit=True):
+        saved = super().save(commit)
+        if commit and (self.new_objects or self.changed_objects or self.deleted_objects):
+            quotas_changed(self.instance)
+        return saved
+
+
 class QuotaInline(admin.TabularInline):
     model = Quota
+    formset = QuotaInlineFormSet
     extra = 0
     fields = ["flavor", "cohort", "nominal_gpus", "borrowing_limit_gpus", "lending_limit_gpus",
               "cpu_cores", "memory_gib", "weight"]
@@ -94,6 +105,20 @@ class QuotaAdmin(FourEyesAdmin):
         if obj is not None and QuotaGrant.objects.filter(team_id=obj.team_id, flavor_id=obj.flavor_id).exists():
             return ["nominal_gpus", "borrowing_limit_gpus", "cpu_cores", "memory_gib"]
         return []
+
+    def save_model(self, request, obj, form, change):
+        super().save_model(request, obj, form, change)
+        quotas_changed(obj.team)  # its queues follow now, not at the next sweep
+
+    def delete_model(self, request, obj):
+        super().delete_model(request, obj)
+        quotas_changed(obj.team)
+
+    def delete_queryset(self, request, queryset):
+        teams = {quota.team for quota in queryset.select_related("team")}
+        super().delete_queryset(request, queryset)
+        for team in teams:
+            quotas_changed(team)
 
 
 @admin.register(QuotaRequest)

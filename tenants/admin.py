@@ -9,8 +9,8 @@ from django.http import HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
 
+from . import actions
 from .models import Membership, Team
-from .tasks import reconcile_team_soon
 
 LAST_OWNER = "A team always keeps an owner: add another owner before removing or demoting this one."
 
@@ -81,9 +81,12 @@ class TeamAdmin(admin.ModelAdmin):
                      for team in teams]
         return described, {Team._meta.verbose_name_plural: len(teams)}, set(), []
 
+    def save_model(self, request, obj, form, change):
+        super().save_model(request, obj, form, change)
+        actions.team_saved(obj)  # its namespace follows now, not at the next sweep
+
     def delete_model(self, request, obj):
-        if obj.start_offboarding(request.user):
-            reconcile_team_soon(obj)  # after commit
+        actions.offboard(obj, request.user)
 
     def delete_queryset(self, request, queryset):
         for team in queryset:
@@ -109,9 +112,7 @@ class TeamAdmin(admin.ModelAdmin):
                 "teams": queryset,
                 "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
             })
-        started = [team for team in queryset if team.start_offboarding(request.user)]
-        for team in started:
-            reconcile_team_soon(team)  # after commit
+        started = [team for team in queryset if actions.offboard(team, request.user)]
         if started:
             self.message_user(request, f"Offboarding {', '.join(t.slug for t in started)}: their namespaces, "
                               "queues and workloads are being deleted, then the teams.", messages.SUCCESS)
