@@ -15,6 +15,11 @@ from .models import SystemNamespace, Team
 log = logging.getLogger(__name__)
 
 NAMESPACE = ("v1", "Namespace")
+# The admission policy's parameters (`tenants.admission`). Offboarding leaves them to go with
+# the namespace: without them the policy refuses every write to a pod in the namespace, the
+# Job controller's removal of its tracking finalizer included, so pods being deleted would
+# stay Terminating for ever (holding their GPUs) and the namespace with them.
+ADMISSION_PARAMS = ("v1", "ConfigMap")
 
 
 # --- the teams, as every team-wide owner reads them (team objects here, team quotas) ---------
@@ -62,7 +67,7 @@ def offboard(cluster, team: Team) -> Outcome:
     """Delete everything the team owns on the cluster (whatever owner put it there: its
     objects, its quotas, its jobs' workloads; namespace last), then the row. A system
     namespace is never deleted, even if it carries the team's label."""
-    kinds = labelled_kinds(registered(), Scope.TEAM)
+    kinds = [kind for kind in labelled_kinds(registered(), Scope.TEAM) if kind != ADMISSION_PARAMS]
     if team.owns_system_namespace:
         kinds = [kind for kind in kinds if kind != NAMESPACE]
     outcome = sync(cluster, [], selector=selector(team=team.slug), kinds=kinds)

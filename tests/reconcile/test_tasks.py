@@ -168,6 +168,28 @@ def test_offboarding_removes_everything_and_the_row(fake, team, flavor):
     assert not Team.objects.filter(pk=team.pk).exists()
 
 
+def test_offboarding_leaves_the_admission_parameters_to_go_with_the_namespace(fake, team, flavor):
+    """Without its parameters the admission policy refuses every pod write in the namespace,
+    the Job controller's finalizer removal included: deleted first, they left the team's pods
+    Terminating for ever, holding their GPUs (seen on the local cluster)."""
+    from tenants.admission import PARAMS_NAME
+
+    make_quota(team, flavor)
+    reconcile_job(submitted(team, flavor).pk)
+    deleted = []
+    delete = fake._send_delete
+
+    def recording(ref, *args):
+        deleted.append((ref.kind, ref.name))
+        return delete(ref, *args)
+
+    fake._send_delete = recording
+    Team.objects.filter(pk=team.pk).update(status=Team.Status.DELETING)
+    reconcile_whole_team(team.pk)
+    assert ("ConfigMap", PARAMS_NAME) not in deleted
+    assert deleted[-1] == ("Namespace", team.namespace_name) and fake.stored() == []
+
+
 def test_reconcile_command_prints_changes_and_request_counts(fake, team, flavor, capsys):
     make_quota(team, flavor)
     submitted(team, flavor)
