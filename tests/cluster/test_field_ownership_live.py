@@ -67,7 +67,7 @@ def test_a_long_kueue_training_job_keeps_running_across_sweeps(live, world, watc
 def test_a_queued_kueue_job_stays_suspended_and_costs_no_write(live, world, watcher):
     team, h100, _ = world
     job = submit(live, team, h100, workers=3, gpus_per_worker=8, env=OUTLIVES_THE_TEST)  # beyond the quota
-    wait_until(lambda: (job.refresh_from_db(), job.reason == "WaitingForQuota")[1], timeout=90,
+    wait_until(lambda: (job.refresh_from_db(), job.reason == "ExceedsQuota")[1], timeout=90,
                message="a quota reason")
     for _sweep in range(SWEEPS):
         live.reset_counts()

@@ -74,8 +74,8 @@ def test_a_kueue_job_is_queued_admitted_run_and_succeeds(live, world, watcher):
 def test_a_job_larger_than_the_quota_waits_with_a_plain_reason(live, world, watcher):
     team, h100, _ = world
     job = submit(live, team, h100, workers=3, gpus_per_worker=8)
-    wait_until(lambda: (job.refresh_from_db(), job.reason == "WaitingForQuota")[1], timeout=90,
-               message="a quota reason")
+    wait_until(lambda: (job.refresh_from_db(), job.reason == "ExceedsQuota")[1], timeout=90,
+               message="a quota reason")  # more than the team can ever use: it never starts
     assert job.state == State.QUEUED
     assert "24" in job.message and team.slug in job.message, job.message
     batch = live.get("batch/v1", "Job", object_name(job), team.namespace_name)

@@ -24,11 +24,38 @@ from quotas.tasks import sync_cluster_objects
 from schedulers import EXCEEDS_QUOTA
 
 from ..builders import build_job
-from .conftest import reaches, submit, wait_until
+from jobs.tasks import sync_job
+
+from .conftest import reaches, wait_until
+from .conftest import submit as submit_job
 
 pytestmark = [pytest.mark.cluster, pytest.mark.django_db(transaction=True)]
 
 OUTLIVES_THE_TEST = {"GPUPLATFORM_FAKE_DURATION": "900s"}  # the fake kubelet ends pods after this
+
+
+@pytest.fixture
+def submit(live, world):
+    """`conftest.submit`, and at the end every job cancelled and its pods gone while its team
+    still exists: pods still running when a team is offboarded keep their GPUs on the shared
+    cluster (the admission policy, its parameters gone, refuses the Job controller's removal
+    of their finalizer), and the next tests find no room."""
+    submitted = []
+
+    def make(*args, **fields):
+        submitted.append(job := submit_job(*args, **fields))
+        return job
+
+    yield make
+    for job in submitted:
+        job.refresh_from_db()
+        while job.is_cancellable and not job.transition(State.CANCELLING, reason="CancelRequested"):
+            job.refresh_from_db()
+        sync_job(live, job)
+    for job in submitted:
+        wait_until(lambda: not live.list("v1", "Pod", namespace=job.team.namespace_name,
+                                         label_selector=f"gpuplatform.io/job={job.pk}"),
+                   timeout=120, message=f"the pods of {job.name} gone")
 
 
 def in_use_everywhere(team, flavor) -> tuple[int, int, int]:
@@ -43,7 +70,7 @@ def open_interval_gpus(job) -> int | None:
 
 
 def test_a_server_running_one_of_three_replicas_is_charged_one_and_then_what_it_scales_to(
-        live, world, watcher, api_client):
+        live, world, watcher, api_client, submit):
     from kubernetes import client
 
     team, h100, _ = world
@@ -63,7 +90,7 @@ def test_a_server_running_one_of_three_replicas_is_charged_one_and_then_what_it_
                 .values_list("gpus", flat=True)) == [2, 4]
 
 
-def test_a_job_that_can_never_start_is_not_ahead_of_a_job_that_runs(live, world, watcher):
+def test_a_job_that_can_never_start_is_not_ahead_of_a_job_that_runs(live, world, watcher, submit):
     team, h100, _ = world
     big = submit(live, team, h100, workers=4, gpus_per_worker=8, env=OUTLIVES_THE_TEST)  # 32 > 8, ever
     wait_until(lambda: (big.refresh_from_db(), big.reason == EXCEEDS_QUOTA)[1], timeout=90,
@@ -83,7 +110,8 @@ def test_a_job_that_can_never_start_is_not_ahead_of_a_job_that_runs(live, world,
     assert (line.in_use, line.queued) == (1, 0)  # the 32 GPUs are no one's queued demand
 
 
-def test_positions_come_from_kueues_visibility_api_without_the_jobs_that_never_start(live, world, watcher):
+def test_positions_come_from_kueues_visibility_api_without_the_jobs_that_never_start(live, world, watcher,
+                                                                                     submit):
     """Kueue's pending workloads, read through the API server's aggregation layer: Kueue lists
     the never-starting job first (it counts its inadmissible workloads too); the platform
     takes Kueue's order and leaves that job out. Priorities give the order (Kueue orders
