@@ -16,6 +16,8 @@ Where each right comes from:
   whole platform as the chart's identity and counts every 403);
 - every kind the status watcher follows: list, watch;
 - pods: their logs for the job pages (get pods/log); nodes: list, for the capacity page;
+- Kueue's visibility API: get the pending workloads of a ClusterQueue, for queue
+  positions in Kueue's own order (`jobs.pending`);
 - the rights granted by the team Roles the platform writes (`tenants.manifests`): the
   API server lets a Role or RoleBinding be written only by someone who holds its rights
   (or has `escalate`/`bind` on it). Holding them is the narrower choice: `escalate` and
@@ -32,6 +34,7 @@ from collections import defaultdict
 
 from cluster.cache import WatchCache
 from core.owners import registered
+from jobs.pending import VISIBILITY_GROUP
 from jobs.watcher import WATCHED
 from tenants.manifests import _rules as team_role_rules
 
@@ -74,6 +77,7 @@ def required() -> dict[tuple[str, str], set[str]]:
         needs[(group(api_version), resource(kind))] |= WATCH
     needs[("", "pods/log")] |= {"get"}
     needs[("", "nodes")] |= {"list"}
+    needs[(VISIBILITY_GROUP, "clusterqueues/pendingworkloads")] |= {"get"}
     for write in (True, False):
         for rule in team_role_rules(write):
             for api_group in rule["apiGroups"]:

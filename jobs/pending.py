@@ -24,7 +24,8 @@ from .queueing import ceiling_of
 
 log = logging.getLogger(__name__)
 
-VISIBILITY = "/apis/visibility.kueue.x-k8s.io/v1beta2"
+VISIBILITY_GROUP = "visibility.kueue.x-k8s.io"  # the ClusterRole grants get on its pendingworkloads
+VISIBILITY = f"/apis/{VISIBILITY_GROUP}/v1beta2"
 # Pending workloads read at most (Kueue's default page is 1000): a job further back is counted
 # from the database.
 LIMIT = 1000
