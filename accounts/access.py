@@ -8,8 +8,8 @@ quota-manager role (given by hand, by an IdP group, or by being a superuser).
 from django.contrib.auth import get_user_model
 from django.db.models import Q
 
-from tenants.models.identities import GroupMapping, OidcIdentity, cluster_user_name
 from tenants.models import Membership, Team
+from tenants.models.identities import GroupMapping, OidcIdentity, cluster_user_name
 from tenants.roles import QUOTA_MANAGER_GROUP
 
 ABILITIES = {

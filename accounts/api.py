@@ -10,8 +10,8 @@ from rest_framework.views import APIView
 from core.api_errors import RefuseNulMixin, SlugRelatedField
 from core.api_fields import StrictFields
 from tenants.auth import TokenScope, visible_teams
-from tenants.models.identities import GroupMapping
 from tenants.models import Team
+from tenants.models.identities import GroupMapping
 from tenants.roles import is_quota_manager
 from tenants.scoping import TeamScopedViewSet
 

@@ -4,8 +4,8 @@ from datetime import timedelta
 
 from django import forms
 
-from tenants.models.identities import GroupMapping
 from tenants.models import Team
+from tenants.models.identities import GroupMapping
 from tenants.tokens import ApiToken, Scope, unusable_scopes_message, usable_scopes
 
 

@@ -14,8 +14,8 @@ from django.views.decorators.http import require_http_methods, require_POST
 from django.views.generic import View
 from mozilla_django_oidc.views import OIDCAuthenticationCallbackView, OIDCAuthenticationRequestView
 
-from tenants.models.identities import GroupMapping
 from tenants.models import Team
+from tenants.models.identities import GroupMapping
 from tenants.roles import is_quota_manager
 from tenants.tokens import ApiToken
 

@@ -143,8 +143,9 @@ def parts_of(cluster_dir: Path, procs: Processes):
 
 
 def fresh_database(url: str) -> None:
-    import psycopg
     from urllib.parse import urlsplit
+
+    import psycopg
 
     parts = urlsplit(url)
     name = parts.path.lstrip("/")

@@ -29,6 +29,7 @@ from kubernetes.dynamic.discovery import LazyDiscoverer
 from kubernetes.dynamic.exceptions import ResourceNotFoundError
 
 from .cache import WatchCache
+from .door import Door
 from .errors import (
     ClusterError,
     NotFound,
@@ -37,7 +38,6 @@ from .errors import (
     UnknownKind,
     classify,
 )
-from .door import Door
 from .objects import ObjectRef
 from .transport import WatchResponse, request_verb
 from .watch import Gone

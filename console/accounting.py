@@ -219,7 +219,7 @@ def _lines(start, end, teams, now, tz):
     lines = []
     for team, flavor, user, flavor_id, price, days, cents in _cells(start, end, teams, now, tz):
         price_cents = None if price is None else int(price * 100)
-        for day, c in zip(days, cents):
+        for day, c in zip(days, cents, strict=True):
             if c:  # less than a GPU-minute or so: not worth a line
                 cost = None if price_cents is None else _half_even(c * price_cents, 100)
                 lines.append((day, team, flavor, user, flavor_id, c, cost))
@@ -286,7 +286,7 @@ def usage_summary(start: datetime, end: datetime, *, teams=None, now=None, tz=No
     daily: dict = defaultdict(lambda: defaultdict(int))
     for (team, _), (days, cents) in team_days.items():
         name = team if team in kept else OTHER_TEAMS
-        for day, c in zip(days, cents):
+        for day, c in zip(days, cents, strict=True):
             if c:
                 daily[day][name] += c
     by_day = {day: {name: _dec(c) for name, c in values.items()} for day, values in daily.items()}

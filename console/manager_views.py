@@ -11,11 +11,10 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
-from tenants.roles import is_quota_manager
-
 from quotas import actions, audit
 from quotas.forms import ApproveForm, DenyForm
 from quotas.models import Quota, QuotaGrant, QuotaRequest
+from tenants.roles import is_quota_manager
 
 from . import capacity, decision
 

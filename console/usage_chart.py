@@ -143,7 +143,7 @@ def draw(chart: dict) -> Drawing:
     baseline = TOP + PLOT
     scale = PLOT / float(top)
     columns = []
-    for index, (day, bars, total) in enumerate(zip(days, values, totals)):
+    for index, (day, bars, total) in enumerate(zip(days, values, totals, strict=True)):
         x = LEFT + index * COLUMN
         column = Column(day=day, x=str(x), bar_x=_num(x + (COLUMN - BAR) / 2), centre=_num(x + COLUMN / 2),
                         total=total, label_y=_num(baseline - float(total) * scale - 4))

@@ -9,12 +9,11 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.paginator import Paginator
 from django.db.models import Q
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
-from django.utils import timezone
-
-from jobs.usage import usage_for
 from jobs.models import Job
+from jobs.usage import usage_for
 from quotas.forms import QuotaRequestForm
 from quotas.models import QuotaGrant, QuotaRequest
 from tenants.forms import MemberForm

@@ -12,14 +12,13 @@ from rest_framework.response import Response
 from rest_framework.routers import SimpleRouter
 from rest_framework.views import APIView
 
-from jobs.api import JobViewSet
-from quotas.api import FlavorViewSet, QuotaRequestViewSet
-from console.api import TeamViewSet
-from tenants.api import TokenViewSet
-from notifications.api import PreferenceViewSet, WebhookViewSet
 from accounts.api import GroupMappingViewSet, TeamAccessView
-
+from console.api import TeamViewSet
 from core.api_errors import not_found
+from jobs.api import JobViewSet
+from notifications.api import PreferenceViewSet, WebhookViewSet
+from quotas.api import FlavorViewSet, QuotaRequestViewSet
+from tenants.api import TokenViewSet
 
 router = SimpleRouter(trailing_slash=False)
 router.register("teams", TeamViewSet, basename="team")

@@ -8,11 +8,13 @@ class GpuPlatformConfig(AppConfig):
     verbose_name = "GPU Platform"
 
     def ready(self) -> None:
-        from . import checks  # noqa: F401  (registers the checks)
-        from . import heal  # noqa: F401  (the leader's watcher runs the heal: jobs.watcher.leading)
-        from . import metrics  # noqa: F401  (connects the Celery signal handlers that count tasks)
         from core.owners import install
 
+        from . import (
+            checks,  # noqa: F401  (registers the checks)
+            heal,  # noqa: F401  (the leader's watcher runs the heal: jobs.watcher.leading)
+            metrics,  # noqa: F401  (connects the Celery signal handlers that count tasks)
+        )
         from .owners import OWNERS
 
         install(OWNERS)  # the reconciled owners, also for the apps below the list (offboarding)

@@ -6,9 +6,9 @@ from django.db import transaction
 
 from core.reconcile import enqueue
 
-from .models.idempotency import IdempotencyKey
 from .lifecycle import State
 from .models import Job
+from .models.idempotency import IdempotencyKey
 from .tasks import reconcile_job
 
 

@@ -8,12 +8,18 @@ help and the list's row are the job spec's (``jobs/spec.py``).
 """
 
 import hashlib
-from decimal import Decimal
 import json
+from decimal import Decimal
 
 from django.db import IntegrityError
 from django.utils import timezone
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_field, inline_serializer
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_field,
+    inline_serializer,
+)
 from rest_framework import filters, mixins, serializers, status
 from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound
@@ -32,9 +38,10 @@ from tenants.tokens import Scope
 
 from . import actions, feasibility, spec
 from .filters import JobFilter
+from .logs import problem_of
 from .manifests import render_job
-from .models.idempotency import KeyConflict
 from .models import LIVE_NAME_TAKEN, MAX_CPU_PER_WORKER, Job, JobEvent, total_gpus
+from .models.idempotency import KeyConflict
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 MAX_LOG_LINES = 5000
@@ -218,9 +225,9 @@ class JobViewSet(TeamScopedViewSet, mixins.CreateModelMixin, mixins.ListModelMix
                 key=key, digest=request_digest(request.data), token=token_of(request),
                 team=data.pop("team"), submitter=request.user, **data)
         except KeyConflict as err:
-            raise Conflict(str(err))
-        except IntegrityError:
-            raise Conflict(LIVE_NAME_TAKEN)  # a racing same-name submit
+            raise Conflict(str(err)) from err
+        except IntegrityError as err:
+            raise Conflict(LIVE_NAME_TAKEN) from err  # a racing same-name submit
         if created is not None:
             return self._created(created)
         job = self.get_queryset().filter(pk=job_id).first()
@@ -233,9 +240,9 @@ class JobViewSet(TeamScopedViewSet, mixins.CreateModelMixin, mixins.ListModelMix
         team = data.pop("team")
         try:
             return actions.submit(team=team, submitter=self.request.user, **data)
-        except IntegrityError:
+        except IntegrityError as err:
             # Two submissions of the same name raced past full_clean.
-            raise Conflict(LIVE_NAME_TAKEN)
+            raise Conflict(LIVE_NAME_TAKEN) from err
 
     def _created(self, job: Job) -> Response:
         # The job as submitted: its team, flavor, priority and submitter are the objects
@@ -286,8 +293,9 @@ class JobViewSet(TeamScopedViewSet, mixins.CreateModelMixin, mixins.ListModelMix
         tail = int(tail)
         try:
             cluster = current_cluster()
-        except NoCluster:
-            raise Unavailable("Logs are unavailable: this platform has no cluster configured.", code="logs_unavailable")
+        except NoCluster as err:
+            raise Unavailable("Logs are unavailable: this platform has no cluster configured.",
+                              code="logs_unavailable") from err
         namespace = job.team.namespace_name
         try:
             pods = cluster.list("v1", "Pod", namespace=namespace, label_selector=job_selector(job.pk))
@@ -297,6 +305,7 @@ class JobViewSet(TeamScopedViewSet, mixins.CreateModelMixin, mixins.ListModelMix
                 for pod in sorted(pods, key=lambda p: p["metadata"]["name"])
             ]
         except ClusterError as err:
-            raise Unavailable(f"Logs are unavailable: the cluster did not answer ({err}).", code="logs_unavailable")
+            # In words, as on the job page (`jobs.logs`), never the transport's error text.
+            raise Unavailable(f"Logs are unavailable: {problem_of(err)}", code="logs_unavailable") from err
         message = "" if logs else "The job has no pods (not started yet, or already removed)."
         return Response({"message": message, "pods": logs})

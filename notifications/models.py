@@ -117,6 +117,9 @@ class Preference(models.Model):
             fields=["user", "kind"], name="notification_preference_one_per_kind",
             violation_error_message="One choice per person and kind of event.")]
 
+    def __str__(self) -> str:
+        return f"{self.kind}: {'email' if self.email else 'no email'}"
+
 
 class Notification(models.Model):
     """One event for one person by email; sent alone or in a digest."""
@@ -138,6 +141,9 @@ class Notification(models.Model):
             fields=["event", "user"], name="notification_once_per_person",
             violation_error_message="A person hears of an event once.")]
 
+    def __str__(self) -> str:
+        return f"notification of event {self.event_id} ({self.status})"
+
 
 class Mailbox(models.Model):
     """When a person was last mailed, so a burst of events becomes one digest."""
@@ -146,6 +152,9 @@ class Mailbox(models.Model):
                                 related_name="+")
     last_sent_at = models.DateTimeField(null=True, blank=True)
     flush_at = models.DateTimeField(null=True, blank=True, help_text="A digest is scheduled for then.")
+
+    def __str__(self) -> str:
+        return f"mailbox of user {self.user_id}"
 
     def next_send_at(self, now):
         """Now, or when the digest window after the last mail closes."""
@@ -232,6 +241,9 @@ class WebhookDelivery(models.Model):
         constraints = [models.UniqueConstraint(
             fields=["webhook", "event"], condition=Q(is_resend=False), name="webhook_delivery_once_per_event",
             violation_error_message="An event is delivered to a webhook once (resends aside).")]
+
+    def __str__(self) -> str:
+        return f"delivery of event {self.event_id} to webhook {self.webhook_id} ({self.status})"
 
     @staticmethod
     def backoff(attempts: int) -> int:

@@ -8,7 +8,6 @@ from simple_history.admin import SimpleHistoryAdmin
 from tenants.admin import TeamAdmin
 
 from .actions import apply_grants, quotas_changed
-
 from .models import Cohort, GpuFlavor, PriorityClass, Quota, QuotaGrant, QuotaRequest
 
 

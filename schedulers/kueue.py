@@ -14,8 +14,17 @@ from core.ownership import JOB_LABEL, owned
 
 from .base import EXCEEDS_QUOTA, Observation, Phase, Scheduler, queue_name
 from .workloads import (
-    FINISHED_TTL_SECONDS, LOCAL_MASTER, RENDEZVOUS_PORT,
-    conditions, container, job_owned, object_name, pod_labels, pod_spec, torch_env, true_condition,
+    FINISHED_TTL_SECONDS,
+    LOCAL_MASTER,
+    RENDEZVOUS_PORT,
+    conditions,
+    container,
+    job_owned,
+    object_name,
+    pod_labels,
+    pod_spec,
+    torch_env,
+    true_condition,
 )
 
 API = "kueue.x-k8s.io/v1beta2"

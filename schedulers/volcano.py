@@ -16,8 +16,17 @@ from core.ownership import owned
 
 from .base import EXCEEDS_QUOTA, Observation, Phase, Scheduler, queue_name
 from .workloads import (
-    FINISHED_TTL_SECONDS, LOCAL_MASTER, RENDEZVOUS_PORT,
-    conditions, container, job_owned, object_name, pod_labels, pod_spec, torch_env, true_condition,
+    FINISHED_TTL_SECONDS,
+    LOCAL_MASTER,
+    RENDEZVOUS_PORT,
+    conditions,
+    container,
+    job_owned,
+    object_name,
+    pod_labels,
+    pod_spec,
+    torch_env,
+    true_condition,
 )
 
 QUEUE_API = "scheduling.volcano.sh/v1beta1"

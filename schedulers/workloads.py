@@ -10,7 +10,7 @@ from collections.abc import Callable
 from cluster.fields import FieldRules
 from cluster.names import bounded_name
 from cluster.quantity import canonical, gib
-from core.ownership import JOB_LABEL, WORKLOAD_SERVICE_ACCOUNT, ownership_labels, owned
+from core.ownership import JOB_LABEL, WORKLOAD_SERVICE_ACCOUNT, owned, ownership_labels
 
 from .base import EXCEEDS_QUOTA, Observation, Phase
 

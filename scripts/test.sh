@@ -10,6 +10,8 @@ while IFS= read -r line; do [ -n "$line" ] && export "$line"; done <<<"$env_line
 # the browser tests speak plain HTTP, so no redirect to HTTPS.
 export SECRET_KEY="${SECRET_KEY:-test-only-$(od -An -N24 -tx1 /dev/urandom | tr -d ' \n')}"
 export SECURE_SSL_REDIRECT="${SECURE_SSL_REDIRECT:-false}"
+echo "==> ruff check (rules in pyproject.toml)"
+.venv/bin/ruff check --quiet . || { .venv/bin/ruff check .; exit 1; }
 echo "==> import layers (lint-imports, contracts in pyproject.toml)"
 .venv/bin/lint-imports --no-cache >/dev/null || { .venv/bin/lint-imports --no-cache; exit 1; }
 echo "==> tests on ${DATABASE_URL%%@*}@… and ${REDIS_URL}"

@@ -8,13 +8,14 @@ from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 
-from tenants.auth import SessionOnly
 from core.api_errors import RefuseNulMixin, SlugRelatedField
 from core.api_fields import StrictFields
 from core.api_input import CursorPagination
+from tenants.auth import SessionOnly
 
 from .models import Team
 from .tokens import ALL_SCOPES, ApiToken
+
 
 class TokenSerializer(serializers.ModelSerializer):
     team = SlugRelatedField(slug_field="slug", read_only=True, allow_null=True)

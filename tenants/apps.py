@@ -13,8 +13,8 @@ class TenantsConfig(AppConfig):
 
         from . import receivers, recent_tokens
         from .models import Membership
-        from .tokens import ApiToken
         from .roles import ensure_quota_manager_group
+        from .tokens import ApiToken
 
         post_migrate.connect(ensure_quota_manager_group, dispatch_uid="quota-manager-group")
         post_save.connect(receivers.membership_saved, sender=Membership, dispatch_uid="membership-saved-reconciles")

@@ -9,8 +9,8 @@ from django.conf import settings
 
 from core.ownership import WORKLOAD_SERVICE_ACCOUNT, owned
 
-from .models.identities import GroupMapping, cluster_user_name
 from .models import Membership, SystemNamespace, Team
+from .models.identities import GroupMapping, cluster_user_name
 
 # Kinds inside a team's namespace that the team's own reconcile keeps (the Namespace
 # itself is never pruned by a team reconcile, only by offboarding; the ResourceQuota and the

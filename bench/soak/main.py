@@ -19,7 +19,8 @@ import time
 from collections import Counter
 from datetime import datetime, timezone
 
-from . import checks, plan as plan_module, world
+from . import checks, world
+from . import plan as plan_module
 from .checks import Row
 from .observer import CLUSTER_QUEUE, DEPLOYMENT, VOLCANO_QUEUE, Observer
 from .processes import Processes, cluster_sh, cluster_up, kubectl
@@ -96,8 +97,8 @@ def settle(run, observer: Observer) -> tuple[dict, dict, list[str]]:
 
 
 def final_checks(profile: Profile, run, observer: Observer, grant_start: float, grant_end: float) -> list[Row]:
-    from jobs.models import Job
     from console.accounting import usage_rows
+    from jobs.models import Job
     from tenants.models import Team
 
     jobs, found, wrong = settle(run, observer)

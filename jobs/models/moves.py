@@ -4,9 +4,9 @@ observes, and the events and GPU intervals each move writes (`Job` takes these m
 from django.db import models, transaction
 from django.utils import timezone
 
-from .intervals import GpuInterval, held_after
 from ..lifecycle import FINAL_STATES, TIMESTAMP_ON_ENTRY, TRANSITIONS, InvalidTransition, State, path
 from ..signals import job_reason_changed
+from .intervals import GpuInterval, held_after
 
 # Why a new job is submitted: its first event, and its reason and message until the cluster tells more.
 SUBMITTED_BECAUSE = {"reason": "Submitted", "message": "Waiting for the cluster."}

@@ -110,6 +110,14 @@ class Team(models.Model):
     def __str__(self) -> str:
         return self.display_name or self.slug
 
+    def save(self, *args, **kwargs):
+        # A rename would leave the old namespace, bindings and queues on the cluster (and
+        # the team holding its quota twice): refused here too, not only in forms.
+        fields = kwargs.get("update_fields")
+        if (fields is None or "slug" in fields) and self._slug_changed():
+            raise ValidationError({"slug": "A team's slug cannot change once the team exists."})
+        super().save(*args, **kwargs)
+
     @property
     def namespace_name(self) -> str:
         return f"{settings.TEAM_NAMESPACE_PREFIX}{self.slug}"
@@ -139,14 +147,6 @@ class Team(models.Model):
             return False
         saved = Team.objects.filter(pk=self.pk).values_list("slug", flat=True).first()
         return saved is not None and saved != self.slug
-
-    def save(self, *args, **kwargs):
-        # A rename would leave the old namespace, bindings and queues on the cluster (and
-        # the team holding its quota twice): refused here too, not only in forms.
-        fields = kwargs.get("update_fields")
-        if (fields is None or "slug" in fields) and self._slug_changed():
-            raise ValidationError({"slug": "A team's slug cannot change once the team exists."})
-        super().save(*args, **kwargs)
 
     def role_of(self, user) -> str | None:
         if not user.is_authenticated:

@@ -109,6 +109,21 @@ def test_logs_say_clearly_when_no_cluster_is_configured(client_as, member, job, 
     }
 
 
+def test_logs_say_in_words_when_the_cluster_does_not_answer(client_as, member, job, monkeypatch):
+    from cluster import FakeCluster, TransientError
+    from core import reconcile
+
+    cluster = FakeCluster()
+    cluster.fail_next("LIST", TransientError("dial tcp :10250: connect: connection refused"))
+    monkeypatch.setattr(reconcile, "cluster_configured", lambda: True)
+    monkeypatch.setattr(reconcile, "get_cluster", lambda: cluster)
+    response = client_as(member).get(f"/api/v1/jobs/{job.pk}/logs")
+    assert response.status_code == 503
+    body = response.json()
+    assert body["code"] == "logs_unavailable" and "did not answer just now" in body["message"]
+    assert "10250" not in body["message"] and "dial tcp" not in body["message"]
+
+
 def test_null_characters_are_refused_before_they_reach_the_database(client_as, member, team, flavor):
     client = client_as(member)
     response = client.post("/api/v1/jobs", {**JOB_BODY, "flavor": "h1\x0000"}, format="json")

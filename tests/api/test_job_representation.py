@@ -3,7 +3,8 @@ a tenth of DRF's field-by-field walk). It must say exactly what the declared fie
 same keys in the same order, same values, for every shape of job, fresh from a submit or
 read back from the database."""
 
-from datetime import datetime, timedelta, timezone as dt_timezone
+from datetime import datetime, timedelta
+from datetime import timezone as dt_timezone
 from decimal import Decimal
 
 import pytest

@@ -89,8 +89,8 @@ def test_quota_managers_see_every_team(client_as, quota_manager, team, outsider)
 
 
 def test_a_team_token_sees_only_its_team_even_when_its_user_is_in_others(client_as, member, team, flavor, job):
-    from tests.builders import make_job, make_team
     from tenants.models import Membership
+    from tests.builders import make_job, make_team
 
     other = make_team("nlp", members={member: Membership.Role.OWNER})
     theirs = make_job(other, flavor, name="nlp-job")

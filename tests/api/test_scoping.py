@@ -14,8 +14,8 @@ import pytest
 from jobs.models import Job
 from notifications.models import Event, Kind, Webhook, WebhookDelivery
 from quotas.models import QuotaRequest
-from tenants.models.identities import GroupMapping
 from tenants.models import Membership
+from tenants.models.identities import GroupMapping
 from tenants.tokens import ApiToken
 
 from ..builders import make_job, make_team

@@ -25,8 +25,8 @@ from cluster import (
     classify,
 )
 from cluster.client import Cluster
-from cluster.transport import request_verb
 from cluster.objects import apply_order, is_subset, matches_fields, matches_selector
+from cluster.transport import request_verb
 
 MANAGED = {MANAGED_BY_LABEL: MANAGED_BY_VALUE}
 

@@ -18,14 +18,13 @@ from jobs.feasibility import Feasibility
 from jobs.lifecycle import State
 from jobs.manifests import object_name
 from jobs.models import GpuInterval, Job
+from jobs.tasks import sync_job
 from jobs.usage import usage_for
 from quotas.models import PriorityClass
 from quotas.tasks import sync_cluster_objects
 from schedulers import EXCEEDS_QUOTA
 
 from ..builders import build_job
-from jobs.tasks import sync_job
-
 from .conftest import reaches, wait_until
 from .conftest import submit as submit_job
 
@@ -53,8 +52,8 @@ def submit(live, world):
             job.refresh_from_db()
         sync_job(live, job)
     for job in submitted:
-        wait_until(lambda: not live.list("v1", "Pod", namespace=job.team.namespace_name,
-                                         label_selector=f"gpuplatform.io/job={job.pk}"),
+        wait_until(lambda job=job: not live.list("v1", "Pod", namespace=job.team.namespace_name,
+                                                 label_selector=f"gpuplatform.io/job={job.pk}"),
                    timeout=120, message=f"the pods of {job.name} gone")
 
 

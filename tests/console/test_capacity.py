@@ -3,8 +3,8 @@
 import pytest
 from django.urls import reverse
 
-from jobs.lifecycle import State
 from console.capacity import overview
+from jobs.lifecycle import State
 from quotas.models import Cohort
 
 from ..builders import make_job, make_quota, make_team

@@ -7,7 +7,8 @@ from django.utils import timezone
 
 from gpuplatform.tasks import sweep
 from jobs import tasks as job_tasks
-from quotas import actions, tasks as quota_tasks
+from quotas import actions
+from quotas import tasks as quota_tasks
 from quotas.models import Cohort, Quota, QuotaGrant, Scheduler
 from tenants import tasks as team_tasks
 

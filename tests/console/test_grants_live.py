@@ -7,12 +7,12 @@ import uuid
 import pytest
 from django.utils import timezone
 
-from quotas import actions
 from jobs.lifecycle import State
 from jobs.models import Job
 from jobs.tasks import sync_job
-from quotas.models import QuotaRequest
+from quotas import actions
 from quotas import tasks as quota_tasks
+from quotas.models import QuotaRequest
 from quotas.tasks import sync_cluster_objects, sync_team_quotas
 from schedulers.base import EXCEEDS_QUOTA
 from tenants.models import Membership, Team

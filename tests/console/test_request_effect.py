@@ -19,7 +19,7 @@ from quotas import actions
 from quotas.models import QuotaRequest
 from schedulers.base import EXCEEDS_QUOTA
 
-from ..builders import make_job, make_quota, make_team, make_user
+from ..builders import make_job, make_quota, make_team
 
 pytestmark = pytest.mark.django_db
 

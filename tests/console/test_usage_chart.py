@@ -2,6 +2,7 @@
 every day, each day's total written on the chart, the tallest day named in the right unit,
 costs in the configured currency, bars drawn to scale. Checked by parsing the page's SVG."""
 
+import itertools
 import re
 import xml.etree.ElementTree as ET
 from datetime import UTC, date, datetime, timedelta
@@ -120,7 +121,7 @@ def test_every_day_of_the_month_has_its_date_on_the_x_axis(client_for, quota_man
     assert [t.text for t in ticks] == [str(d) for d in range(1, 31)]
     assert ticks[0].get("data-day") == "2026-11-01" and ticks[-1].get("data-day") == "2026-11-30"
     xs = [float(t.get("x")) for t in ticks]
-    assert xs == sorted(xs) and len(set(round(b - a, 2) for a, b in zip(xs, xs[1:]))) == 1  # evenly spaced
+    assert xs == sorted(xs) and len(set(round(b - a, 2) for a, b in itertools.pairwise(xs))) == 1  # evenly spaced
 
 
 def test_bar_heights_follow_the_values_and_each_total_is_written_on_the_chart(client_for, quota_manager, small_month):

@@ -27,7 +27,14 @@ from quotas.tasks import sync_cluster_objects, sync_team_quotas
 from tenants.tasks import sync_team
 
 from ..cluster.conftest import (  # noqa: F401  (fixtures)
-    api_client, kube_cluster, kube_config, live, reaches, submit, wait_until, world,
+    api_client,
+    kube_cluster,
+    kube_config,
+    live,
+    reaches,
+    submit,
+    wait_until,
+    world,
 )
 from .conftest import CHART, REPO, run_helm
 
@@ -113,8 +120,9 @@ def test_the_platform_identity_converges_teams_quotas_and_jobs_without_a_403(wor
     team, h100, a100 = world  # made with the admin identity; now everything again as the platform
     outcome = sync_cluster_objects(as_platform) + sync_team(as_platform, team) + sync_team_quotas(as_platform, team)
     assert outcome.writes == 0, outcome.lines()  # converged, and every read allowed
-    from jobs.watcher import StatusWatcher
     import threading
+
+    from jobs.watcher import StatusWatcher
 
     watcher = StatusWatcher(as_platform, resync_seconds=5, retry_seconds=0.5)
     thread = threading.Thread(target=watcher.run, daemon=True)

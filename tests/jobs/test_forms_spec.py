@@ -3,7 +3,6 @@ sections, cloning, the API serializer, the job list and the admin all follow it.
 
 import pytest
 from django.contrib.admin.sites import site
-
 from rest_framework.test import APIClient
 
 from jobs import spec

@@ -9,8 +9,8 @@ from jobs import actions
 from jobs.lifecycle import State
 from jobs.models import Job
 from jobs.tasks import reconcile_job
-from quotas.models import Scheduler
 from quotas.manifests import QUOTA_KINDS
+from quotas.models import Scheduler
 from quotas.tasks import reconcile_cluster_objects, reconcile_team_quotas
 from tenants.manifests import TEAM_KINDS
 from tenants.models import Team

@@ -18,8 +18,8 @@ from django.contrib.auth import get_user_model
 
 from accounts import oidc
 from tenants import tasks as team_tasks
-from tenants.models.identities import GroupMapping
 from tenants.models import Membership
+from tenants.models.identities import GroupMapping
 
 from ..builders import make_team
 from .hydra import Hydra

@@ -7,13 +7,12 @@ app (``LoginApp``: accept the challenge through Hydra's admin API, redirect on),
 browser walks the real redirects, with Hydra's and our cookies, end to end.
 """
 
-import re
 
 import pytest
 from django.db import connections
 
-from tenants.models.identities import GroupMapping
 from tenants.models import Membership
+from tenants.models.identities import GroupMapping
 
 from ..builders import make_team
 from ..web.test_browser import ARTIFACTS, TIMEOUT_MS, browser, shot  # noqa: F401  (the browser fixture)

@@ -18,8 +18,8 @@ from django.test import Client
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from tenants.models.identities import GroupMapping
 from tenants.models import Membership, Team
+from tenants.models.identities import GroupMapping
 from tenants.tasks import offboard, sync_team
 
 from ..cluster.conftest import kube_cluster, kube_config, live, wait_until  # noqa: F401  (fixtures)

@@ -7,9 +7,9 @@ import pytest
 from django.contrib.auth.models import Group
 from django.test import Client
 
-from tenants.models.identities import OidcIdentity
 from tenants.manifests import EDITOR_ROLE, VIEWER_ROLE
 from tenants.models import Membership
+from tenants.models.identities import OidcIdentity
 from tenants.roles import QUOTA_MANAGER_GROUP, is_quota_manager
 from tenants.tasks import reconcile_team
 

@@ -14,9 +14,9 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from accounts.checks import sso_settings
-from tenants.models.identities import GroupMapping, OidcIdentity
 from tenants.manifests import EDITOR_ROLE, VIEWER_ROLE, render_rbac
 from tenants.models import Membership
+from tenants.models.identities import GroupMapping, OidcIdentity
 from tenants.tokens import ApiToken
 
 from ..builders import make_team, make_user

@@ -10,8 +10,8 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from jobs.views import PAGE_SIZE
-from tenants.picker import TEAM_SELECT_MAX
 from tenants.models import Membership
+from tenants.picker import TEAM_SELECT_MAX
 
 from ..builders import make_flavor, make_job, make_team, make_user
 from .conftest import htmx

@@ -39,7 +39,7 @@ class Command(BaseCommand):
                 lifetime=timedelta(days=expires),
             )
         except (PermissionDenied, ValidationError) as err:
-            raise CommandError(str(err))
+            raise CommandError(str(err)) from err
         self.stderr.write(
             f"Token {token.prefix}… for {user.username} ({team or 'all teams'}; {', '.join(token.scopes)}), "
             f"expires {token.expires_at:%Y-%m-%d}. It is shown only now:"
