@@ -1,11 +1,12 @@
 """`cluster.informer`: one kind's store and indexes, kept in step by one watch loop with one
 backoff, under both the worker's watch cache and the status watcher. On the in-memory fake."""
 
-import threading
 
 from cluster import TransientError
 from cluster.fake import FakeCluster
 from cluster.informer import Informer, Store
+
+from ..waits import CountedWaits
 
 POD = ("v1", "Pod")
 
@@ -27,21 +28,6 @@ def informer(fake, **options) -> tuple[Informer, list]:
     made = Informer(fake, *POD, on_event=lambda event, obj: (seen.append((event, obj["metadata"]["name"])),
                                                              made.store.apply(event, obj)), **options)
     return made, seen
-
-
-class CountedWaits(threading.Event):
-    """A stop event answering each timed wait at once, recording it; set after `limit` waits."""
-
-    def __init__(self, limit: int):
-        super().__init__()
-        self.limit, self.waits = limit, []
-
-    def wait(self, timeout=None):
-        if timeout is not None:
-            self.waits.append(timeout)
-            if len(self.waits) >= self.limit:
-                self.set()
-        return super().wait(0 if timeout is not None else None)
 
 
 def test_an_object_that_stays_under_an_index_value_keeps_its_place_there():

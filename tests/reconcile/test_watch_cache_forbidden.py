@@ -3,7 +3,6 @@ with the kind and the verb refused, tried again rarely with a growing wait, read
 LIST by reconciles meanwhile, and counted by the door (`forbidden`)."""
 
 import logging
-import threading
 
 import pytest
 
@@ -16,6 +15,8 @@ from cluster.cache import (
 from cluster.objects import Snapshot
 from core.ownership import team_selector
 from tenants.tasks import sync_team
+
+from ..waits import CountedWaits
 
 pytestmark = pytest.mark.django_db
 
@@ -69,22 +70,6 @@ def test_a_kind_the_platform_may_not_list_keeps_no_reconcile_waiting(fake, team)
     assert namespaces(fake, team) == [NAMESPACE]
     assert fake.cache.states()[NAMESPACE] == "forbidden: list"
     assert fake.forbidden["LIST"] == 1
-
-
-class CountedWaits(threading.Event):
-    """The cache's stop event, answering each timed wait at once and recording how long it was;
-    set (the cache stops) after `limit` waits."""
-
-    def __init__(self, limit: int):
-        super().__init__()
-        self.limit, self.waits = limit, []
-
-    def wait(self, timeout=None):
-        if timeout is not None:
-            self.waits.append(timeout)
-            if len(self.waits) >= self.limit:
-                self.set()
-        return super().wait(0 if timeout is not None else None)
 
 
 def test_a_forbidden_watch_is_tried_again_with_a_growing_wait_not_every_second(fake, team, caplog):
