@@ -90,16 +90,17 @@ def sync(
     return Outcome(applied, pruned)
 
 
-def enqueue(task, pk) -> None:
-    """Send ``task(pk)`` once the surrounding transaction commits (never from inside it).
+def enqueue(task, *args) -> None:
+    """Send ``task(*args)`` (a row's primary key, or nothing for a task over every row of
+    its kind) once the surrounding transaction commits (never from inside it).
 
     The row is already saved when this runs, so a broker that cannot be reached must not
     fail the user's request: the periodic sweep picks the row up later.
     """
     def send():
         try:
-            task.delay(pk)
+            task.delay(*args)
         except Exception as err:  # noqa: BLE001 - whatever the broker's trouble, the row is safe
-            log.warning("could not enqueue %s(%s), the sweep will pick it up: %s", task.name, pk, err)
+            log.warning("could not enqueue %s%s, the sweep will pick it up: %s", task.name, args, err)
 
     transaction.on_commit(send)

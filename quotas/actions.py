@@ -12,7 +12,7 @@ from tenants.models import Team
 
 from .grants import Effective, effective
 from .models import GpuFlavor, Quota, QuotaGrant, QuotaRequest
-from .tasks import reconcile_team_quotas
+from .tasks import reconcile_cluster_objects, reconcile_team_quotas
 
 log = logging.getLogger(__name__)
 
@@ -21,6 +21,16 @@ def quotas_changed(team: Team) -> None:
     """A team's quota added, edited or removed by hand (the admin): its queues follow after
     commit, not at the next sweep."""
     enqueue(reconcile_team_quotas, team.pk)
+
+
+def cluster_objects_changed(quotas=()) -> None:
+    """A flavor, cohort or priority class was saved or deleted (the admin): the cluster-wide
+    objects (ResourceFlavors, Cohorts, WorkloadPriorityClasses) follow once the transaction
+    commits, and so do the queues of the teams holding `quotas` (those on the flavor, or in
+    the cohort: their ClusterQueues name it)."""
+    enqueue(reconcile_cluster_objects)
+    for team in Team.objects.filter(quotas__in=quotas).distinct():
+        quotas_changed(team)
 
 
 def approve(quota_request: QuotaRequest, user, *, now=None, **numbers) -> QuotaGrant | None:

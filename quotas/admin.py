@@ -7,7 +7,7 @@ from simple_history.admin import SimpleHistoryAdmin
 
 from tenants.admin import TeamAdmin
 
-from .actions import apply_grants, quotas_changed
+from .actions import apply_grants, cluster_objects_changed, quotas_changed
 from .models import Cohort, GpuFlavor, PriorityClass, Quota, QuotaGrant, QuotaRequest
 
 
@@ -76,18 +76,45 @@ class FourEyesAdmin(SimpleHistoryAdmin):
 TeamAdmin.inlines = [*TeamAdmin.inlines, QuotaInline]
 
 
+class ClusterObjectAdmin:
+    """A row rendered into cluster-wide objects: saved or deleted here, it reaches the cluster
+    through `quotas.actions` once the transaction commits, not at the next sweep.
+    `quotas_of(obj)`: the quotas whose team queues name it."""
+
+    def quotas_of(self, obj):
+        return Quota.objects.none()
+
+    def save_model(self, request, obj, form, change):
+        super().save_model(request, obj, form, change)
+        cluster_objects_changed(self.quotas_of(obj))
+
+    def delete_model(self, request, obj):
+        super().delete_model(request, obj)
+        cluster_objects_changed()
+
+    def delete_queryset(self, request, queryset):
+        super().delete_queryset(request, queryset)
+        cluster_objects_changed()
+
+
 @admin.register(GpuFlavor)
-class GpuFlavorAdmin(SimpleHistoryAdmin):
+class GpuFlavorAdmin(ClusterObjectAdmin, SimpleHistoryAdmin):
     list_display = ["name", "display_name", "scheduler", "resource_name", "gpus_per_node",
                     "gpu_memory_gib", "cost_per_gpu_hour"]
     list_filter = ["scheduler", "resource_name"]
     search_fields = ["name", "display_name", "resource_name"]
 
+    def quotas_of(self, obj):
+        return Quota.objects.filter(flavor=obj)
+
 
 @admin.register(Cohort)
-class CohortAdmin(admin.ModelAdmin):
+class CohortAdmin(ClusterObjectAdmin, admin.ModelAdmin):
     list_display = ["name", "description"]
     search_fields = ["name"]
+
+    def quotas_of(self, obj):
+        return Quota.objects.filter(cohort=obj)
 
 
 @admin.register(Quota)
@@ -157,6 +184,6 @@ class QuotaGrantAdmin(FourEyesAdmin):
 
 
 @admin.register(PriorityClass)
-class PriorityClassAdmin(admin.ModelAdmin):
+class PriorityClassAdmin(ClusterObjectAdmin, admin.ModelAdmin):
     list_display = ["name", "value", "description"]
     search_fields = ["name"]

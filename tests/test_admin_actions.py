@@ -100,3 +100,40 @@ def test_an_unchanged_team_page_saved_again_leaves_the_quotas_alone(
         response = client.post(url, data)
     assert response.status_code == 302
     assert sent["quotas"] == []
+
+
+@pytest.fixture
+def cluster_sent(monkeypatch, sent):
+    """`sent`, and how many times the cluster-wide objects' reconcile was sent."""
+    calls = []
+    monkeypatch.setattr(quota_tasks.reconcile_cluster_objects, "delay", lambda *args: calls.append(args))
+    sent["cluster"] = calls
+    return sent
+
+
+def test_a_flavor_edited_in_the_admin_reconciles_the_cluster_objects_and_its_teams_queues(
+    client, quota_manager, team, flavor, cluster_sent, django_capture_on_commit_callbacks
+):
+    make_quota(team, flavor, nominal_gpus=8)
+    client.force_login(quota_manager)
+    url = reverse("admin:quotas_gpuflavor_change", args=[flavor.pk])
+    data = change_form_data(client.get(url), display_name="H100 (SXM)")
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        response = client.post(url, data)
+        assert cluster_sent["cluster"] == []  # nothing before the commit
+    assert response.status_code == 302, response.context and response.context["adminform"].form.errors
+    for callback in callbacks:
+        callback()
+    assert cluster_sent["cluster"] == [()]
+    assert cluster_sent["quotas"] == [team.pk]
+
+
+def test_a_priority_class_added_in_the_admin_reaches_the_cluster_after_commit(
+    client, quota_manager, cluster_sent, django_capture_on_commit_callbacks
+):
+    client.force_login(quota_manager)
+    with django_capture_on_commit_callbacks(execute=True):
+        response = client.post(reverse("admin:quotas_priorityclass_add"),
+                               {"name": "urgent", "value": "2000", "description": ""})
+    assert response.status_code == 302, response.context and response.context["adminform"].form.errors
+    assert cluster_sent["cluster"] == [()] and cluster_sent["quotas"] == []
