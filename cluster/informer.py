@@ -130,6 +130,7 @@ class Informer:
         self.stream = None
         self.resource_version: str | None = None
         self.thread: threading.Thread | None = None
+        self._delay = retry  # the wait before the next attempt after a failure (`run`)
 
     @property
     def objects(self) -> dict[Key, dict]:
@@ -167,7 +168,7 @@ class Informer:
             self._failed(exc, FORBIDDEN_RETRY_SECONDS)
 
     def run(self) -> None:
-        delay = self.retry
+        self._delay = self.retry
         while not self.stopping.is_set():
             try:
                 if self.stream is None or self.stream.stopped:
@@ -178,7 +179,7 @@ class Informer:
                     self.stream = self._open()
                 for event, obj in self.stream:
                     self.on_event(event, obj)
-                    delay = self.retry
+                    self._delay = self.retry
                 self.stopping.wait(self.retry)  # a finite stream ran out (the fake's)
                 continue
             except UnknownKind as exc:
@@ -189,15 +190,15 @@ class Informer:
                 if not self.retry_unserved:
                     return
                 self.stream = None
-                self.stopping.wait(delay)
-                delay = min(delay * 2, self.retry_max)
+                self.stopping.wait(self._delay)
+                self._delay = min(self._delay * 2, self.retry_max)
             except ClusterError as exc:
                 # The stream keeps its place: iterating again resumes without losing events.
                 if exc.status == 403:
-                    delay = max(delay, FORBIDDEN_RETRY_SECONDS)
-                self._failed(exc, delay)
-                self.stopping.wait(delay)
-                delay = min(delay * 2, FORBIDDEN_RETRY_MAX_SECONDS if self.forbidden else self.retry_max)
+                    self._delay = max(self._delay, FORBIDDEN_RETRY_SECONDS)
+                self._failed(exc, self._delay)
+                self.stopping.wait(self._delay)
+                self._delay = min(self._delay * 2, FORBIDDEN_RETRY_MAX_SECONDS if self.forbidden else self.retry_max)
             except Exception:  # a bug must not leave a silently stale informer
                 self.live = False
                 self.log.exception("%s: %s stopped", self.name, self.kind)
@@ -217,6 +218,10 @@ class Informer:
     def _watching(self) -> None:
         self.live = self.synced.is_set()
         self._allowed("watch")
+        # A watch is open again: the outage is over, so the next one starts from the first
+        # wait, not from where this one's backoff had grown (a quiet kind sees no event that
+        # would reset it, and an API-server restart fails every kind at once).
+        self._delay = self.retry
 
     def _listed(self, items: list[dict]) -> None:
         # After a relist (first start, or 410 Gone): what the list lacks is gone, also what

@@ -58,6 +58,10 @@ MAX_WARNINGS = 10_000
 # this long after the first mark before it reads the marked jobs, so a burst costs one
 # evaluation (two queries) instead of one per event. It adds at most this to the status lag.
 GATHER_SECONDS = 0.2
+# How long a watch that keeps failing waits at most before it tries again: short, because
+# every second the watcher is away after an API-server restart is status lag (budget p99
+# 10 s, `make soak`); the informers' own cap (30 s) suits the worker's cache, not this.
+RETRY_MAX_SECONDS = 5
 # Sent by `manage.py watch_cluster` as its watcher starts watching: with leader election, in
 # the one copy holding the Lease. Work that must run once for the platform, not once per
 # worker process, hooks in here (the heal, `gpuplatform.heal`); a receiver hands what it
@@ -229,7 +233,7 @@ class StatusWatcher:
             self.cluster, *kind, on_event=event, on_error=failed, selector=selector,
             field_selector=WARNINGS_ONLY if kind == EVENT else None, transform=slim, indexers=indexers,
             lock=self._lock, stopping=self.stop_event, logger=log, name="status watcher",
-            retry=self.retry_seconds)
+            retry=self.retry_seconds, retry_max=max(self.retry_seconds, RETRY_MAX_SECONDS))
 
     def _record(self, kind, event: str, obj: dict) -> None:
         if kind == EVENT:

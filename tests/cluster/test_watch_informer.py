@@ -82,6 +82,24 @@ def test_failures_are_retried_with_one_growing_backoff_up_to_its_cap():
     assert len(failures) == 6 and made.state() == "starting"
 
 
+def test_a_watch_that_opens_again_starts_the_next_backoff_from_the_first_wait():
+    """An API-server restart fails every kind at once: a kind that saw no event since the
+    last outage must not start this one from the long wait that outage had grown to."""
+    fake = FakeCluster()
+    fake.fail_next("LIST", TransientError("connection refused"), times=3)
+
+    class Outage(CountedWaits):
+        def wait(self, timeout=None):
+            if len(self.waits) == 3:  # the watch is open again (its finite stream ran out): fail it
+                fake.fail_next("WATCH", TransientError("connection refused"), times=2)
+            return super().wait(timeout)
+
+    stop = Outage(limit=6)
+    made, _ = informer(fake, stopping=stop, retry=0.5, retry_max=4)
+    made.run()
+    assert stop.waits == [0.5, 1.0, 2.0, 0.5, 0.5, 1.0]
+
+
 def test_a_kind_not_served_is_said_as_such_and_looked_for_again_with_the_same_backoff():
     fake = FakeCluster(missing_kinds=[POD])
     stop = CountedWaits(limit=3)
