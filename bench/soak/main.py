@@ -96,6 +96,18 @@ def settle(run, observer: Observer) -> tuple[dict, dict, list[str]]:
         time.sleep(2)
 
 
+def charged_hours(start, end) -> float:
+    """The GPU-hours the soak teams' GPU intervals hold between `start` and `end`: what the
+    platform charges (the GPUs its pods held on nodes, `jobs.models.intervals`)."""
+    from jobs.models import GpuInterval
+
+    seconds = 0.0
+    for interval in GpuInterval.objects.filter(team__slug__in=world.TEAMS, started_at__lt=end):
+        held = min(interval.ended_at or end, end) - max(interval.started_at, start)
+        seconds += interval.gpus * max(held.total_seconds(), 0.0)
+    return seconds / 3600
+
+
 def final_checks(profile: Profile, run, observer: Observer, grant_start: float, grant_end: float) -> list[Row]:
     from console.accounting import usage_rows
     from jobs.models import Job
@@ -134,7 +146,8 @@ def final_checks(profile: Profile, run, observer: Observer, grant_start: float, 
     report = usage_rows(start, end, teams=Team.objects.filter(slug__in=world.TEAMS), now=end)
     every_lag = [v for values in found_lags.values() for v in values]
     edge = min(profile.lag_budget_seconds, checks.percentile(every_lag, 99) + 1) if every_lag else profile.lag_budget_seconds
-    rows += checks.gpu_hours(jobs, found, until, edge, float(sum(r.gpu_hours for r in report)), len(report))
+    rows += checks.gpu_hours(jobs, found, until, edge, float(sum(r.gpu_hours for r in report)), len(report),
+                             charged_hours(start, end))
     dump(profile, run, jobs, found)
     rows.append(Row("errors (API, processes, faults)", "; ".join(run.errors[:5]) or "none", not run.errors))
     return rows
