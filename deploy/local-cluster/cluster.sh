@@ -761,6 +761,9 @@ lock() {
   return 0
 }
 
+# Sourced (keda.sh takes its helpers from here): define, run nothing.
+[[ "${BASH_SOURCE[0]}" == "$0" ]] || return 0
+
 case "${1:-}" in
   probe|build|up|down|reset|restart-apiserver) lock ;;
 esac
