@@ -64,14 +64,10 @@ context="$(mktemp -d "$CACHE/context.XXXXXX")"
 trap 'rm -rf "$context"' EXIT
 cp "$rootfs" "$context/rootfs.tar"
 mkdir "$context/wheels" && cp "$wheels"/*.whl "$wheels/requirements.txt" "$context/wheels/"
-# Everything git knows or would add, but the tests, docs, deployment, benchmarks and scripts.
+# The tracked files only (deploy/image/sources.sh), but the tests, docs, deployment,
+# benchmarks and scripts: nothing untracked in this checkout reaches the image.
 mkdir -p "$context/src"
-git ls-files -z --cached --others --exclude-standard \
-  | while IFS= read -r -d '' f; do
-      case "$f" in tests/*|docs/*|deploy/*|bench/*|scripts/*|.ci/*|var/*|.*) continue ;; esac
-      [[ -e "$f" ]] && printf '%s\0' "$f"
-    done \
-  | tar --null -T - -cf - | tar -xf - -C "$context/src"
+deploy/image/sources.sh | tar --null -T - -cf - | tar -xf - -C "$context/src"
 cp deploy/image/Containerfile "$context/Containerfile"
 log "buildah bud $TAG"
 start=$SECONDS
