@@ -347,7 +347,8 @@ class StatusWatcher:
         ceilings = Ceilings(jobs)
         for job in jobs:
             seen = self.observe(job, ceilings)
-            if seen is not None and job.observe(seen.state, reason=seen.reason, message=seen.message, gpus=seen.gpus):
+            if seen is not None and job.observe(seen.state, reason=seen.reason, message=seen.message, gpus=seen.gpus,
+                                                 times=seen.times):
                 changed += 1
                 log.info("job %s: %s (%s)", job.pk, job.state, job.reason)
         self.transitions += changed

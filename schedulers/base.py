@@ -11,7 +11,8 @@ and never branch on the scheduler's name themselves.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import datetime
 from enum import StrEnum
 from typing import Protocol
 
@@ -45,6 +46,26 @@ class Observation:
     message: str
     # GPUs the job's pods hold on nodes right now (`placed_gpus`); None: not read.
     gpus: int | None = None
+    # When the cluster says the workload entered a phase (a condition's lastTransitionTime),
+    # for the phases it keeps a time of: the job's timestamps, timeline and GPU-hours follow
+    # the cluster's clock, not the moment the watcher read it (late after a restart).
+    times: dict[Phase, datetime] = field(default_factory=dict)
+
+
+def transition_time(condition: dict | None) -> datetime | None:
+    """A condition's (or Volcano state's) ``lastTransitionTime``, or None."""
+    stamp = (condition or {}).get("lastTransitionTime")
+    if not stamp:
+        return None
+    try:
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    except (TypeError, ValueError):
+        return None
+
+
+def times_of(**found: dict | None) -> dict[Phase, datetime]:
+    """``times_of(admitted=condition, succeeded=condition)``: the phases whose time is known."""
+    return {Phase(name): at for name, condition in found.items() if (at := transition_time(condition))}
 
 
 class Seen(Protocol):

@@ -12,7 +12,7 @@ from cluster.fields import FieldRules
 from cluster.quantity import canonical, gib
 from core.ownership import JOB_LABEL, owned
 
-from .base import EXCEEDS_QUOTA, Observation, Phase, Scheduler, queue_name
+from .base import EXCEEDS_QUOTA, Observation, Phase, Scheduler, queue_name, times_of
 from .workloads import (
     FINISHED_TTL_SECONDS,
     LOCAL_MASTER,
@@ -215,32 +215,39 @@ def _preempted_message(kueue_message: str) -> str:
 
 def observe_training(job, workload: dict | None, batch_job: dict | None) -> Observation | None:
     job_conditions = conditions(batch_job)
-    if true_condition(job_conditions, "Complete") or true_condition(job_conditions, "SuccessCriteriaMet"):
-        return Observation(Phase.SUCCEEDED, "Completed", "All workers finished successfully.")
-    if failed := true_condition(job_conditions, "Failed"):
-        return Observation(Phase.FAILED, failed.get("reason", "Failed"), failed.get("message", "The job failed."))
     found = conditions(workload)
+    # Kueue keeps when it admitted the workload; the steps after it carry their own times.
+    admitted = true_condition(found, "Admitted")
+
+    def seen(phase: Phase, reason: str, message: str, since: dict | None = None) -> Observation:
+        return Observation(phase, reason, message, times=times_of(**{"admitted": admitted, phase.value: since}))
+
+    if done := true_condition(job_conditions, "Complete") or true_condition(job_conditions, "SuccessCriteriaMet"):
+        return seen(Phase.SUCCEEDED, "Completed", "All workers finished successfully.", done)
+    if failed := true_condition(job_conditions, "Failed"):
+        return seen(Phase.FAILED, failed.get("reason", "Failed"), failed.get("message", "The job failed."), failed)
     if finished := true_condition(found, "Finished"):
         ok = finished.get("reason") == "Succeeded"
-        return Observation(Phase.SUCCEEDED if ok else Phase.FAILED, finished.get("reason", "Finished"),
-                           finished.get("message", ""))
+        return seen(Phase.SUCCEEDED if ok else Phase.FAILED, finished.get("reason", "Finished"),
+                    finished.get("message", ""), finished)
     if evicted := true_condition(found, "Evicted"):
         if evicted.get("reason") in _PREEMPTION_REASONS:
             preempted = true_condition(found, "Preempted") or evicted
-            return Observation(Phase.PREEMPTED, "Preempted", _preempted_message(preempted.get("message", "")))
+            return seen(Phase.PREEMPTED, "Preempted", _preempted_message(preempted.get("message", "")), evicted)
         # Kueue deactivates a workload past its maximum execution time: evicted with reason
         # "DeactivatedDueToMaximumExecutionTimeExceeded" (older releases: the bare cause).
         reason = evicted.get("reason", "")
         if reason.endswith("MaximumExecutionTimeExceeded"):
-            return Observation(Phase.FAILED, "MaxRuntimeExceeded", "Stopped: the job ran longer than its max runtime.")
+            return seen(Phase.FAILED, "MaxRuntimeExceeded", "Stopped: the job ran longer than its max runtime.",
+                        evicted)
         if reason.startswith("Deactivated"):
-            return Observation(Phase.FAILED, "Deactivated",
-                               f"Stopped by Kueue: {evicted.get('message') or reason}; it will not run again.")
-    if true_condition(found, "Admitted"):
+            return seen(Phase.FAILED, "Deactivated",
+                        f"Stopped by Kueue: {evicted.get('message') or reason}; it will not run again.", evicted)
+    if admitted:
         active = ((batch_job or {}).get("status") or {}).get("ready", 0) or 0
         if active >= job.workers:
-            return Observation(Phase.RUNNING, "Running", f"All {job.workers} workers are running.")
-        return Observation(Phase.ADMITTED, "Admitted", "Quota reserved; starting the workers.")
+            return seen(Phase.RUNNING, "Running", f"All {job.workers} workers are running.")
+        return seen(Phase.ADMITTED, "Admitted", "Quota reserved; starting the workers.", admitted)
     reserved = found.get("QuotaReserved")
     if reserved is not None and reserved.get("status") == "False":
         said = reserved.get("message", "")

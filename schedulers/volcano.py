@@ -14,7 +14,7 @@ from cluster.fields import FieldRules
 from cluster.quantity import canonical, gib
 from core.ownership import owned
 
-from .base import EXCEEDS_QUOTA, Observation, Phase, Scheduler, queue_name
+from .base import EXCEEDS_QUOTA, Observation, Phase, Scheduler, queue_name, times_of
 from .workloads import (
     FINISHED_TTL_SECONDS,
     LOCAL_MASTER,
@@ -136,7 +136,9 @@ def observe_training(job, vcjob: dict | None, podgroup: dict | None,
     phase = state.get("phase", "Pending")
     if phase in _PHASES:
         target, reason, message = _PHASES[phase]
-        return Observation(target, state.get("reason") or reason, state.get("message") or message)
+        # Volcano keeps when the job entered its phase (Inqueue has no time of its own).
+        return Observation(target, state.get("reason") or reason, state.get("message") or message,
+                           times=times_of(**{target.value: state}))
     group_phase = ((podgroup or {}).get("status") or {}).get("phase")
     waiting = f"Waiting for room for all {job.workers} workers at once"
     why = (true_condition(conditions(podgroup), "Unschedulable") or {}).get("message")

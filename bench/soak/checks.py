@@ -41,11 +41,13 @@ def load_jobs(ids, cancels: dict[int, float]) -> dict[int, dict]:
             id=job.pk, team=job.team.slug, name=job.name, state=job.state, kind=job.kind,
             workers=job.workers, min_replicas=job.min_replicas, total_gpus=job.total_gpus,
             admitted_at=epoch(job.admitted_at), started_at=epoch(job.started_at),
-            finished_at=epoch(job.finished_at), events=[], cancel_requested=cancels.get(job.pk),
+            finished_at=epoch(job.finished_at), events=[], recorded={}, cancel_requested=cancels.get(job.pk),
         )
-    for job_id, at, state in (JobEvent.objects.filter(job_id__in=list(jobs)).order_by("created_at", "id")
-                              .values_list("job_id", "created_at", "to_state")):
+    for job_id, at, recorded_at, state in (JobEvent.objects.filter(job_id__in=list(jobs)).order_by("created_at", "id")
+                                           .values_list("job_id", "created_at", "recorded_at", "to_state")):
         jobs[job_id]["events"].append((at, state))
+        # When the platform wrote each step down (the events' times are the cluster's).
+        jobs[job_id]["recorded"].setdefault(state, []).append(epoch(recorded_at))
     return jobs
 
 
@@ -58,17 +60,20 @@ def percentile(values: list[float], p: float) -> float:
 
 
 def lags(jobs: dict[int, dict], accounts: dict[int, Account]) -> dict[str, list[float]]:
-    """Seconds from the cluster's transition to the row's timestamp, per kind of step."""
+    """Seconds from the cluster's transition to when the platform wrote it down, per kind of
+    step (the rows carry the cluster's time where it keeps one: their write time is the lag)."""
     found: dict[str, list[float]] = defaultdict(list)
     for job_id, job in jobs.items():
         account = accounts[job_id]
-        pairs = [("admitted", job["admitted_at"], account.admitted), ("running", job["started_at"], account.running)]
-        recorded = [epoch(at) for at, state in job["events"] if state == "preempted"]
+        written = job["recorded"]
+        first = {state: times[0] for state, times in written.items()}
+        pairs = [("admitted", first.get("admitted"), account.admitted), ("running", first.get("running"), account.running)]
+        recorded = written.get("preempted", [])
         for preempted in account.preemptions:
-            # The first row preemption at or after the cluster's (its timestamp is cut to the second).
+            # The first preemption written at or after the cluster's (its timestamp is cut to the second).
             pairs.append(("preempted", next((r for r in recorded if r >= preempted - 1), None), preempted))
         if job["state"] in ("succeeded", "failed"):
-            pairs.append(("finished", job["finished_at"], account.finished))
+            pairs.append(("finished", first.get(job["state"]), account.finished))
         for step, row_time, cluster_time in pairs:
             if row_time is not None and cluster_time is not None:
                 found[step].append(row_time - cluster_time)

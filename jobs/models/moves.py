@@ -52,13 +52,15 @@ class JobMoves:
         if held != self.gpus_in_use:
             GpuInterval.objects.move(self, held, at)
 
-    def observe(self, target: str, *, reason: str, message: str, gpus: int | None = None, at=None) -> bool:
+    def observe(self, target: str, *, reason: str, message: str, gpus: int | None = None, at=None,
+                times=None) -> bool:
         """Bring the row to what the cluster shows; write only when something changed.
 
         Steps the watcher did not see (queued -> admitted -> running) are recorded on the
         way, so the timeline and the timestamps stay whole. A job being cancelled ignores
         everything but an end, and the GPUs its pods give back on the way (``gpus``: what
-        they hold on nodes, None when not counted). ``at``: when it was seen (now by default).
+        they hold on nodes, None when not counted). ``times``: when the cluster says each
+        phase began (`schedulers.Observation.times`); ``at``: when it was seen (now by default).
         """
         if self.state == target:
             return self._update_in_place(reason, message, gpus, at)
@@ -67,10 +69,30 @@ class JobMoves:
         route = path(self.state, target)
         if not route:
             return False
-        for step in route[:-1]:
-            if not self.transition(step, reason=State(step).label, gpus=gpus, at=at):
+        stamps = self._route_times(route, times or {}, at or timezone.now())
+        for step, when in zip(route[:-1], stamps, strict=False):
+            if not self.transition(step, reason=State(step).label, gpus=gpus, at=when):
                 return False
-        return self.transition(target, reason=reason, message=message, gpus=gpus, at=at)
+        return self.transition(target, reason=reason, message=message, gpus=gpus, at=stamps[-1])
+
+    def _route_times(self, route: list[str], times: dict, seen_at) -> list:
+        """When each step of ``route`` happened: the cluster's time where it keeps one, else
+        that of the next step it knows (it happened no later), else ``seen_at``; never before
+        what this row last recorded (``updated_at``), never after it was seen. So a finish
+        the watcher reads late (it was restarting, the API server was down) is charged up to
+        when it happened, and the timeline stays in order."""
+        known, later = [], None
+        for step in reversed(route):
+            later = times.get(step) or later
+            known.append(later)
+        stamps, floor = [], self.updated_at
+        for when in reversed(known):
+            when = min(when or seen_at, seen_at)
+            if floor is not None and when < floor:
+                when = floor
+            stamps.append(when)
+            floor = when
+        return stamps
 
     def _update_in_place(self, reason: str, message: str, gpus: int | None, at=None) -> bool:
         """A new reason, message or GPU count in the same state (compared with the row as this
@@ -119,7 +141,10 @@ class JobMoves:
 
 class JobEvent(models.Model):
     job = models.ForeignKey("jobs.Job", on_delete=models.CASCADE, related_name="events")
+    # When it happened (the cluster's time when the watcher read one), and when the platform
+    # wrote it down: the difference is the status lag the soak measures.
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    recorded_at = models.DateTimeField(default=timezone.now)
     from_state = models.CharField(max_length=12, choices=State, blank=True)
     to_state = models.CharField(max_length=12, choices=State)
     reason = models.CharField(max_length=64, blank=True)
