@@ -3,6 +3,7 @@
 - ``job``: Job (a training or inference workload), what it asks for and who may see it;
 - ``moves``: the moves of a job's lifecycle (mixed into Job) and the JobEvent each records;
 - ``intervals``: GpuInterval, what a job's pods hold on nodes, from when until when;
+- ``use``: GpuUse, what those GPUs did (measured, used, idle GPU-seconds a day);
 - ``logtails``: LogTail, the last lines of a failed container;
 - ``idempotency``: IdempotencyKey, so a retried API submission makes one job.
 
@@ -33,11 +34,12 @@ from .job import (
 )
 from .logtails import LogTail
 from .moves import SUBMITTED_BECAUSE, JobEvent
+from .use import GpuUse
 
 __all__ = [
     "JOB_NAME_MAX_LENGTH", "LIVE_NAME_TAKEN", "MAX_CPU_PER_WORKER", "MAX_GPUS_PER_WORKER",
     "MAX_MEMORY_PER_WORKER_GIB", "MAX_PROBE_DELAY_SECONDS", "MAX_REPLICAS", "MAX_RUNTIME_SECONDS",
     "MAX_WORKERS", "MIN_RUNTIME_SECONDS", "RESERVED_ENV_NAMES", "RETAIN_FINISHED", "SUBMITTED_BECAUSE",
-    "GpuInterval", "IdempotencyKey", "Job", "JobEvent", "JobQuerySet", "KeyConflict", "LogTail",
+    "GpuInterval", "GpuUse", "IdempotencyKey", "Job", "JobEvent", "JobQuerySet", "KeyConflict", "LogTail",
     "gpu_runtime_env_names", "gpus_to_start", "total_gpus",
 ]

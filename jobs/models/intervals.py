@@ -64,6 +64,9 @@ class GpuInterval(models.Model):
         help_text="GPUs the job's pods held on nodes: pods placed times GPUs per worker.")
     started_at = models.DateTimeField()
     ended_at = models.DateTimeField(null=True, blank=True)
+    # How far GPU use was measured (``jobs.gpu_use``): the sampler moves it on by a
+    # compare-and-swap, so two samplers never count the same seconds twice.
+    measured_until = models.DateTimeField(null=True, blank=True)
 
     objects = GpuIntervalQuerySet.as_manager()
 
