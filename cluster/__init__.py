@@ -53,8 +53,9 @@ def __getattr__(name):
 
 def get_cluster():
     """The process-wide `Cluster` configured by settings (KUBECONFIG or KUBE_IN_CLUSTER,
-    KUBE_FIELD_MANAGER, KUBE_WATCH_CACHE). The only place in `cluster/` that reads Django
-    settings. Its watch cache starts a kind the first time a reconcile asks for it.
+    KUBE_FIELD_MANAGER, KUBE_WATCH_CACHE). With `cluster.prometheus.prometheus_from_settings`,
+    the only place in `cluster/` that reads Django settings. Its watch cache starts a kind
+    the first time a reconcile asks for it.
 
     Tests swap it with `get_cluster.cache_clear()` and a patched settings, or pass a
     `FakeCluster` to the code under test directly.

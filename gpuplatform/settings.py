@@ -321,6 +321,21 @@ WATCHER_LEASE_SECONDS = env_int("WATCHER_LEASE_SECONDS", 15, minimum=3)
 METRICS_TOKEN = env_str("METRICS_TOKEN")
 METRICS_PORT = env_int("METRICS_PORT", 0, minimum=0)
 
+# --- GPU metrics (cluster/prometheus.py, docs/telemetry.md) --------------------------------
+# The Prometheus that scrapes the GPUs (NVIDIA's dcgm-exporter); unset: no GPU telemetry,
+# and pages say so. A bearer token, or a username and password (basic auth), or neither;
+# a CA bundle for an https server with a private CA. Every query waits at most the timeout.
+PROMETHEUS_URL = env_url("PROMETHEUS_URL", "", schemes=("http", "https")) if env_str("PROMETHEUS_URL") else ""
+PROMETHEUS_TOKEN = env_str("PROMETHEUS_TOKEN")
+PROMETHEUS_USERNAME = env_str("PROMETHEUS_USERNAME")
+PROMETHEUS_PASSWORD = env_str("PROMETHEUS_PASSWORD")
+PROMETHEUS_CA_FILE = env_path("PROMETHEUS_CA_FILE")
+PROMETHEUS_TIMEOUT_SECONDS = env_int("PROMETHEUS_TIMEOUT_SECONDS", 2, minimum=1)
+if PROMETHEUS_TOKEN and PROMETHEUS_USERNAME:
+    raise ImproperlyConfigured("Set PROMETHEUS_TOKEN or PROMETHEUS_USERNAME/PROMETHEUS_PASSWORD, not both.")
+if bool(PROMETHEUS_USERNAME) != bool(PROMETHEUS_PASSWORD):
+    raise ImproperlyConfigured("PROMETHEUS_USERNAME and PROMETHEUS_PASSWORD go together (basic auth).")
+
 if TEAM_NAMESPACE_PREFIX and not is_dns1123_label(TEAM_NAMESPACE_PREFIX + "x"):
     raise ImproperlyConfigured(
         f"TEAM_NAMESPACE_PREFIX={TEAM_NAMESPACE_PREFIX!r} must be lowercase letters, digits "

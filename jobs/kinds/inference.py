@@ -3,7 +3,14 @@ the team's queue the way the flavor's scheduler says (`Scheduler.inference_place
 `schedulers.workloads`: the renderer and the reading of its replicas)."""
 
 import schedulers
-from schedulers.workloads import DEPLOYMENT, INFERENCE_FIELDS, INFERENCE_KINDS, observe_inference, render_inference
+from schedulers.workloads import (
+    DEPLOYMENT,
+    INFERENCE_FIELDS,
+    INFERENCE_KINDS,
+    object_name,
+    observe_inference,
+    render_inference,
+)
 
 from .. import spec
 from .base import WorkloadKind
@@ -17,6 +24,11 @@ def observe(job, seen):
     return observe_inference(job, seen.named(DEPLOYMENT), seen.pods(), seen.ceiling_gpus)
 
 
+def pod_pattern(job) -> str:
+    # A Deployment's pods: <deployment>-<pod-template-hash, at most 10>-<5 random characters>.
+    return rf"{object_name(job)}-[a-z0-9]{{1,10}}-[a-z0-9]{{5}}"
+
+
 KIND = WorkloadKind(
     name="inference",
     job_kind=spec.INFERENCE,
@@ -26,4 +38,5 @@ KIND = WorkloadKind(
     fields=INFERENCE_FIELDS,
     render=render,
     observe=observe,
+    pod_pattern=pod_pattern,
 )
