@@ -236,6 +236,16 @@ WEBHOOK_TIMEOUT_SECONDS = env_int("WEBHOOK_TIMEOUT_SECONDS", 10, minimum=1)
 WEBHOOK_MAX_ATTEMPTS = env_int("WEBHOOK_MAX_ATTEMPTS", 8, minimum=1)
 # Team owners get one email this many days before a quota grant ends.
 GRANT_EXPIRY_WARNING_DAYS = env_int("GRANT_EXPIRY_WARNING_DAYS", 7, minimum=1)
+# Attempts per minute, per webhook and per team (more wait for the next minute), and test
+# events and resends by hand per hour, per webhook and per team (more are refused).
+WEBHOOK_SENDS_PER_MINUTE = env_int("WEBHOOK_SENDS_PER_MINUTE", 60, minimum=1)
+WEBHOOK_TEAM_SENDS_PER_MINUTE = env_int("WEBHOOK_TEAM_SENDS_PER_MINUTE", 120, minimum=1)
+WEBHOOK_PINGS_PER_HOUR = env_int("WEBHOOK_PINGS_PER_HOUR", 10, minimum=1)
+WEBHOOK_TEAM_PINGS_PER_HOUR = env_int("WEBHOOK_TEAM_PINGS_PER_HOUR", 30, minimum=1)
+# Four eyes: a quota manager who was in a team (any role) this many days before a request
+# was filed, or since, does not decide it; nor grants it GPUs or sets its quota in the admin
+# if she was in it within this many days. Read from the memberships' audit trail.
+FOUR_EYES_LOOKBACK_DAYS = env_int("FOUR_EYES_LOOKBACK_DAYS", 30, minimum=0)
 # The unit flavor prices (cost_per_gpu_hour) are in, written after every cost: EUR, USD, credits.
 COST_CURRENCY = env_str("COST_CURRENCY", "EUR")
 

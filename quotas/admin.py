@@ -3,17 +3,21 @@
 from django import forms
 from django.contrib import admin
 from django.core.exceptions import ValidationError
+from django.utils import timezone
 from simple_history.admin import SimpleHistoryAdmin
 
 from tenants.admin import TeamAdmin
+from tenants.models import Membership
 
 from .actions import apply_grants, cluster_objects_changed, quotas_changed
 from .models import Cohort, GpuFlavor, PriorityClass, Quota, QuotaGrant, QuotaRequest
+from .models.requests import four_eyes_lookback
 
 
 def in_team(user, team) -> bool:
-    """Four eyes: a quota manager does not set the quota of a team she is in."""
-    return team is not None and team.role_of(user) is not None
+    """Four eyes: a quota manager does not set the quota of a team she is or lately was in
+    (``Membership.was_in``: leaving the team for the edit does not help)."""
+    return team is not None and Membership.was_in(team.pk, user, timezone.now() - four_eyes_lookback())
 
 
 class QuotaInlineFormSet(forms.BaseInlineFormSet):
@@ -149,11 +153,24 @@ class QuotaAdmin(FourEyesAdmin):
 
 @admin.register(QuotaRequest)
 class QuotaRequestAdmin(SimpleHistoryAdmin):
+    """Read only, for everyone: a request is what its team's owner filed (the team page or
+    the API), and it is decided in the console, under four eyes. A manager who would give
+    other numbers approves with them there (the grant records them); nobody rewrites what
+    was asked, before or after the decision (``QuotaRequest.save`` refuses it too)."""
+
     list_display = ["id", "team", "flavor", "gpus", "starts_on", "ends_on", "status", "requested_by", "decided_by"]
     list_filter = ["status", "flavor"]
     search_fields = ["team__slug", "justification"]
     list_select_related = ["team", "flavor", "requested_by", "decided_by"]
-    readonly_fields = ["status", "decided_by", "decided_at", "decision_reason", "requested_by"]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
 
 
 @admin.register(QuotaGrant)
@@ -167,7 +184,12 @@ class QuotaGrantAdmin(FourEyesAdmin):
 
     def get_readonly_fields(self, request, obj=None):
         # A grant stays on the quota it was added to; the sweep only recomputes that one.
-        return [*self.readonly_fields, "team", "flavor"] if obj is not None else self.readonly_fields
+        if obj is None:
+            return self.readonly_fields
+        if obj.request_id is not None:  # a decision's numbers, as decided: end it early in the console
+            return [*self.readonly_fields, "team", "flavor", "gpus", "borrowing_limit_gpus", "cpu_cores",
+                    "memory_gib", "starts_at", "ends_at", "note"]
+        return [*self.readonly_fields, "team", "flavor"]
 
     def save_model(self, request, obj, form, change):
         if change:

@@ -16,8 +16,9 @@ QUOTA_MANAGER_PERMISSIONS = {
         "cohort": "add change delete view",
         "quota": "add change delete view",
         "priorityclass": "add change delete view",
-        # The console: decide requests, run grants, read the audit trail.
-        "quotarequest": "change view",
+        # The console: decide requests (in the console only; the admin shows them read
+        # only), run grants, read the audit trail.
+        "quotarequest": "view",
         "quotagrant": "add change view",
         "historicalteam": "view",
         "historicalmembership": "view",

@@ -44,6 +44,15 @@ class QuotaRequestQuerySet(models.QuerySet):
 
 # Far enough for any plan, near enough that date arithmetic never overflows.
 LAST_YEAR = 2999
+# What a request asks for, fixed once it is filed (``QuotaRequest.save``).
+ASKED_FIELDS = ("team_id", "flavor_id", "requested_by_id", "gpus", "borrowing_limit_gpus", "starts_on", "ends_on",
+                "justification", "created_at")
+
+
+def four_eyes_lookback() -> timedelta:
+    """How far back a quota manager's membership of a team still bars her from deciding
+    for it (``FOUR_EYES_LOOKBACK_DAYS``)."""
+    return timedelta(days=settings.FOUR_EYES_LOOKBACK_DAYS)
 
 
 class QuotaRequest(models.Model):
@@ -109,6 +118,16 @@ class QuotaRequest(models.Model):
     def __str__(self) -> str:
         return f"#{self.pk} {self.team.slug} {self.gpus:+d} {self.flavor.name} ({self.status})"
 
+    def save(self, *args, **kwargs):
+        # A request is what its owner filed: once saved, what it asks for never changes
+        # (a manager approves with other numbers, which the grant records), and once
+        # decided nothing of it changes, whoever saves (the admin included).
+        if self.pk is not None:
+            saved = QuotaRequest.objects.filter(pk=self.pk).first()
+            if saved is not None:
+                self._refuse_rewrite(saved)
+        super().save(*args, **kwargs)
+
     @staticmethod
     def can_request(team: Team, user) -> bool:
         return team.role_of(user) == Membership.Role.OWNER
@@ -118,15 +137,27 @@ class QuotaRequest(models.Model):
 
     def why_not_decide(self, user) -> str | None:
         """Four eyes: only a quota manager decides, and never on a request she filed or one
-        that benefits a team she is in (owner, member or viewer: a manager who adds herself
-        to a team gives up deciding its requests). ``None`` when ``user`` may decide."""
+        that benefits a team she was in (owner, member or viewer) when it was filed, in the
+        ``FOUR_EYES_LOOKBACK_DAYS`` before, or since: the audit trail of memberships says,
+        not today's rows, so leaving the team to decide and coming back changes nothing.
+        ``None`` when ``user`` may decide."""
         if not is_quota_manager(user):
             return "Only quota managers decide on quota requests."
         if self.requested_by_id is not None and self.requested_by_id == user.pk:
             return "You filed this request; another quota manager decides it."
-        if self.team.role_of(user) is not None:
-            return f"You are in {self.team.slug}; another quota manager decides its requests."
+        filed = self.created_at or timezone.now()
+        if Membership.was_in(self.team_id, user, filed - four_eyes_lookback()):
+            return (f"You are or were in {self.team.slug} when this request was filed or since; "
+                    "another quota manager decides it.")
         return None
+
+    def _refuse_rewrite(self, saved: "QuotaRequest") -> None:
+        if not saved.is_pending:
+            raise ValidationError(f"Request #{saved.pk} was {saved.status}; a decided request cannot change.")
+        changed = [name for name in ASKED_FIELDS if getattr(self, name) != getattr(saved, name)]
+        if changed:
+            raise ValidationError({name: "What a request asks for cannot change once filed; file a new one."
+                                   for name in changed})
 
     @property
     def is_pending(self) -> bool:
@@ -217,9 +248,11 @@ class QuotaGrantQuerySet(models.QuerySet):
         is preceded by a standing grant with its current numbers: a change adds to what the
         team had instead of replacing it."""
         now = now or timezone.now()
-        if grant.granted_by is not None and grant.team.role_of(grant.granted_by) is not None:
-            # Four eyes, as for requests: nobody grants GPUs to a team they are in.
-            raise PermissionDenied(f"You are in {grant.team.slug}; another quota manager grants its quota.")
+        if grant.granted_by is not None and Membership.was_in(grant.team_id, grant.granted_by,
+                                                              now - four_eyes_lookback()):
+            # Four eyes, as for requests: nobody grants GPUs to a team they are or were lately in.
+            raise PermissionDenied(f"You are or were lately in {grant.team.slug}; another quota manager "
+                                   "grants its quota.")
         with transaction.atomic():
             # The team row serialises this with the sweep, so two first grants make one standing grant.
             Team.objects.select_for_update().filter(pk=grant.team_id).first()

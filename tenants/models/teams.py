@@ -242,6 +242,21 @@ class Membership(models.Model):
     def from_idp(self) -> bool:
         return self.source == self.Source.IDP
 
+    @classmethod
+    def was_in(cls, team_id: int, user, since) -> bool:
+        """Whether ``user`` was in the team at ``since`` or at any time after, in any role,
+        as the audit trail (every add, change and removal) and the rows of today say.
+        Four eyes ask this, not today's membership, which its holder can drop and take back."""
+        if not getattr(user, "is_authenticated", False):
+            return False
+        if cls.objects.filter(team_id=team_id, user_id=user.pk).exists():
+            return True
+        trail = cls.history.filter(team_id=team_id, user_id=user.pk)
+        if trail.filter(history_date__gte=since).exists():
+            return True  # added, changed or removed since: a member at that moment
+        before = trail.filter(history_date__lt=since).order_by("-history_date", "-history_id").first()
+        return before is not None and before.history_type != "-"
+
     @property
     def idp_locked_message(self) -> str:
         return (f"{self.user.get_username()} is in {self.team.slug} through the IdP group "

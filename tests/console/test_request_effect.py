@@ -121,8 +121,8 @@ def test_the_approval_page_shows_usage_commitment_before_and_after_and_the_runna
 
 
 def test_an_over_commitment_after_approval_is_said(client_for, quota_manager, world):
-    world.gpus = 16
-    world.save()
+    QuotaRequest.objects.filter(pk=world.pk).update(gpus=16)  # filed so (a request's numbers never change)
+    world.refresh_from_db()
     page = text(request_page(client_for(quota_manager), world).content.decode())
     assert "24 of 32 promised → 40 of 32" in page and "over-committed by 8" in page
 
