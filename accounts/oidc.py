@@ -4,8 +4,10 @@ document, the ID token checked in full, and accounts created or updated from its
 The library checks state, nonce and PKCE; its ID token check does not look at the audience
 or the issuer, so ``OidcBackend.verify_token`` checks signature, ``iss``, ``aud`` (and
 ``azp``), ``exp``/``iat`` and ``nonce`` itself. People are found by their IdP account
-(issuer + ``sub``, ``tenants.OidcIdentity``), never by a claim they might change; at each
-login their memberships follow their groups (``GroupMapping.objects.apply``).
+(issuer + ``sub``, ``tenants.OidcIdentity``), never by a claim they might change: an
+account made before SSO is linked only on a verified email and as
+``OIDC_LINK_EXISTING_ACCOUNTS`` allows, else a new account is made; at each login their
+memberships follow their groups (``GroupMapping.objects.apply``).
 """
 
 import logging
@@ -190,43 +192,70 @@ class OidcBackend(OIDCAuthenticationBackend):
         if not self.verify_claims(claims):
             raise SignInError("The ID token names nobody (no sub claim).")
         with transaction.atomic():
-            user = self._find_or_create(claims)
+            user, how = self._find_or_create(claims)
             if not user.is_active:
                 raise SignInError(f"The account {user.get_username()} is deactivated here; ask a quota manager.")
             self._update(user, claims)
             groups = groups_of(claims)
-            OidcIdentity.objects.update_or_create(user=user, defaults={
-                "issuer": claims["iss"], "subject": claims["sub"], "groups": groups,
-                "cluster_username": _claim(claims, settings.CLUSTER_OIDC_USERNAME_CLAIM),
-                "last_login_at": timezone.now(),
-            })
+            identity = OidcIdentity.objects.filter(user=user).first() or OidcIdentity(user=user)
+            identity.issuer, identity.subject, identity.groups = claims["iss"], claims["sub"], groups
+            identity.cluster_username = _claim(claims, settings.CLUSTER_OIDC_USERNAME_CLAIM)
+            identity.last_login_at = timezone.now()
+            if how:  # the audit trail says how an account got its IdP account
+                identity._history_user, identity._change_reason = user, how[:100]
+            identity.save()
             changes = GroupMapping.objects.apply(user, groups)
+        if how:
+            log.warning("sso: %s: %s", user.get_username(), how)
         if changes:
             log.info("sso: %s: %s", user.get_username(), "; ".join(changes))
         self.request.sso_changes = changes
         return user
 
-    def _find_or_create(self, claims):
+    def _find_or_create(self, claims) -> tuple:
+        """The account of this IdP account, and how it was found ('' when already linked)."""
         identity = (OidcIdentity.objects.select_related("user")
                     .filter(issuer=claims["iss"], subject=claims["sub"]).first())
         if identity is not None:
-            return identity.user
+            return identity.user, ""
         email = _claim(claims, settings.OIDC_EMAIL_CLAIM)
-        if email:
-            # An account made before SSO, with the same address, becomes this person's.
-            # Never a superuser's: the break-glass account stays local.
-            same = list(self.UserModel.objects.filter(email__iexact=email, is_superuser=False,
-                                                      oidc_identity__isnull=True)[:2])
-            if len(same) == 1:
-                return same[0]
-        username = (_claim(claims, settings.OIDC_USERNAME_CLAIM) or email or claims["sub"])
-        if not USERNAME_CHARACTERS.fullmatch(username):
-            raise SignInError(f"The user name {username!r} from the identity provider has characters this "
+        linked = self._linkable(email, claims)
+        if linked is not None:
+            return linked, f"linked to the existing account {linked.get_username()} by the verified email {email}"
+        username = self._free_username(_claim(claims, settings.OIDC_USERNAME_CLAIM) or email or claims["sub"])
+        user = self.UserModel.objects.create_user(username, email=email)
+        return user, f"new account {username} for {claims['sub']} at {claims['iss']}"
+
+    def _linkable(self, email: str, claims):
+        """The account made before SSO that this IdP account may take, under
+        ``OIDC_LINK_EXISTING_ACCOUNTS``: with ``verified_email``, the one unlinked account with
+        the same address when the IdP says the address is verified (an address a person
+        can type at the IdP proves nothing). Never a privileged account (superusers, staff:
+        quota managers), which an operator links by hand, nor with ``never``."""
+        if settings.OIDC_LINK_EXISTING_ACCOUNTS != "verified_email" or not email:
+            return None
+        if claims.get("email_verified") not in (True, "true"):
+            return None
+        same = list(self.UserModel.objects.filter(email__iexact=email, oidc_identity__isnull=True)[:2])
+        if len(same) != 1 or same[0].is_superuser or same[0].is_staff:
+            return None
+        return same[0]
+
+    def _free_username(self, wanted: str) -> str:
+        """``wanted``, or ``wanted-2``, ``wanted-3``... when an account has it already: a
+        name never finds an account (only issuer + subject, or a verified email, do)."""
+        if not USERNAME_CHARACTERS.fullmatch(wanted):
+            raise SignInError(f"The user name {wanted!r} from the identity provider has characters this "
                               "platform does not allow (letters, digits and @.+-_ only).")
-        if self.UserModel.objects.filter(username=username).exists():
-            raise SignInError(f"An account named {username} already exists here and is not linked to your "
-                              "identity provider account; ask a quota manager to link them.")
-        return self.UserModel.objects.create_user(username, email=email)
+        taken = {name.lower() for name in self.UserModel.objects.filter(username__istartswith=wanted[:140])
+                 .values_list("username", flat=True)}
+        number = 1
+        candidate = wanted
+        while candidate.lower() in taken:
+            number += 1
+            suffix = f"-{number}"
+            candidate = wanted[: 150 - len(suffix)] + suffix
+        return candidate
 
     def _update(self, user, claims) -> None:
         fields = {

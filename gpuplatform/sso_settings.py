@@ -9,7 +9,7 @@ platform signs people in with local passwords only.
 
 from django.core.exceptions import ImproperlyConfigured
 
-from .env import env_bool, env_path, env_str, env_url
+from .env import env_bool, env_choice, env_path, env_str, env_url
 
 OIDC_ISSUER = env_str("OIDC_ISSUER").rstrip("/")
 if OIDC_ISSUER:
@@ -30,6 +30,11 @@ OIDC_SCOPES = env_str("OIDC_SCOPES", "openid email profile")
 OIDC_CA_BUNDLE = env_path("OIDC_CA_BUNDLE")
 # Tolerated clock difference with the IdP when checking the ID token's exp/iat.
 OIDC_CLOCK_SKEW_SECONDS = 30
+# An account made before SSO, with the address of a first SSO sign-in: "verified_email"
+# links it when the IdP says the address is verified (never a superuser's or staff's);
+# "never" makes a new account every time. An unverified address never links.
+OIDC_LINK_EXISTING_ACCOUNTS = env_choice("OIDC_LINK_EXISTING_ACCOUNTS", "verified_email",
+                                         ("verified_email", "never"))
 
 # Local password login (/login/). Off: only SSO signs in, except superusers, who keep the
 # break-glass path /admin/login/ (and /login/?local=1) with their password.

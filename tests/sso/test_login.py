@@ -59,13 +59,13 @@ def test_a_local_account_with_the_same_email_is_linked_once(sso):
     assert local.oidc_identity.subject == "ada-sub"
 
 
-def test_a_taken_user_name_is_refused_with_a_clear_page(sso):
-    make_user("ada")  # someone else, another address
+def test_a_taken_user_name_gives_the_new_account_a_free_one(sso):
+    someone = make_user("ada")  # someone else, another address
     client = Client()
     response = sign_in(client, sso)
-    assert response.status_code == 400
-    assert b"already exists here" in response.content and b"Sign-in failed" in response.content
-    assert signed_in_user(client) is None
+    assert response.status_code == 302
+    user = signed_in_user(client)
+    assert user != someone and user.username == "ada-2"
 
 
 def test_memberships_follow_idp_groups_at_each_login(sso, mapped, reconciles, django_capture_on_commit_callbacks):
