@@ -12,27 +12,34 @@ aggregate a month, whatever the number of jobs, the same on SQLite and PostgreSQ
 names of the teams, flavors and users it found). Cost comes from the flavor's optional price per
 GPU-hour. Each line (day, team, flavor, user) is rounded to 0.01 GPU-hour, half to even;
 the page's sums are sums of those lines, so they are the CSV's sums.
+
+Beside the allocated GPU-hours, each line has the measured, used and idle GPU-hours the
+sampler recorded (``jobs.GpuUse``, defined in ``jobs.gpu_use``): one more aggregate, over the
+days of the platform's time zone (``TIME_ZONE``), rounded the same way.
 """
 
 import csv
 import re
 from collections import defaultdict
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
 from operator import add
 
 from django.contrib.auth import get_user_model
 from django.db import connection, transaction
-from django.db.models import DateTimeField, Expression, FloatField, Q
+from django.db.models import DateTimeField, Expression, FloatField, Q, Sum
 from django.utils import timezone
 
-from jobs.models import GpuInterval
+from jobs.models import GpuInterval, GpuUse
 from quotas.models import GpuFlavor
 from tenants.models import Team
 
-CSV_HEADER = ["date", "team", "flavor", "user", "gpu_hours", "cost"]
+# gpu_hours is allocated GPU time; the last three are what was measured of it (jobs.gpu_use).
+CSV_HEADER = ["date", "team", "flavor", "user", "gpu_hours", "cost", "used_gpu_hours", "idle_gpu_hours",
+              "measured_gpu_hours"]
+USE = ("measured", "used", "idle")
 # Months a report can cover: no job ran before 1970, and past 2999 date arithmetic (the
 # next month of 9999-12) overflows.
 FIRST_YEAR, LAST_YEAR = 1970, 2999
@@ -49,6 +56,9 @@ class UsageRow:
     user: str
     gpu_hours: Decimal
     cost: Decimal | None
+    used_gpu_hours: Decimal = Decimal(0)
+    idle_gpu_hours: Decimal = Decimal(0)
+    measured_gpu_hours: Decimal = Decimal(0)
 
 
 def split_by_day(start: datetime, end: datetime, tz) -> list[tuple[date, float]]:
@@ -201,6 +211,9 @@ def _cells(start: datetime, end: datetime, teams, now, tz):
         with _report_query():
             found.extend((team_id, flavor_id, user_id, chunk_days, _cents(held_us))
                          for team_id, flavor_id, user_id, *held_us in rows)
+    use = _use(start, until, teams, tz) if days else {}
+    seen = {row[:3] for row in found}
+    found.extend((*key, [], []) for key in use if key not in seen)  # measured, yet under a GPU-minute held
     if not found:
         return []
     slugs = dict((Team.objects.all() if teams is None else teams).values_list("pk", "slug"))
@@ -208,8 +221,26 @@ def _cells(start: datetime, end: datetime, teams, now, tz):
                GpuFlavor.objects.filter(pk__in={row[1] for row in found}).values_list("pk", "name", "cost_per_gpu_hour")}
     users = dict(User.objects.filter(pk__in={row[2] for row in found if row[2] is not None})
                  .values_list("pk", User.USERNAME_FIELD))
+    # A longer window has a row per key and 31 days: the key's GPU use goes with its first.
     return [(slugs[team_id], flavors[flavor_id][0], users.get(user_id, DELETED_USER), flavor_id, flavors[flavor_id][1],
-             chunk_days, cents) for team_id, flavor_id, user_id, chunk_days, cents in found]
+             chunk_days, cents, use.pop((team_id, flavor_id, user_id), {}))
+            for team_id, flavor_id, user_id, chunk_days, cents in found]
+
+
+def _use(start: datetime, until: datetime, teams, tz) -> dict:
+    """(team id, flavor id, user id) -> {day: (measured, used, idle) in hundredths of a
+    GPU-hour, each half to even}, for the days of [start, until): one aggregate of ``GpuUse``."""
+    first = timezone.localtime(start, tz).date()
+    last = timezone.localtime(until - timedelta(microseconds=1), tz).date()
+    rows = GpuUse.objects.filter(day__gte=first, day__lte=last)
+    if teams is not None:
+        rows = rows.filter(team__in=teams)
+    found: dict = defaultdict(dict)
+    for team_id, flavor_id, user_id, day, *seconds in (
+            rows.order_by().values_list("team_id", "flavor_id", "submitter_id", "day")
+            .annotate(*(Sum(f"{name}_gpu_seconds") for name in USE))):
+        found[(team_id, flavor_id, user_id)][day] = tuple(_cents([round(s * 1_000_000) for s in seconds]))
+    return found
 
 
 def _lines(start, end, teams, now, tz):
@@ -217,30 +248,46 @@ def _lines(start, end, teams, now, tz):
     the report, in order; lines under 0.005 GPU-hour left out."""
     tz = tz or timezone.get_default_timezone()
     lines = []
-    for team, flavor, user, flavor_id, price, days, cents in _cells(start, end, teams, now, tz):
+    for team, flavor, user, flavor_id, price, days, cents, use in _cells(start, end, teams, now, tz):
         price_cents = None if price is None else int(price * 100)
-        for day, c in zip(days, cents, strict=True):
-            if c:  # less than a GPU-minute or so: not worth a line
+        held = dict(zip(days, cents, strict=True))
+        for day in sorted(set(held) | set(use)):
+            c, measured = held.get(day) or 0, use.get(day, (0, 0, 0))
+            if c or any(measured):  # less than a GPU-minute or so: not worth a line
                 cost = None if price_cents is None else _half_even(c * price_cents, 100)
-                lines.append((day, team, flavor, user, flavor_id, c, cost))
+                lines.append((day, team, flavor, user, flavor_id, c, cost, measured))
     lines.sort(key=lambda line: line[:5])
-    return [(day, team, flavor, user, c, cost) for day, team, flavor, user, _, c, cost in lines]
+    return [(day, team, flavor, user, c, cost, measured) for day, team, flavor, user, _, c, cost, measured in lines]
 
 
 def usage_rows(start: datetime, end: datetime, *, teams=None, now=None, tz=None) -> list[UsageRow]:
     """GPU-hours per day, team, flavor and user in [start, end), in a constant number of
     queries. Open intervals count until ``now`` (never into the future)."""
-    return [UsageRow(day, team, flavor, user, _dec(cents), None if cost is None else _dec(cost))
-            for day, team, flavor, user, cents, cost in _lines(start, end, teams, now, tz)]
+    return [UsageRow(day, team, flavor, user, _dec(cents), None if cost is None else _dec(cost),
+                     used_gpu_hours=_dec(used), idle_gpu_hours=_dec(idle), measured_gpu_hours=_dec(measured))
+            for day, team, flavor, user, cents, cost, (measured, used, idle) in _lines(start, end, teams, now, tz)]
 
 
 CHART_SERIES = 6  # colours of the chart: with more teams, the five largest and "other teams"
 OTHER_TEAMS = "other teams"
 
 
+@dataclass(frozen=True)
+class Total:
+    """One line of a totals table: allocated GPU-hours and cost, and what was measured of them."""
+
+    name: str
+    gpu_hours: Decimal
+    cost: Decimal | None
+    used_gpu_hours: Decimal
+    idle_gpu_hours: Decimal
+    measured_gpu_hours: Decimal
+
+
 @dataclass
 class Summary:
-    """What the usage page shows: totals by team, flavor and user, and the daily chart."""
+    """What the usage page shows: totals by team, flavor and user (name, GPU-hours, cost;
+    ``tables`` adds used, idle and measured GPU-hours), and the daily chart."""
 
     total: Decimal
     total_cost: Decimal
@@ -248,6 +295,20 @@ class Summary:
     by_flavor: list
     by_user: list
     chart: dict
+    tables: dict = field(default_factory=dict)  # "team", "flavor", "user" -> [Total]
+    total_use: dict = field(default_factory=dict)  # "measured", "used", "idle" -> GPU-hours
+
+    @property
+    def used(self) -> Decimal:
+        return self.total_use.get("used", Decimal(0))
+
+    @property
+    def idle(self) -> Decimal:
+        return self.total_use.get("idle", Decimal(0))
+
+    @property
+    def measured(self) -> Decimal:
+        return self.total_use.get("measured", Decimal(0))
 
 
 def usage_summary(start: datetime, end: datetime, *, teams=None, now=None, tz=None) -> Summary:
@@ -258,9 +319,13 @@ def usage_summary(start: datetime, end: datetime, *, teams=None, now=None, tz=No
     first, last = timezone.localtime(start, tz).date(), timezone.localtime(end, tz).date()
     hours = {"team": defaultdict(int), "flavor": defaultdict(int), "user": defaultdict(int)}
     cost = {"team": defaultdict(int), "flavor": defaultdict(int), "user": defaultdict(int)}
+    use = {kind: defaultdict(lambda: [0, 0, 0]) for kind in ("team", "flavor", "user")}
     team_days: dict = {}  # (team, the days of a query) -> cents a day
     any_line = any_cost = False
-    for team, flavor, user, _flavor_id, price, days, cents in _cells(start, end, teams, now, tz):
+    for team, flavor, user, _flavor_id, price, days, cents, measured in _cells(start, end, teams, now, tz):
+        for kind, name in (("team", team), ("flavor", flavor), ("user", user)):
+            use[kind][name] = list(map(add, use[kind][name], map(sum, zip(*measured.values(), strict=True))
+                                       if measured else (0, 0, 0)))
         cents = [c or 0 for c in cents]
         line_hours = sum(cents)
         if not line_hours:
@@ -291,9 +356,17 @@ def usage_summary(start: datetime, end: datetime, *, teams=None, now=None, tz=No
                 daily[day][name] += c
     by_day = {day: {name: _dec(c) for name, c in values.items()} for day, values in daily.items()}
     series = sorted(kept) + ([OTHER_TEAMS] if len(kept) < len(by_team) else [])
+    tables = {}
+    for kind, rows in (("team", by_team), ("flavor", ordered("flavor")), ("user", ordered("user"))):
+        listed = [name for name, _, _ in rows] + sorted((n for n in use[kind] if n not in hours[kind] and any(use[kind][n])),
+                                                        key=str)
+        tables[kind] = [Total(name, _dec(hours[kind].get(name, 0)), _dec(cost[kind][name]) if name in cost[kind] else None,
+                              *(_dec(c) for c in (use[kind][name][1], use[kind][name][2], use[kind][name][0])))
+                        for name in listed]
+    total_use = {name: _dec(sum(values[index] for values in use["team"].values())) for index, name in enumerate(USE)}
     return Summary(_dec(sum(hours["team"].values())) if any_line else Decimal(0),
                    _dec(sum(cost["team"].values())) if any_cost else Decimal(0),
-                   by_team, ordered("flavor"), ordered("user"), chart(by_day, series, first, last))
+                   by_team, ordered("flavor"), ordered("user"), chart(by_day, series, first, last), tables, total_use)
 
 
 def totals(rows, key: str) -> list[tuple[str, Decimal, Decimal | None]]:
@@ -316,7 +389,8 @@ def write_csv(rows, out) -> None:
     writer.writerow(CSV_HEADER)
     for row in rows:
         writer.writerow([row.day.isoformat(), row.team, row.flavor, row.user, f"{row.gpu_hours:.2f}",
-                         "" if row.cost is None else f"{row.cost:.2f}"])
+                         "" if row.cost is None else f"{row.cost:.2f}", f"{row.used_gpu_hours:.2f}",
+                         f"{row.idle_gpu_hours:.2f}", f"{row.measured_gpu_hours:.2f}"])
 
 
 def chart(by_day: dict, series: list[str], start: date, end: date, height: int = 120) -> dict:
@@ -340,3 +414,31 @@ def chart(by_day: dict, series: list[str], start: date, end: date, height: int =
                         "total": sum(values.values(), Decimal(0))})
     return {"columns": columns, "width": max(10, len(days) * 10), "height": height, "peak": peak,
             "teams": [{"name": t, "colour": i % 6} for i, t in enumerate(series)]}
+
+
+def flavor_totals(start: datetime, end: datetime, *, teams=None, now=None, tz=None) -> list[Total]:
+    """Allocated, used, idle and measured GPU-hours per flavor in [start, end), largest
+    allocated first: two aggregates whatever the number of teams and jobs (the team page's
+    and the console's "allocated vs used"). Each flavor's figures are rounded once, so they
+    may differ by a cent from the usage page's sums of rounded lines."""
+    tz = tz or timezone.get_default_timezone()
+    until = min(end, now or timezone.now())
+    if until <= start:
+        return []
+    intervals = GpuInterval.objects.filter(Q(ended_at__isnull=True) | Q(ended_at__gt=start), started_at__lt=until)
+    uses = GpuUse.objects.filter(day__gte=timezone.localtime(start, tz).date(),
+                                 day__lte=timezone.localtime(until - timedelta(microseconds=1), tz).date())
+    if teams is not None:
+        intervals, uses = intervals.filter(team__in=teams), uses.filter(team__in=teams)
+    columns = tuple(intervals.query.resolve_ref(name) for name in ("gpus", "started_at", "ended_at"))
+    with _report_query():
+        held = {flavor_id: _cents([us])[0] for flavor_id, us in intervals.order_by().values_list("flavor_id")
+                .annotate(held=HeldOnDay(columns, start, until, until))}
+    measured = {flavor_id: _cents([round(s * 1_000_000) for s in seconds]) for flavor_id, *seconds in
+                uses.order_by().values_list("flavor_id").annotate(*(Sum(f"{name}_gpu_seconds") for name in USE))}
+    names = dict(GpuFlavor.objects.filter(pk__in=set(held) | set(measured)).values_list("pk", "name"))
+    lines = []
+    for flavor_id, name in names.items():
+        m, u, i = measured.get(flavor_id, (0, 0, 0))
+        lines.append(Total(name, _dec(held.get(flavor_id) or 0), None, _dec(u), _dec(i), _dec(m)))
+    return sorted(lines, key=lambda line: (-line.gpu_hours, line.name))

@@ -17,9 +17,11 @@ from quotas.models import Quota, QuotaGrant, QuotaRequest
 from tenants.roles import is_quota_manager
 
 from . import capacity, decision
+from .views import gpu_use_context
 
 RECENT_DECISIONS = 20
 TEAMS_PER_PAGE = 50
+IDLE_TEAMS = 10  # the teams holding the most idle GPUs now
 
 
 def quota_manager_required(view):
@@ -55,6 +57,7 @@ def capacity_page(request):
         **_nav(request, "capacity"), **data,
         "teams": [line for line in data["teams"] if line.label in shown],
         "team_totals": page.object_list, "page": page, "q": search, "query": query.urlencode(),
+        **gpu_use_context(top=IDLE_TEAMS),
     }
     return render(request, "console/capacity.html", context)
 

@@ -6,20 +6,20 @@ pixel, so nothing is stretched and the text keeps its size: a y axis in GPU-hour
 round ticks, a date under every column, each day's total written above its column (no
 hover needed) and the tallest day named. The template only places what is here.
 
-Coordinates and labels come as text with a decimal point: SVG wants one whatever the
-page's language, and the template would localize floats.
+The axis and number formatting are ``core.charts``', shared with the job page's GPU chart.
 """
 
 from dataclasses import dataclass, field
 from datetime import date
-from decimal import ROUND_CEILING, Decimal
+from decimal import Decimal
 
 from django.conf import settings
 
+from core.charts import CENT, axis, num, y_ticks
+
+__all__ = ["axis", "draw", "gpu_hours", "money"]
+
 UNIT, UNITS = "GPU-hour", "GPU-hours"
-CENT = Decimal("0.01")  # the accounting's precision: lines are rounded to 0.01 GPU-hour
-STEPS = (Decimal(1), Decimal(2), Decimal("2.5"), Decimal(5), Decimal(10))
-TICKS = 4  # at most this many steps above zero on the y axis
 
 # Layout in SVG units (pixels at 1:1).
 COLUMN = 22  # a day's slot
@@ -40,28 +40,6 @@ def gpu_hours(value) -> str:
 def money(value) -> str:
     """A cost with the unit flavor prices are in (``COST_CURRENCY``): "12.40 EUR"."""
     return f"{Decimal(str(value)).quantize(CENT)} {settings.COST_CURRENCY}"
-
-
-def _num(value: float) -> str:
-    return f"{value:.2f}".rstrip("0").rstrip(".")
-
-
-def _places(step: Decimal) -> int:
-    return max(0, -step.normalize().as_tuple().exponent)
-
-
-def axis(peak: Decimal) -> tuple[Decimal, Decimal]:
-    """The y axis' step and top for a tallest day of ``peak``: a round step (1, 2, 2.5 or 5
-    times a power of ten, never below 0.01) with at most ``TICKS`` steps up to a top at or
-    above the peak. An empty month gets 0 to 1."""
-    if peak <= 0:
-        return Decimal("0.25"), Decimal(1)
-    raw = peak / TICKS
-    magnitude = Decimal(1).scaleb(raw.adjusted())
-    step = next(m * magnitude for m in STEPS if m * magnitude >= raw)
-    step = max(step, CENT)
-    top = (peak / step).to_integral_value(rounding=ROUND_CEILING) * step
-    return step, top
 
 
 @dataclass
@@ -145,26 +123,20 @@ def draw(chart: dict) -> Drawing:
     columns = []
     for index, (day, bars, total) in enumerate(zip(days, values, totals, strict=True)):
         x = LEFT + index * COLUMN
-        column = Column(day=day, x=str(x), bar_x=_num(x + (COLUMN - BAR) / 2), centre=_num(x + COLUMN / 2),
-                        total=total, label_y=_num(baseline - float(total) * scale - 4))
+        column = Column(day=day, x=str(x), bar_x=num(x + (COLUMN - BAR) / 2), centre=num(x + COLUMN / 2),
+                        total=total, label_y=num(baseline - float(total) * scale - 4))
         y = float(baseline)
         for team, colour, hours in bars:
             h = float(hours) * scale
             y -= h
             column.bars.append(Bar(team, colour, hours, y=f"{y:.2f}", h=f"{h:.2f}"))
         columns.append(column)
-    places = _places(step)
-    y_ticks = []
-    tick = Decimal(0)
-    while tick <= top:
-        y_ticks.append((_num(baseline - float(tick) * scale), f"{tick:.{places}f}"))
-        tick += step
     plot_right = LEFT + max(1, len(days)) * COLUMN
     peak_day = days[totals.index(peak)] if peak > 0 else None
     month_label = f"{days[0]:%B %Y}" if days else ""
     return Drawing(
         width=plot_right + RIGHT, height=baseline + BOTTOM, plot_left=LEFT, plot_right=plot_right, plot_top=TOP,
-        baseline=baseline, columns=columns, y_ticks=y_ticks, teams=chart.get("teams", []), peak=peak,
+        baseline=baseline, columns=columns, y_ticks=y_ticks(step, top, baseline, scale), teams=chart.get("teams", []), peak=peak,
         peak_day=peak_day, month_label=month_label, unit_x=14, unit_y=TOP + PLOT // 2,
         caption_y=baseline + BOTTOM - 6,
     )

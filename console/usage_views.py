@@ -12,6 +12,8 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET
 
 from cluster.names import is_dns1123_label
+from cluster.prometheus import NOT_CONFIGURED, prometheus_from_settings
+from jobs import gpu_use
 from quotas.models import QuotaRequest
 from tenants import picker
 from tenants.models import Team
@@ -53,12 +55,16 @@ def usage(request):
     context = {
         "month": month, "team_slug": slug,
         **picker.picker(request.user, request.GET.get("team", "")),  # as typed, even if refused
-        # The CSV has every line; the page the largest.
-        "by_team": summary.by_team[:TOTALS_SHOWN], "by_flavor": summary.by_flavor[:TOTALS_SHOWN],
-        "by_user": summary.by_user[:TOTALS_SHOWN],
-        "more": {"team": max(0, len(summary.by_team) - TOTALS_SHOWN), "flavor": max(0, len(summary.by_flavor) - TOTALS_SHOWN),
-                 "user": max(0, len(summary.by_user) - TOTALS_SHOWN)},
+        # The CSV has every line; the page the largest (allocated, cost, used, idle, measured).
+        "by_team": summary.tables["team"][:TOTALS_SHOWN], "by_flavor": summary.tables["flavor"][:TOTALS_SHOWN],
+        "by_user": summary.tables["user"][:TOTALS_SHOWN],
+        "more": {kind: max(0, len(summary.tables[kind]) - TOTALS_SHOWN) for kind in ("team", "flavor", "user")},
         "total": summary.total, "total_cost": summary.total_cost, "chart": usage_chart.draw(summary.chart),
+        "used": summary.used, "idle": summary.idle, "measured": summary.measured,
+        "idle_threshold": gpu_use.idle_threshold(),
+        # Used and idle come from the database (recorded by the sampler), not from Prometheus
+        # now; without one configured nothing is being measured, and the page says so.
+        "gpu_problem": "" if prometheus_from_settings() else gpu_use.UNAVAILABLE.format(reason=NOT_CONFIGURED),
         "currency": settings.COST_CURRENCY,
         "is_manager": is_quota_manager(request.user),
         "section": "usage",

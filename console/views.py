@@ -1,5 +1,6 @@
 """The pages that bring the apps together: the dashboard, a team's page (members,
-namespace, quotas with usage, quota requests and grants, recent jobs) and the quota list."""
+namespace, quotas with usage, GPU use this month and idle GPUs now, quota requests and
+grants, recent jobs) and the quota list."""
 
 from collections import defaultdict
 
@@ -12,6 +13,8 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
+from cluster.prometheus import PrometheusUnavailable
+from jobs import gpu_use
 from jobs.models import Job
 from jobs.usage import usage_for
 from quotas.forms import QuotaRequestForm
@@ -19,6 +22,8 @@ from quotas.models import QuotaGrant, QuotaRequest
 from tenants.forms import MemberForm
 from tenants.models import Membership, Team
 from tenants.roles import is_quota_manager
+
+from . import accounting
 
 RECENT_JOBS = 10
 TEAM_REQUESTS = 10
@@ -66,6 +71,26 @@ def dashboard(request):
     return render(request, "console/dashboard.html", context)
 
 
+def gpu_use_context(teams=None, *, top: int | None = None) -> dict:
+    """Allocated vs used GPU-hours per flavor this month, and the idle GPUs now: of the
+    team (``teams``: [team]) or, for the console (``top``), the teams holding the most. One
+    Prometheus query; without an answer, the one line saying why."""
+    now = timezone.now()
+    start, end = accounting.month_window(timezone.localdate().strftime("%Y-%m"))
+    context = {"gpu_month": accounting.flavor_totals(start, end, teams=teams, now=now), "gpu_problem": "",
+               "gpu_idle": 0, "idle_teams": None, "idle_threshold": gpu_use.idle_threshold()}
+    try:
+        idle = gpu_use.idle_gpus_now(teams, prometheus=gpu_use.for_pages())
+    except PrometheusUnavailable as err:
+        context["gpu_problem"] = gpu_use.unavailable(err)
+        return context
+    if top is None:
+        context["gpu_idle"] = sum(idle.values())
+    else:
+        context["idle_teams"] = sorted(idle.items(), key=lambda item: (-item[1], item[0]))[:top]
+    return context
+
+
 def _team(request, slug) -> Team:
     return get_object_or_404(Team.objects.visible_to(request.user), slug=slug)
 
@@ -83,6 +108,8 @@ def _team_page(request, team: Team, form=None, status=200, request_form=None):
         "form": form or MemberForm(team=team),
         **team_quota_context(request, team, request_form),
     }
+    if not request.htmx:  # the page, not one of its parts
+        context.update(gpu_use_context([team]))
     if request.htmx and request.htmx.target == "quota-requests":
         return render(request, "console/partials/team_requests.html", context, status=status)
     if request.htmx and request.htmx.target == "members":

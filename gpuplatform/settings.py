@@ -287,6 +287,11 @@ SWEEP_INTERVAL_SECONDS = env_int("SWEEP_INTERVAL_SECONDS", 300, minimum=2)
 CELERY_BEAT_SCHEDULE = {
     "sweep": {"task": "gpuplatform.tasks.sweep", "schedule": SWEEP_INTERVAL_SECONDS},
 }
+# Used and idle GPU-hours (jobs/gpu_use.py): how often the GPUs of jobs holding them are
+# sampled from Prometheus (each sample looks back twice this long); without PROMETHEUS_URL
+# the task returns at once.
+GPU_USE_SAMPLE_SECONDS = env_int("GPU_USE_SAMPLE_SECONDS", 60, minimum=2)
+CELERY_BEAT_SCHEDULE["gpu-use"] = {"task": "jobs.tasks.record_gpu_use", "schedule": GPU_USE_SAMPLE_SECONDS}
 if CELERY_BROKER_URL.startswith("filesystem://"):
     # The embedded fallback for machines without Redis: a spool folder under var/, with
     # kombu's exchange tables (control_folder, else ./control) inside it too.

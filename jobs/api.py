@@ -1,5 +1,5 @@
-"""REST API for jobs: submit (idempotent), list (the shared ``JobFilter``), retrieve,
-cancel, events, rendered manifests and logs.
+"""REST API for jobs: submit (idempotent), list (the shared ``JobFilter``), retrieve (with
+its GPUs' utilization now, from Prometheus), cancel, events, rendered manifests and logs.
 
 Every rule is the model's: ``Job.objects.visible_to`` decides what a caller sees (the
 scoped base narrows it to a token's team), ``Job.objects.submit`` is the only way a job is
@@ -26,6 +26,7 @@ from rest_framework.exceptions import NotFound
 from rest_framework.response import Response
 
 from cluster import ClusterError
+from cluster.prometheus import PrometheusUnavailable
 from core.api_errors import Conflict, SlugRelatedField, Unavailable, error_response
 from core.api_fields import DecimalInput, StrictFields
 from core.api_input import CursorPagination
@@ -36,7 +37,7 @@ from tenants.auth import token_of
 from tenants.scoping import TeamField, TeamScopedViewSet
 from tenants.tokens import Scope
 
-from . import actions, feasibility, spec
+from . import actions, feasibility, gpu_use, spec, telemetry
 from .filters import JobFilter
 from .logs import problem_of
 from .manifests import render_job
@@ -152,6 +153,51 @@ class JobCreatedSerializer(JobSerializer):
         return {**super().to_representation(job), "feasibility": self.get_feasibility(job)}
 
 
+class GpuUtilizationSerializer(serializers.Serializer):
+    available = serializers.BooleanField(help_text="False when Prometheus could not be asked; message says why.")
+    message = serializers.CharField(help_text="Empty, or why there are no figures (as the job page says it).")
+    gpus_in_use = serializers.IntegerField(help_text="GPUs the job's pods hold now.")
+    gpus_reporting = serializers.IntegerField(help_text="Of them, those dcgm-exporter reports for the job's pods.")
+    gpus_busy = serializers.IntegerField(help_text="Of those reporting, the ones at or above the idle threshold.")
+    mean_util_percent = serializers.FloatField(allow_null=True, help_text=(
+        "Mean DCGM_FI_DEV_GPU_UTIL of the reporting GPUs now (0-100), or null when none reports."))
+    mem_used_mib = serializers.FloatField(allow_null=True, help_text="GPU memory used now, MiB, summed over them.")
+
+
+def gpu_utilization(job: Job) -> dict:
+    """The job's GPUs now (one Prometheus query, a page's wait at most), or why not."""
+    out = {"available": True, "message": "", "gpus_in_use": job.gpus_in_use, "gpus_reporting": 0, "gpus_busy": 0,
+           "mean_util_percent": None, "mem_used_mib": None}
+    if not job.gpus_in_use:
+        return {**out, "message": "The job holds no GPUs now."}
+    try:
+        now = telemetry.utilization_now([job], prometheus=gpu_use.for_pages()).get(job.pk, telemetry.NO_GPUS)
+    except PrometheusUnavailable as err:
+        return {**out, "available": False, "message": gpu_use.unavailable(err)}
+    threshold = gpu_use.idle_threshold()
+    busy = sum(1 for gpu in now.gpus if gpu.util_percent is not None and gpu.util_percent >= threshold)
+    return {**out, "gpus_reporting": now.gpus_reporting, "gpus_busy": busy,
+            "mean_util_percent": now.mean_util_percent, "mem_used_mib": now.mem_used_mib,
+            "message": "" if now.gpus_reporting else "No GPU of this job reports to Prometheus yet."}
+
+
+class JobDetailSerializer(JobSerializer):
+    """One job, with what its GPUs do now."""
+
+    gpu_utilization = serializers.SerializerMethodField()
+
+    class Meta(JobSerializer.Meta):
+        fields = [*JobSerializer.Meta.fields, "gpu_utilization"]
+        read_only_fields = [*JobSerializer.Meta.read_only_fields, "gpu_utilization"]
+
+    @extend_schema_field(GpuUtilizationSerializer)
+    def get_gpu_utilization(self, job) -> dict:
+        return gpu_utilization(job)
+
+    def to_representation(self, job: Job) -> dict:
+        return {**super().to_representation(job), "gpu_utilization": self.get_gpu_utilization(job)}
+
+
 class JobEventSerializer(serializers.ModelSerializer):
     class Meta:
         model = JobEvent
@@ -195,6 +241,9 @@ class JobViewSet(TeamScopedViewSet, mixins.CreateModelMixin, mixins.ListModelMix
     filterset_class = JobFilter
     ordering_fields = ["id", "created_at"]
     required_scopes = {"create": Scope.SUBMIT, "cancel": Scope.CANCEL}
+
+    def get_serializer_class(self):
+        return JobDetailSerializer if self.action == "retrieve" else JobSerializer
 
     def refine(self, jobs):
         if self.action == "list":  # what a page shows, as rows: not every column of five tables

@@ -7,7 +7,11 @@ until the job reaches a final state. Rules are the models' (`job.can_cancel`,
 `job.can_submit_draft`, `job.queue_wait`, `job.gpu_hours`, ...); what a pod and its logs say,
 in plain words, is `jobs.logs`. Only the pods, logs and download views talk to the cluster,
 and only about pods labelled with the job's id: a pod name in a URL reaches nothing else.
+The GPU panel (`job_gpus`) asks Prometheus, once, for the job's GPUs over time
+(`jobs.telemetry`), loaded after the page like the pods, and says in one line when it cannot.
 """
+
+from datetime import timedelta
 
 import yaml
 from django.contrib import messages
@@ -21,9 +25,11 @@ from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_GET, require_POST
 
 from cluster import ClusterError
+from cluster.prometheus import PrometheusUnavailable
+from core import charts
 from core.reconcile import NoCluster, current_cluster
 
-from . import actions, feasibility, logs
+from . import actions, feasibility, gpu_use, logs, telemetry
 from .manifests import object_name, render_job
 from .models import Job
 
@@ -105,6 +111,57 @@ def job_pods(request, pk):
     except ClusterError as err:
         context["problem"] = logs.pods_problem(err)
     return render(request, "jobs/partials/job_pods.html", context)
+
+
+# --- GPUs ---------------------------------------------------------------------------------------
+GPU_CHART_SPAN = timedelta(hours=6)  # the chart shows at most the job's last six hours
+GPU_CHART_POINTS = 120  # points a line: a step of a 120th of the span, 5 s at least
+MIB_PER_GIB = 1024
+
+
+def gpu_panel(job: Job, now) -> dict:
+    """The GPU panel's context: utilization and memory charts of the job's GPUs, "using N of
+    M GPUs" (N: GPUs busy, at or above the idle threshold, at the latest point), or the one
+    line saying why there are none. One Prometheus query, waiting at most a page's time."""
+    context = {"job": job, "problem": "", "empty": "", "charts": [], "busy": None, "reporting": 0,
+               "held": job.gpus_in_use, "threshold": gpu_use.idle_threshold(), "mean": None}
+    began = job.admitted_at or job.started_at
+    if began is None:
+        context["empty"] = "This job has not held GPUs yet."
+        return context
+    end = min(job.finished_at or now, now)
+    start = max(began, end - GPU_CHART_SPAN)
+    step = max(timedelta(seconds=5), (end - start) / GPU_CHART_POINTS)
+    try:
+        series = telemetry.utilization_over_time(job, start, end, step, prometheus=gpu_use.for_pages())
+    except PrometheusUnavailable as err:
+        context["problem"] = gpu_use.unavailable(err)
+        return context
+    if not series:
+        context["empty"] = ("No GPU of this job reported to Prometheus." if job.is_final
+                            else "No GPU of this job reports to Prometheus yet.")
+        return context
+    names = [gpu.key.label for gpu in series]
+    context["charts"] = [
+        charts.lines("GPU utilization", "%", [{"name": n, "points": g.util_percent} for n, g in zip(names, series, strict=True)],
+                     start, end, top=100, tz=timezone.get_current_timezone(), value_format="{:.0f} %"),
+        charts.lines("GPU memory used", "GiB", [{"name": n, "points": [(t, v / MIB_PER_GIB) for t, v in g.mem_used_mib]}
+                                                for n, g in zip(names, series, strict=True)],
+                     start, end, tz=timezone.get_current_timezone(), value_format="{:.1f} GiB"),
+    ]
+    recent = end - 2 * step  # a GPU whose last point is older stopped reporting
+    latest = [g.util_percent[-1][1] for g in series if g.util_percent and g.util_percent[-1][0] >= recent]
+    context.update(reporting=len(latest), busy=sum(1 for p in latest if p >= context["threshold"]),
+                   mean=sum(latest) / len(latest) if latest else None)
+    return context
+
+
+@login_required
+@require_GET
+def job_gpus(request, pk):
+    """The GPU panel (target `job-gpus`): polls while the job lives."""
+    job = _job(request, pk)
+    return render(request, "jobs/partials/job_gpus.html", gpu_panel(job, timezone.now()))
 
 
 # --- logs ---------------------------------------------------------------------------------------

@@ -9,10 +9,12 @@ from django.db import transaction
 from django.utils import timezone
 
 from cluster import PermanentError, TransientError
+from cluster.prometheus import prometheus_from_settings
 from core.owners import Owner, Scope, run
 from core.reconcile import RETRY_POLICY, NoCluster, Outcome, current_cluster
 from quotas.tasks import ensure_team_quotas
 
+from . import gpu_use
 from .lifecycle import State
 from .manifests import JOB_KINDS, job_fields, render_job
 from .models import RETAIN_FINISHED, Job
@@ -151,6 +153,14 @@ def reconcile_jobs(self, job_ids: list[int]) -> int:
         except Exception:  # one job's fault must not hold back the batch
             log.exception("reconciling job %s failed; the next sweep tries again", job.pk)
     return writes
+
+
+@shared_task
+def record_gpu_use() -> dict:
+    """The beat's sample of used and idle GPU time (`jobs.gpu_use`); nothing without Prometheus."""
+    if prometheus_from_settings() is None:
+        return {"skipped": "PROMETHEUS_URL is not set"}
+    return gpu_use.sample_quietly()
 
 
 # --- the job workloads, as an owner --------------------------------------------------------

@@ -12,6 +12,7 @@ urlpatterns = [
     path("new/preview/", views.job_preview, name="preview"),
     path("<int:pk>/", pages.job_detail, name="detail"),
     path("<int:pk>/pods/", pages.job_pods, name="pods"),
+    path("<int:pk>/gpus/", pages.job_gpus, name="gpus"),
     path("<int:pk>/logs/", pages.job_logs, name="logs"),
     path("<int:pk>/logs/download/", pages.job_log_download, name="log_download"),
     path("<int:pk>/cancel/", pages.job_cancel, name="cancel"),

@@ -17,11 +17,12 @@ from django.http import Http404, HttpResponseForbidden
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
+from cluster.prometheus import PrometheusUnavailable
 from quotas.models import GpuFlavor
 from tenants import picker
 from tenants.models import Team
 
-from . import actions, feasibility, spec, usage
+from . import actions, feasibility, gpu_use, spec, telemetry, usage
 from .filters import JobFilter
 from .forms import PRESETS, JobForm, clone_initial
 from .manifests import render_job
@@ -50,9 +51,10 @@ def _yaml(objects: list[dict]) -> str:
 # a page reads its 26 rows from an index whatever the number of jobs, and nothing is counted.
 CURSOR_PARAMS = ("older", "newer", "page")
 # What a row shows (templates/jobs/partials/job_rows.html), not the JSON and text of five tables.
-# reason and the flavor's node size: whether a waiting job can never start (its state's label)
+# reason and the flavor's node size: whether a waiting job can never start (its state's label);
+# the scheduler and GPUs in use: the utilization column (how its pods are named, of how many).
 LIST_COLUMNS = ("id", *(field.column for field in spec.LISTED), "state", "reason", "flavor__gpus_per_node", "created_at",
-                "submitter__username")
+                "submitter__username", "flavor__scheduler", "gpus_in_use")
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
 
@@ -113,7 +115,8 @@ def job_list(request):
     query = request.GET.copy()
     for name in CURSOR_PARAMS:
         query.pop(name, None)
-    context = {"filter": filterset, "page": page, "query": query.urlencode(), "page_size": PAGE_SIZE}
+    context = {"filter": filterset, "page": page, "query": query.urlencode(), "page_size": PAGE_SIZE,
+               **_utilization(page["object_list"])}
     if request.htmx and request.htmx.target == "job-table":
         return render(request, "jobs/partials/job_table.html", context)
     # The form is written out in the template: Django's widgets would render every visible
@@ -133,6 +136,21 @@ def job_list(request):
         },
     )
     return render(request, "jobs/job_list.html", context)
+
+
+def _utilization(jobs) -> dict:
+    """The utilization column: each running job's GPUs now (``job.gpus_now``), one
+    Prometheus query for the page; or the one line saying why there is none."""
+    running = [job for job in jobs if job.state == Job.State.RUNNING]
+    if not running:
+        return {"gpu_column": True, "gpu_problem": ""}
+    try:
+        now = telemetry.utilization_now(running, prometheus=gpu_use.for_pages())
+    except PrometheusUnavailable as err:
+        return {"gpu_column": True, "gpu_problem": gpu_use.unavailable(err)}
+    for job in running:
+        job.gpus_now = now.get(job.pk, telemetry.NO_GPUS)
+    return {"gpu_column": True, "gpu_problem": ""}
 
 
 # --- submit -------------------------------------------------------------------------------------

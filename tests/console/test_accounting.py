@@ -168,9 +168,10 @@ def test_the_csv_has_one_row_per_day_team_flavor_and_user(client_for, quota_mana
     assert response["Content-Type"].startswith("text/csv")
     assert 'filename="gpu-usage-2026-11.csv"' in response["Content-Disposition"]
     assert csv_rows(response) == [
-        ["date", "team", "flavor", "user", "gpu_hours", "cost"],
-        ["2026-11-05", "vision", "h100", "max", "8.00", "28.00"],
-        ["2026-11-09", "other-team", "h100", "oscar", "1.00", "3.50"],
+        ["date", "team", "flavor", "user", "gpu_hours", "cost", "used_gpu_hours", "idle_gpu_hours",
+         "measured_gpu_hours"],
+        ["2026-11-05", "vision", "h100", "max", "8.00", "28.00", "0.00", "0.00", "0.00"],
+        ["2026-11-09", "other-team", "h100", "oscar", "1.00", "3.50", "0.00", "0.00", "0.00"],
     ]
 
 
@@ -238,8 +239,9 @@ def test_usage_report_command_writes_csv(two_teams):
     out = io.StringIO()
     call_command("usage_report", "--month", "2026-11", "--format", "csv", "--team", "vision", stdout=out)
     assert list(csv.reader(io.StringIO(out.getvalue()))) == [
-        ["date", "team", "flavor", "user", "gpu_hours", "cost"],
-        ["2026-11-05", "vision", "h100", "max", "8.00", "28.00"],
+        ["date", "team", "flavor", "user", "gpu_hours", "cost", "used_gpu_hours", "idle_gpu_hours",
+         "measured_gpu_hours"],
+        ["2026-11-05", "vision", "h100", "max", "8.00", "28.00", "0.00", "0.00", "0.00"],
     ]
 
 

@@ -1,0 +1,165 @@
+"""A small real HTTP server standing in for Prometheus: the bench's (``make bench-pages``
+counts the queries each page sends it) and the page tests'.
+
+It serves /api/v1/query and /api/v1/query_range for GPU series given as labels and a value
+(a number, or a function of unix time), and evaluates the few shapes of PromQL the platform
+sends, no more: a bare selector ``{__name__=~"A|B",label=~"re",...}``, ``avg_over_time(M{...}[W])``
+(the mean of the value at each second of the window) and
+``count by (namespace) (avg_over_time(M{...}[W]) < N)``. Anything else answers 400
+bad_data, as Prometheus answers a query it cannot parse. ``queries`` counts what came in;
+``delay`` makes it slow.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs
+
+_MATCHER = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*"((?:[^"\\]|\\.)*)"\s*(?:,|$)')
+_AVG = re.compile(r"avg_over_time\((?P<metric>[A-Za-z_:][A-Za-z0-9_:]*)?(?P<selector>\{.*\})\[(?P<window>\d+)(?P<unit>[sm])\]\)",
+                  re.S)
+_COUNT = re.compile(r"count by \(namespace\) \((?P<inner>avg_over_time\(.*\)) < (?P<threshold>[0-9.]+)\)", re.S)
+_UNITS = {"s": 1, "m": 60}
+
+
+def _matchers(text: str) -> list[tuple[str, str, str]]:
+    text = text.strip()
+    if not (text.startswith("{") and text.endswith("}")):
+        raise ValueError(f"not a selector: {text[:80]}")
+    body, found, at = text[1:-1], [], 0
+    while at < len(body):
+        match = _MATCHER.match(body, at)
+        if not match:
+            raise ValueError(f"cannot parse matchers at {body[at:at + 40]!r}")
+        name, op, value = match.groups()
+        found.append((name, op, re.sub(r"\\(.)", r"\1", value)))
+        at = match.end()
+    return found
+
+
+def _matches(labels: dict, matchers) -> bool:
+    for name, op, value in matchers:
+        have = labels.get(name, "")
+        if not {"=": have == value, "!=": have != value, "=~": re.fullmatch(value, have) is not None,
+                "!~": re.fullmatch(value, have) is None}[op]:
+            return False
+    return True
+
+
+@dataclass
+class GpuSeries:
+    labels: dict
+    value: object = 0.0  # a number, or a function of unix time
+
+    def at(self, t: float) -> float:
+        return self.value(t) if callable(self.value) else float(self.value)
+
+
+@dataclass
+class StandIn:
+    url: str = ""
+    series: list[GpuSeries] = field(default_factory=list)
+    queries: int = 0
+    delay: float = 0.0
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def add(self, value, **labels) -> GpuSeries:
+        one = GpuSeries(labels, value)
+        self.series.append(one)
+        return one
+
+    def gpu(self, namespace: str, pod: str, gpu: int, *, util=70.0, mem_mib=1024.0, host="gpu-node-0") -> None:
+        """One GPU of ``pod`` as dcgm-exporter reports it: utilization and memory used."""
+        labels = {"namespace": namespace, "pod": pod, "container": "main", "gpu": str(gpu), "Hostname": host,
+                  "UUID": f"GPU-{host}-{gpu}", "modelName": "NVIDIA H100 80GB HBM3", "device": f"nvidia{gpu}"}
+        self.add(util, __name__="DCGM_FI_DEV_GPU_UTIL", **labels)
+        self.add(mem_mib, __name__="DCGM_FI_DEV_FB_USED", **labels)
+
+    # --- evaluation ------------------------------------------------------------------
+    def _select(self, metric: str | None, selector: str) -> list[GpuSeries]:
+        matchers = _matchers(selector)
+        if metric:
+            matchers.append(("__name__", "=", metric))
+        return [s for s in self.series if _matches(s.labels, matchers)]
+
+    def _avg(self, match, t: float) -> list[tuple[dict, float]]:
+        window = int(match["window"]) * _UNITS[match["unit"]]
+        out = []
+        for one in self._select(match["metric"], match["selector"]):
+            values = [one.at(t - k) for k in range(window)]
+            labels = {k: v for k, v in one.labels.items() if k != "__name__"}
+            out.append((labels, sum(values) / len(values)))
+        return out
+
+    def instant(self, promql: str, t: float) -> list[tuple[dict, float]]:
+        promql = promql.strip()
+        if count := _COUNT.fullmatch(promql):
+            inner = _AVG.fullmatch(count["inner"])
+            if inner is None:
+                raise ValueError("cannot parse the inner expression")
+            counts: dict = {}
+            for labels, value in self._avg(inner, t):
+                if value < float(count["threshold"]):
+                    counts[labels.get("namespace", "")] = counts.get(labels.get("namespace", ""), 0) + 1
+            return [({"namespace": ns}, float(n)) for ns, n in counts.items()]
+        if avg := _AVG.fullmatch(promql):
+            return self._avg(avg, t)
+        return [(s.labels, s.at(t)) for s in self._select(None, promql)]
+
+    def evaluate(self, path: str, form: dict) -> tuple[int, dict]:
+        with self._lock:
+            self.queries += 1
+        try:
+            if path == "/api/v1/query":
+                at = float(form.get("time", time.time()))
+                result = [{"metric": labels, "value": [at, f"{v:g}"]} for labels, v in self.instant(form["query"], at)]
+                return 200, {"status": "success", "data": {"resultType": "vector", "result": result}}
+            if path == "/api/v1/query_range":
+                start, end, step = float(form["start"]), float(form["end"]), float(form["step"])
+                times = [start + k * step for k in range(int((end - start) // step) + 1)]
+                by_series: dict = {}
+                for t in times:
+                    for labels, v in self.instant(form["query"], t):
+                        by_series.setdefault(json.dumps(labels, sort_keys=True), (labels, []))[1].append([t, f"{v:g}"])
+                result = [{"metric": labels, "values": values} for labels, values in by_series.values()]
+                return 200, {"status": "success", "data": {"resultType": "matrix", "result": result}}
+        except (KeyError, ValueError) as err:
+            return 400, {"status": "error", "errorType": "bad_data", "error": str(err)}
+        return 404, {"status": "error", "errorType": "not_found", "error": path}
+
+
+def serve(standin: StandIn | None = None) -> tuple[StandIn, ThreadingHTTPServer]:
+    """Start ``standin`` on a free port of 127.0.0.1 (``standin.url``); stop it with
+    ``server.shutdown(); server.server_close()``."""
+    standin = standin or StandIn()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802 (http.server's name)
+            length = int(self.headers.get("Content-Length", 0))
+            form = {k: v[0] for k, v in parse_qs(self.rfile.read(length).decode()).items()}
+            if standin.delay:
+                time.sleep(standin.delay)
+            status, answer = standin.evaluate(self.path.split("?")[0], form)
+            body = json.dumps(answer).encode()
+            try:
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the client gave up, as it should
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    standin.url = f"http://127.0.0.1:{server.server_address[1]}"
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return standin, server
