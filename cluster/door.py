@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from .errors import NotFound, TransientError
+from .errors import NotFound, TransientError, UnknownKind
 from .fields import Ownership, for_existing
 from .objects import Action, ApplyResult, ObjectRef, Snapshot, apply_order, create_only, is_unchanged
 from .sync import SnapshotAndPrune
@@ -55,6 +55,14 @@ class Door(SnapshotAndPrune):
         """Objects of a kind, in one namespace or (namespace=None) all of them."""
         self._served(api_version, kind)
         return self._list_pages(api_version, kind, namespace, label_selector, field_selector, None)[0]
+
+    def serves(self, api_version: str, kind: str) -> bool:
+        """Whether the cluster serves the kind (a CRD's kind only once it is installed)."""
+        try:
+            self._served(api_version, kind)
+        except UnknownKind:
+            return False
+        return True
 
     def _read(self, ref: ObjectRef) -> dict | None:
         try:

@@ -11,7 +11,7 @@ from django.core.exceptions import ValidationError
 from quotas.models import GpuFlavor, PriorityClass
 from tenants.models import Team
 
-from . import spec
+from . import autoscaling, spec
 from .models import Job
 
 PYTORCH_IMAGE = "pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime"
@@ -141,13 +141,17 @@ class JobForm(forms.ModelForm):
                 del self.fields[field.name]
             elif self.kind in field.required_for:
                 self.fields[field.name].required = True
-        # A number left empty is the field's default (30 s of readiness delay, 4 CPU cores, ...).
+        # A number left empty is the field's default (30 s of readiness delay, 4 CPU cores, ...),
+        # and so is a choice not sent (a server's autoscale metric: cpu).
         self.defaults = {}
         for name, form_field in self.fields.items():
             model_field = Job._meta.get_field(name)
-            if isinstance(form_field, forms.IntegerField) and model_field.has_default() and not model_field.null:
+            if (isinstance(form_field, forms.IntegerField | forms.ChoiceField) and model_field.has_default()
+                    and not model_field.null and name != "kind"):
                 form_field.required = False
                 self.defaults[name] = model_field.get_default()
+        if "autoscale_metric" in self.fields:
+            self._offer_gpu_scaling(self.fields["autoscale_metric"])
         team_id = self.selected_team_id()
         usage = {flavor_id: item for (t, flavor_id), item in (usage_by_team or {}).items() if t == team_id}
         self.fields["flavor"].usage = usage
@@ -157,9 +161,19 @@ class JobForm(forms.ModelForm):
     def clean(self):
         data = super().clean()
         for name, default in self.defaults.items():
-            if name in data and data[name] is None:
+            if name in data and data[name] in (None, ""):
                 data[name] = default
         return data
+
+    @staticmethod
+    def _offer_gpu_scaling(field) -> None:
+        """GPU utilization is offered where the cluster has KEDA and a Prometheus is set; else
+        the option says it is unavailable, and why (`Job.clean` refuses it all the same)."""
+        why = autoscaling.unavailable()
+        if why:
+            field.choices = [(value, f"{label} (unavailable here)" if value == Job.Autoscale.GPU else label)
+                             for value, label in Job.Autoscale.choices]
+            field.help_text = why
 
     def _best_flavor(self, usage) -> int:
         """Start on a flavor where the job as preset can run, with the most free GPUs."""

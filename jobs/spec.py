@@ -81,7 +81,14 @@ FIELDS = (
     Field("readiness_initial_delay_seconds", SERVING, "Readiness delay (seconds)",
           "How long a replica may load before its readiness counts (0 to 3600 s).", kinds=(INFERENCE,)),
     Field("autoscaling_target_cpu_percent", SERVING, "Autoscale at CPU %",
-          "Average CPU use the autoscaler keeps replicas at (1 to 100).", kinds=(INFERENCE,)),
+          "Average CPU use the autoscaler keeps replicas at (1 to 100), when it scales on CPU.", kinds=(INFERENCE,)),
+    Field("autoscale_metric", SERVING, "Autoscale on", "cpu (the default: a HorizontalPodAutoscaler on the "
+          "replicas' CPU use) or gpu (KEDA, on the average GPU utilization of the job's GPUs as Prometheus has it "
+          "from dcgm-exporter; only where the cluster has KEDA). Either way at most max replicas, and no more "
+          "than the team's quota can run.", kinds=(INFERENCE,)),
+    Field("target_gpu_utilization_percent", SERVING, "Autoscale at GPU %",
+          "Average GPU utilization KEDA keeps replicas at (1 to 100, default 70), when it scales on gpu.",
+          kinds=(INFERENCE,)),
 )
 BY_NAME = {field.name: field for field in FIELDS}
 NAMES = tuple(BY_NAME)

@@ -1,12 +1,15 @@
 """What every scheduler's workloads share: names, the hardened pod template, the torchrun
-environment, and inference servers (Deployment + Service + HPA) with their observation.
+environment, and inference servers (Deployment + Service + an HPA on CPU, or a KEDA
+ScaledObject on GPU utilization) with their observation.
 
 Whatever the user typed, every pod template gets the same hardened security settings;
 user input only ever reaches image, command, args and env values.
 """
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
+from cluster import MANAGED_BY_LABEL
 from cluster.fields import FieldRules
 from cluster.names import bounded_name
 from cluster.quantity import canonical, gib
@@ -34,9 +37,19 @@ GPU_RUNTIME_ENV_NAMES = frozenset({"AMD_VISIBLE_DEVICES"})
 DEPLOYMENT = ("apps/v1", "Deployment")
 SERVICE = ("v1", "Service")
 HPA = ("autoscaling/v2", "HorizontalPodAutoscaler")
-INFERENCE_KINDS = [DEPLOYMENT, SERVICE, HPA]
-# The HPA (or `kubectl scale`) sets replicas through the scale subresource; we start the
-# Deployment at the minimum. A Deployment's selector and a Service's clusterIP cannot change.
+SCALED_OBJECT = ("keda.sh/v1alpha1", "ScaledObject")
+INFERENCE_KINDS = [DEPLOYMENT, SERVICE, HPA, SCALED_OBJECT]
+# KEDA makes an HPA for each ScaledObject and copies the ScaledObject's labels onto it, but
+# not those this annotation names: without our managed-by label that HPA is KEDA's, never
+# one of ours to prune (`cluster.objects.prune_victims`).
+KEDA_HPA_EXCLUDED_LABELS = "scaledobject.keda.sh/hpa-excluded-labels"
+# dcgm-exporter's per-GPU utilization (percent), labelled with the pod that holds the GPU.
+GPU_UTILIZATION = "DCGM_FI_DEV_GPU_UTIL"
+DEFAULT_TARGET_CPU_PERCENT = 70
+DEFAULT_TARGET_GPU_PERCENT = 70
+# The HPA (ours on CPU, KEDA's on GPU utilization, or `kubectl scale`) sets replicas through
+# the scale subresource; we start the Deployment at the minimum. A Deployment's selector
+# and a Service's clusterIP cannot change.
 SERVICE_FIELDS = {("", "Service"): FieldRules(immutable=("spec.clusterIP",))}
 INFERENCE_FIELDS = {
     ("apps", "Deployment"): FieldRules(create_only=("spec.replicas",), immutable=("spec.selector",)),
@@ -145,8 +158,65 @@ def pod_templates_of(obj: dict) -> list[dict]:
 
 
 # --- inference ---------------------------------------------------------------------------------
-def render_inference(job, scheduler) -> list[dict]:
-    """Deployment + Service (+ HPA when it may scale), queued the way `scheduler` says."""
+@dataclass(frozen=True)
+class GpuScaling:
+    """What a ScaledObject on GPU utilization needs beyond the job: where KEDA asks Prometheus
+    (and with which ClusterTriggerAuthentication), the job's pods as a regular expression of
+    their names (dcgm-exporter labels a GPU's series with its pod's name and namespace), the
+    most replicas the team's quota lets it run, and how fast KEDA's HPA moves."""
+
+    server_address: str
+    pods: str
+    max_replicas: int
+    polling_seconds: int = 30
+    scale_down_window_seconds: int = 300
+    authentication: str = ""  # a ClusterTriggerAuthentication's name; empty: none
+    auth_modes: str = ""      # KEDA's prometheus authModes for it: bearer, basic, tls, ...
+
+
+def gpu_utilization_query(namespace: str, pods: str) -> str:
+    """The average utilization of every GPU of the pods whose names match ``pods`` (whole)."""
+    return f'avg({GPU_UTILIZATION}{{namespace="{namespace}",pod=~"{pods}"}})'
+
+
+def render_scaled_object(job, name: str, namespace: str, gpu: GpuScaling) -> dict:
+    """A KEDA ScaledObject keeping the average GPU utilization of the job's pods at its target.
+
+    metricType Value: the HPA KEDA makes wants ceil(replicas x average / target) replicas, as
+    a CPU utilization target does; at most ``gpu.max_replicas``, never below the minimum."""
+    trigger = {
+        "type": "prometheus",
+        "metricType": "Value",
+        "metadata": {
+            "serverAddress": gpu.server_address,
+            "query": gpu_utilization_query(namespace, gpu.pods),
+            "threshold": str(job.target_gpu_utilization_percent or DEFAULT_TARGET_GPU_PERCENT),
+            # No series yet (no pod placed, Prometheus not scraped it): 0, not an error.
+            "ignoreNullValues": "true",
+        },
+    }
+    if gpu.authentication:
+        trigger["metadata"]["authModes"] = gpu.auth_modes
+        trigger["authenticationRef"] = {"name": gpu.authentication, "kind": "ClusterTriggerAuthentication"}
+    return job_owned(job, {
+        "apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject",
+        "metadata": {"name": name, "namespace": namespace,
+                     "annotations": {KEDA_HPA_EXCLUDED_LABELS: MANAGED_BY_LABEL}},
+        "spec": {
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": name},
+            "minReplicaCount": job.min_replicas,
+            "maxReplicaCount": max(job.min_replicas, gpu.max_replicas),
+            "pollingInterval": gpu.polling_seconds,
+            "advanced": {"horizontalPodAutoscalerConfig": {"behavior": {
+                "scaleDown": {"stabilizationWindowSeconds": gpu.scale_down_window_seconds}}}},
+            "triggers": [trigger],
+        },
+    })
+
+
+def render_inference(job, scheduler, gpu: GpuScaling | None = None) -> list[dict]:
+    """Deployment + Service, queued the way `scheduler` says, and when it may scale an HPA on
+    CPU, or with ``gpu`` a KEDA ScaledObject on GPU utilization (KEDA owns the HPA it makes)."""
     name, namespace = object_name(job), job.team.namespace_name
     probe = {
         "httpGet": {"path": job.readiness_path or "/", "port": job.port},
@@ -175,7 +245,9 @@ def render_inference(job, scheduler) -> list[dict]:
          "spec": {"type": "ClusterIP", "selector": {JOB_LABEL: str(job.pk)},
                   "ports": [{"name": "http", "port": job.port, "targetPort": "http"}]}}),
     ]
-    if job.max_replicas > job.min_replicas:
+    if job.max_replicas > job.min_replicas and gpu is not None:
+        objects.append(render_scaled_object(job, name, namespace, gpu))
+    elif job.max_replicas > job.min_replicas:
         objects.append(job_owned(job, {
             "apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
             "metadata": {"name": name, "namespace": namespace},
@@ -184,7 +256,8 @@ def render_inference(job, scheduler) -> list[dict]:
                 "minReplicas": job.min_replicas,
                 "maxReplicas": job.max_replicas,
                 "metrics": [{"type": "Resource", "resource": {"name": "cpu", "target": {
-                    "type": "Utilization", "averageUtilization": job.autoscaling_target_cpu_percent or 70}}}],
+                    "type": "Utilization",
+                    "averageUtilization": job.autoscaling_target_cpu_percent or DEFAULT_TARGET_CPU_PERCENT}}}],
             },
         }))
     return objects

@@ -5,7 +5,7 @@ fields rejected). Kueue and Volcano kinds go through their CRDs' ``openAPIV3Sche
 made strict the way ``fieldValidation=Strict`` is: an object schema with properties and
 no ``x-kubernetes-preserve-unknown-fields`` rejects fields it does not list.
 
-CRDs come from ``../shared/crds`` (reference copies) and from the Kueue and Volcano Go
+CRDs come from ``../shared/crds`` (reference copies) and from the Kueue, Volcano and KEDA Go
 modules that the local cluster builds (downloaded here when missing), so a clone without
 ``../shared`` still validates. Every source found is used: an object must satisfy both
 the reference version and the version the local cluster runs.
@@ -32,6 +32,8 @@ CRD_MODULES = {
     "kueue.x-k8s.io": ("sigs.k8s.io/kueue", "v0.17.0", "config/components/crd/bases"),
     "batch.volcano.sh": ("volcano.sh/volcano", "v1.15.1", "config/crd/volcano/bases"),
     "scheduling.volcano.sh": ("volcano.sh/volcano", "v1.15.1", "config/crd/volcano/bases"),
+    # deploy/local-cluster/keda.sh: KEDA's operator and metrics server, CRDs from the same module.
+    "keda.sh": ("github.com/kedacore/keda/v2", "v2.21.0", "config/crd/bases"),
 }
 CORE_GROUPS = {"", "apps", "batch", "autoscaling", "networking.k8s.io", "rbac.authorization.k8s.io",
                "admissionregistration.k8s.io"}

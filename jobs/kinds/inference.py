@@ -1,6 +1,7 @@
-"""Inference on any flavor: a Deployment + Service (+ an HPA when it may scale), placed in
-the team's queue the way the flavor's scheduler says (`Scheduler.inference_placement`;
-`schedulers.workloads`: the renderer and the reading of its replicas)."""
+"""Inference on any flavor: a Deployment + Service, and when it may scale an HPA on CPU or a
+KEDA ScaledObject on GPU utilization (`jobs.autoscaling`), placed in the team's queue the way
+the flavor's scheduler says (`Scheduler.inference_placement`; `schedulers.workloads`: the
+renderer and the reading of its replicas)."""
 
 import schedulers
 from schedulers.workloads import (
@@ -13,11 +14,23 @@ from schedulers.workloads import (
 )
 
 from .. import spec
+from ..autoscaling import gpu_scaling
+from ..models import Job
+from ..queueing import ceiling_of
 from .base import WorkloadKind
 
 
+def replicas_within_quota(job) -> int:
+    """The most replicas the team's quota on the flavor can ever run, borrowing included, at
+    most the job's maximum: KEDA's HPA never asks for replicas that could only wait."""
+    return min(job.max_replicas, ceiling_of(job.team, job.flavor) // job.gpus_per_worker)
+
+
 def render(job) -> list[dict]:
-    return render_inference(job, schedulers.for_flavor(job.flavor))
+    gpu = None
+    if job.autoscale_metric == Job.Autoscale.GPU and job.max_replicas > job.min_replicas:
+        gpu = gpu_scaling(job, pod_pattern(job), replicas_within_quota(job))
+    return render_inference(job, schedulers.for_flavor(job.flavor), gpu)
 
 
 def observe(job, seen):

@@ -22,6 +22,7 @@ from quotas.models import GpuFlavor, PriorityClass
 from schedulers.workloads import GPU_RUNTIME_ENV_NAMES, GPU_RUNTIME_ENV_PREFIXES
 from tenants.models import Membership, Team
 
+from ..autoscaling import unavailable as gpu_scaling_unavailable
 from ..lifecycle import FINAL_STATE_VALUES, FINAL_STATES, NEVER_STARTS_REASONS, WAITING_FOR_QUOTA, State
 from ..queueing import QueueingQuerySet
 from ..spec import refused_on
@@ -67,6 +68,13 @@ def gpus_to_start(kind: str, workers: int, min_replicas: int | None, gpus_per_wo
     return (replicas or 1) * gpus_per_worker
 
 
+class Autoscale(models.TextChoices):
+    """What an inference server's replicas scale on (`jobs.autoscaling`)."""
+
+    CPU = "cpu", "CPU use"
+    GPU = "gpu", "GPU utilization"
+
+
 class JobQuerySet(QueueingQuerySet):
     def visible_to(self, user):
         """Jobs a user may see: their teams' jobs; every job for quota managers."""
@@ -93,6 +101,8 @@ class Job(JobMoves, models.Model):
     class Kind(models.TextChoices):
         TRAINING = "training", "Training"
         INFERENCE = "inference", "Inference"
+
+    Autoscale = Autoscale
 
     State = State
 
@@ -144,6 +154,10 @@ class Job(JobMoves, models.Model):
         default=30, validators=between(0, MAX_PROBE_DELAY_SECONDS)
     )
     autoscaling_target_cpu_percent = models.PositiveSmallIntegerField(
+        null=True, blank=True, validators=between(1, 100)
+    )
+    autoscale_metric = models.CharField(max_length=3, choices=Autoscale, default=Autoscale.CPU)
+    target_gpu_utilization_percent = models.PositiveSmallIntegerField(
         null=True, blank=True, validators=between(1, 100)
     )
 
@@ -199,6 +213,11 @@ class Job(JobMoves, models.Model):
                 name="job_inference_shape",
                 violation_error_message=(f"An inference job needs a port and 1 <= min replicas <= max replicas "
                                          f"<= {MAX_REPLICAS}."),
+            ),
+            models.CheckConstraint(
+                condition=Q(autoscale_metric__in=Autoscale.values),
+                name="job_autoscale_metric_valid",
+                violation_error_message="An inference server scales on cpu or gpu.",
             ),
             models.CheckConstraint(
                 condition=Q(state__in=[s.value for s in State]),
@@ -369,5 +388,7 @@ class Job(JobMoves, models.Model):
                 errors["workers"] = "Inference scales with replicas; leave workers at 1."
             if self.readiness_path and not self.readiness_path.startswith("/"):
                 errors["readiness_path"] = "A path starts with '/', for example /healthz."
+            if self.autoscale_metric == self.Autoscale.GPU and (why := gpu_scaling_unavailable()):
+                errors["autoscale_metric"] = why
         if errors:
             raise ValidationError(errors)

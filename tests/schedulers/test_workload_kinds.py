@@ -21,7 +21,9 @@ from ..security import assert_hardened
 SHAPES = {
     spec.TRAINING: [dict(workers=1), dict(workers=3, gpus_per_worker=2, max_runtime_seconds=3600)],
     spec.INFERENCE: [dict(port=8000, min_replicas=1, max_replicas=1),
-                     dict(port=8000, min_replicas=1, max_replicas=3, readiness_path="/healthz")],
+                     dict(port=8000, min_replicas=1, max_replicas=3, readiness_path="/healthz"),
+                     dict(port=8000, min_replicas=1, max_replicas=3, autoscale_metric="gpu",
+                          target_gpu_utilization_percent=60)],
 }
 CASES = [(kind, scheduler) for kind in KINDS for scheduler in kind.schedulers]
 
@@ -41,7 +43,8 @@ def test_workload_kinds_have_distinct_names():
 
 @pytest.mark.django_db
 @pytest.mark.parametrize(("kind", "scheduler"), CASES, ids=[f"{k.name} on {s}" for k, s in CASES])
-def test_each_kind_renders_only_its_declared_kinds_in_objects_the_schemas_accept(kind, scheduler):
+def test_each_kind_renders_only_its_declared_kinds_in_objects_the_schemas_accept(kind, scheduler, fake, settings):
+    settings.PROMETHEUS_URL = "http://prometheus.example:9090"  # with KEDA on the (fake) cluster: GPU scaling
     team, flavor = make_team(), make_flavor(f"pool-{scheduler}", scheduler=scheduler)
     made = set()
     for number, shape in enumerate(SHAPES[kind.job_kind]):
