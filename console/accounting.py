@@ -21,7 +21,7 @@ days of the platform's time zone (``TIME_ZONE``), rounded the same way.
 import csv
 import re
 from collections import defaultdict
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
@@ -418,7 +418,7 @@ def chart(by_day: dict, series: list[str], start: date, end: date, height: int =
 
 def flavor_totals(start: datetime, end: datetime, *, teams=None, now=None, tz=None) -> list[Total]:
     """Allocated, used, idle and measured GPU-hours per flavor in [start, end), largest
-    allocated first: two aggregates whatever the number of teams and jobs (the team page's
+    allocated first: two aggregates (with the flavors' names) whatever the number of teams and jobs (the team page's
     and the console's "allocated vs used"). Each flavor's figures are rounded once, so they
     may differ by a cent from the usage page's sums of rounded lines."""
     tz = tz or timezone.get_default_timezone()
@@ -431,14 +431,14 @@ def flavor_totals(start: datetime, end: datetime, *, teams=None, now=None, tz=No
     if teams is not None:
         intervals, uses = intervals.filter(team__in=teams), uses.filter(team__in=teams)
     columns = tuple(intervals.query.resolve_ref(name) for name in ("gpus", "started_at", "ended_at"))
-    with _report_query():
-        held = {flavor_id: _cents([us])[0] for flavor_id, us in intervals.order_by().values_list("flavor_id")
-                .annotate(held=HeldOnDay(columns, start, until, until))}
-    measured = {flavor_id: _cents([round(s * 1_000_000) for s in seconds]) for flavor_id, *seconds in
-                uses.order_by().values_list("flavor_id").annotate(*(Sum(f"{name}_gpu_seconds") for name in USE))}
-    names = dict(GpuFlavor.objects.filter(pk__in=set(held) | set(measured)).values_list("pk", "name"))
+    held_by_flavor = intervals.order_by().values_list("flavor__name").annotate(held=HeldOnDay(columns, start, until, until))
+    # Every team's month: without JIT, as the usage page (a team's few intervals never need it).
+    with _report_query() if teams is None else nullcontext():
+        held = {name: _cents([us])[0] for name, us in held_by_flavor}
+    measured = {name: _cents([round(s * 1_000_000) for s in seconds]) for name, *seconds in
+                uses.order_by().values_list("flavor__name").annotate(*(Sum(f"{n}_gpu_seconds") for n in USE))}
     lines = []
-    for flavor_id, name in names.items():
-        m, u, i = measured.get(flavor_id, (0, 0, 0))
-        lines.append(Total(name, _dec(held.get(flavor_id) or 0), None, _dec(u), _dec(i), _dec(m)))
+    for name in set(held) | set(measured):
+        m, u, i = measured.get(name, (0, 0, 0))
+        lines.append(Total(name, _dec(held.get(name) or 0), None, _dec(u), _dec(i), _dec(m)))
     return sorted(lines, key=lambda line: (-line.gpu_hours, line.name))

@@ -199,5 +199,9 @@ def idle_gpus_now(teams=None, *, prometheus: Prometheus | None = None) -> dict:
                                f"[{IDLE_NOW_WINDOW}]) < {idle_threshold():g})")
     counts = {s.labels.get("namespace", "")[len(prefix):]: int(s.value) for s in samples
               if s.labels.get("namespace", "").startswith(prefix) and s.value == s.value}
-    known = set(Team.objects.filter(slug__in=list(counts)).values_list("slug", flat=True))
-    return {slug: n for slug, n in counts.items() if slug in known and n > 0}
+    counts = {slug: n for slug, n in counts.items() if n > 0}
+    if teams is not None:
+        known = {team.slug for team in teams}
+    else:  # a namespace of the prefix may be no team's: only teams are named
+        known = set(Team.objects.filter(slug__in=list(counts)).values_list("slug", flat=True)) if counts else set()
+    return {slug: n for slug, n in counts.items() if slug in known}
