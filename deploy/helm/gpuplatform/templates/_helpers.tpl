@@ -50,6 +50,26 @@ seccompProfile: {type: RuntimeDefault}
 {{- define "gpuplatform.envFrom" -}}
 - configMapRef: {name: {{ include "gpuplatform.fullname" . }}-config}
 - secretRef: {name: {{ include "gpuplatform.secretName" . }}}
+{{- with .Values.prometheus.credentialsSecret }}
+- secretRef: {name: {{ . }}}   # PROMETHEUS_TOKEN, or PROMETHEUS_USERNAME and PROMETHEUS_PASSWORD
+{{- end }}
+{{- end -}}
+
+{{/* GPU telemetry (docs/telemetry.md): the Prometheus CA bundle, mounted where
+     PROMETHEUS_CA_FILE points, in the processes that ask Prometheus (web, worker). */}}
+{{- define "gpuplatform.prometheusCaFile" -}}
+/etc/gpuplatform/prometheus-ca/{{ .Values.prometheus.caConfigMap.key }}
+{{- end -}}
+{{- define "gpuplatform.prometheusCaMount" -}}
+{{- if .Values.prometheus.caConfigMap.name }}
+- {name: prometheus-ca, mountPath: /etc/gpuplatform/prometheus-ca, readOnly: true}
+{{- end }}
+{{- end -}}
+{{- define "gpuplatform.prometheusCaVolume" -}}
+{{- with .Values.prometheus.caConfigMap }}{{ if .name }}
+- name: prometheus-ca
+  configMap: {name: {{ .name }}, items: [{key: {{ .key }}, path: {{ .key }}}]}
+{{- end }}{{ end }}
 {{- end -}}
 
 {{- define "gpuplatform.podSpecCommon" -}}
