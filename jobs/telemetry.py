@@ -28,8 +28,10 @@ FB_FREE = "DCGM_FI_DEV_FB_FREE"  # framebuffer memory free, MiB
 GR_ENGINE_ACTIVE = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"  # ratio 0..1 of time the graphics engine was busy (MIG-aware)
 POWER_USAGE = "DCGM_FI_DEV_POWER_USAGE"  # watts
 
+# GPU_UTIL is not measured on MIG instances: there a GPU's utilization is its engine's
+# activity (GR_ENGINE_ACTIVE x 100), which dcgm-exporter reports per instance.
 NOW_METRICS = (GPU_UTIL, FB_USED, GR_ENGINE_ACTIVE)
-OVER_TIME_METRICS = (GPU_UTIL, FB_USED)
+OVER_TIME_METRICS = (GPU_UTIL, FB_USED, GR_ENGINE_ACTIVE)
 
 
 @dataclass(frozen=True)
@@ -58,7 +60,7 @@ class GpuKey:
 @dataclass(frozen=True)
 class GpuNow:
     key: GpuKey
-    util_percent: float | None = None
+    util_percent: float | None = None  # GPU_UTIL, else (MIG) GR_ENGINE_ACTIVE x 100
     mem_used_mib: float | None = None
     engine_active: float | None = None  # 0..1; None where profiling metrics are off
 
@@ -148,7 +150,8 @@ def utilization_now(jobs: Iterable, *, prometheus: Prometheus | None = None) -> 
 def _now(gpus: dict[GpuKey, dict[str, float]]) -> JobGpuNow:
     if not gpus:
         return NO_GPUS
-    now = tuple(GpuNow(key, values.get(GPU_UTIL), values.get(FB_USED), values.get(GR_ENGINE_ACTIVE))
+    now = tuple(GpuNow(key, _util(values.get(GPU_UTIL), values.get(GR_ENGINE_ACTIVE)), values.get(FB_USED),
+                       values.get(GR_ENGINE_ACTIVE))
                 for key, values in sorted(gpus.items(), key=lambda item: _order(item[0])))
     utils = [gpu.util_percent for gpu in now if gpu.util_percent is not None]
     mems = [gpu.mem_used_mib for gpu in now if gpu.mem_used_mib is not None]
@@ -160,6 +163,12 @@ def _now(gpus: dict[GpuKey, dict[str, float]]) -> JobGpuNow:
     )
 
 
+def _util(util: float | None, engine_active: float | None) -> float | None:
+    if util is not None:
+        return util
+    return None if engine_active is None else engine_active * 100
+
+
 def utilization_over_time(job, start: datetime, end: datetime, step: timedelta | float, *,
                           prometheus: Prometheus | None = None) -> list[GpuSeries]:
     """Each GPU the job's pods held between `start` and `end`: utilization and memory, one
@@ -168,6 +177,7 @@ def utilization_over_time(job, start: datetime, end: datetime, step: timedelta |
     series = (prometheus or configured_prometheus()).query_range(
         f'{{__name__=~"{"|".join(OVER_TIME_METRICS)}",{index.matchers()}}}', start, end, step)
     gpus: dict[GpuKey, GpuSeries] = {}
+    engines: dict[GpuKey, list[tuple[datetime, float]]] = {}
     for one in series:
         if index.job_of(one.labels) is None:
             continue
@@ -179,6 +189,11 @@ def utilization_over_time(job, start: datetime, end: datetime, step: timedelta |
             gpu.util_percent.extend(points)
         elif metric == FB_USED:
             gpu.mem_used_mib.extend(points)
+        elif metric == GR_ENGINE_ACTIVE:
+            engines[key] = [(t, v * 100) for t, v in points]
+    for key, points in engines.items():
+        if not gpus[key].util_percent:  # a MIG instance
+            gpus[key].util_percent.extend(points)
     return [gpus[key] for key in sorted(gpus, key=_order)]
 
 

@@ -175,3 +175,26 @@ def test_utilization_over_time_gives_each_gpu_its_util_and_memory_series(team, f
     assert [v for _, v in second.util_percent] == [90, 90, 5, 5, 5]
     assert {v for _, v in second.mem_used_mib} == {1024}
     assert second.key.label == f"{pod} GPU 1 on node-a"
+
+
+def mig_series(api, job, pod, metric, value, instance):
+    return api.add(value, __name__=metric, namespace=job.team.namespace_name, pod=pod, container="main", gpu="0",
+                   UUID="GPU-mig", device="nvidia0", Hostname="mig-0", modelName="NVIDIA A100-SXM4-80GB",
+                   GPU_I_PROFILE="1g.10gb", GPU_I_ID=instance)
+
+
+def test_a_mig_instance_without_gpu_util_is_as_busy_as_its_engine(team, flavor, prometheus_api):
+    job = make_job(team, flavor, name="train", gpus_per_worker=2)
+    pod = f"{object_name(job)}-0-aaaaa"
+    mig_series(prometheus_api, job, pod, telemetry.GR_ENGINE_ACTIVE, 0.25, "1")
+    mig_series(prometheus_api, job, pod, telemetry.GR_ENGINE_ACTIVE, 0.75, "2")
+    mig_series(prometheus_api, job, pod, telemetry.FB_USED, 1000, "1")
+    prometheus = Prometheus(prometheus_api.url)
+
+    now = telemetry.utilization_now([job], prometheus=prometheus)[job.pk]
+    assert now.gpus_reporting == 2 and now.mean_util_percent == 50
+    assert [g.key.label for g in now.gpus] == [f"{pod} GPU 0/1 on mig-0", f"{pod} GPU 0/2 on mig-0"]
+
+    start = datetime(2026, 3, 1, tzinfo=UTC)
+    series = telemetry.utilization_over_time(job, start, start + timedelta(seconds=10), 10, prometheus=prometheus)
+    assert [[v for _, v in s.util_percent] for s in series] == [[25, 25], [75, 75]]
