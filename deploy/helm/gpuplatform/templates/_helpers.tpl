@@ -53,6 +53,9 @@ seccompProfile: {type: RuntimeDefault}
 {{- with .Values.prometheus.credentialsSecret }}
 - secretRef: {name: {{ . }}}   # PROMETHEUS_TOKEN, or PROMETHEUS_USERNAME and PROMETHEUS_PASSWORD
 {{- end }}
+{{- with .Values.secrets.oidcExistingSecret }}
+- secretRef: {name: {{ . }}}   # OIDC_CLIENT_SECRET, from a Secret of its own (listed after the chart's: it wins)
+{{- end }}
 {{- end -}}
 
 {{/* GPU telemetry (docs/telemetry.md): the Prometheus CA bundle, mounted where
