@@ -30,9 +30,11 @@ EXIT = {
     "unavailable": 7,    # server unreachable, 5xx, or logs unavailable
     "timeout": 8,        # --wait gave up after --timeout seconds
     "never": 9,          # with --wait: the platform says the job can never run as asked
+    "reclaimed": 10,     # with --wait: the job was reclaimed because its GPUs sat idle
 }
 OUTPUTS = ["text", "json", "yaml"]
-FINAL = {"succeeded": EXIT["ok"], "failed": EXIT["failed"], "cancelled": EXIT["cancelled"]}
+FINAL = {"succeeded": EXIT["ok"], "failed": EXIT["failed"], "cancelled": EXIT["cancelled"],
+         "reclaimed": EXIT["reclaimed"]}
 
 
 def main(argv=None) -> int:
@@ -62,7 +64,8 @@ def _parser() -> argparse.ArgumentParser:
         description="Submit and follow GPU Platform jobs from a shell or a CI step.",
         epilog="Environment: GPUPLATFORM_URL, GPUPLATFORM_TOKEN. Exit codes: 0 ok (or the job "
                "succeeded), 1 job failed, 2 usage, 3 job cancelled, 4 rejected, 5 not allowed, "
-               "6 not found, 7 unavailable, 8 timeout, 9 the job can never run (--wait).",
+               "6 not found, 7 unavailable, 8 timeout, 9 the job can never run (--wait), "
+               "10 the job was reclaimed for idle GPUs (--wait).",
     )
     parser.add_argument("--version", action="version", version=f"gpuctl {__version__}")
     parser.add_argument("-o", "--output", choices=OUTPUTS, default="text", help="text (default), json or yaml")
@@ -97,6 +100,11 @@ def _parser() -> argparse.ArgumentParser:
     p = command("cancel", help="cancel a job")
     p.add_argument("id", type=int)
     p.set_defaults(run=_cancel)
+
+    p = command("exempt", help="exempt a job from idle-GPU reclaim, with a reason (team owners, where allowed)")
+    p.add_argument("id", type=int)
+    p.add_argument("--reason", required=True, help="why the job may keep idle GPUs (recorded and audited)")
+    p.set_defaults(run=_exempt)
 
     p = command("logs", help="print the last lines of a job's pods")
     p.add_argument("id", type=int)
@@ -183,6 +191,15 @@ def _status(client: Client, args) -> int:
     print(f"job {job['id']}  {job['team']}/{job['name']}  ({job['kind']}, {job['flavor']}, {job['total_gpus']} GPUs)")
     print(f"state: {job['state']}" + (f"  {job['reason']}: {job['message']}" if job["reason"] else ""))
     print(f"image: {job['image']}  submitted by {job['submitter'] or '-'} at {job['submitted_at'] or '-'}")
+    idle = job.get("idle") or {}
+    if idle.get("idle_gpu_hours") is not None and job["state"] == "reclaimed":
+        print(f"reclaimed at {idle['reclaim_at']}: {idle['idle_gpu_hours']} idle GPU-hours")
+    elif idle.get("exempt_reason"):
+        print(f"exempt from idle reclaim ({idle['exempted_by'] or '-'}): {idle['exempt_reason']}")
+    elif idle.get("reclaim_at"):
+        print(f"idle GPUs: reclaimed at {idle['reclaim_at']} unless busy again")
+    elif idle.get("paused_reason"):
+        print(f"idle reclaim paused: {idle['paused_reason']}")
     for event in events:
         print(f"  {event['created_at']}  {event['from_state'] or '-':>10} -> {event['to_state']:<10} {event['reason']}")
     return EXIT["ok"]
@@ -214,6 +231,15 @@ def _cancel(client: Client, args) -> int:
         _print_doc(job, args)
     else:
         print(f"job {job['id']} {job['state']}")
+    return EXIT["ok"]
+
+
+def _exempt(client: Client, args) -> int:
+    _, job = client.request("POST", f"jobs/{args.id}/exempt-idle", body={"reason": args.reason}, retry=False)
+    if args.output != "text":
+        _print_doc(job, args)
+    else:
+        print(f"job {job['id']} exempt from idle reclaim: {job['idle']['exempt_reason']}")
     return EXIT["ok"]
 
 

@@ -18,6 +18,8 @@ Where each right comes from:
 - pods: their logs for the job pages (get pods/log); nodes: list, for the capacity page;
 - Kueue's visibility API: get the pending workloads of a ClusterQueue, for queue
   positions in Kueue's own order (`jobs.pending`);
+- idle-GPU reclaim (`jobs.reclaim.RIGHTS`): patch a Kueue Workload's `spec.active` (found
+  by a LIST of the namespace's), create a Volcano `bus.volcano.sh` Command;
 - the rights granted by the team Roles the platform writes (`tenants.manifests`): the
   API server lets a Role or RoleBinding be written only by someone who holds its rights
   (or has `escalate`/`bind` on it). Holding them is the narrower choice: `escalate` and
@@ -49,6 +51,7 @@ LEASE_NAME = "gpuplatform-watcher"
 LEASE_RULES = [
     {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
     {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": [LEASE_NAME],
+from jobs.reclaim import RIGHTS as RECLAIM_RIGHTS
      "verbs": ["get", "update"]},
 ]
 
@@ -103,3 +106,5 @@ def flatten(rules: list[dict]) -> dict[tuple[str, str], set[str]]:
             for name in rule.get("resources", []):
                 out[(api_group, name)] |= set(rule.get("verbs", []))
     return dict(out)
+    for key, verbs in RECLAIM_RIGHTS.items():
+        needs[key] |= verbs

@@ -1,5 +1,6 @@
 """REST API for jobs: submit (idempotent), list (the shared ``JobFilter``), retrieve (with
-its GPUs' utilization now, from Prometheus), cancel, events, rendered manifests and logs.
+its GPUs' utilization now, from Prometheus, and its idle-GPU state), cancel, exempt from
+idle reclaim, events, rendered manifests and logs.
 
 Every rule is the model's: ``Job.objects.visible_to`` decides what a caller sees (the
 scoped base narrows it to a token's team), ``Job.objects.submit`` is the only way a job is
@@ -11,6 +12,7 @@ import hashlib
 import json
 from decimal import Decimal
 
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError
 from django.utils import timezone
 from drf_spectacular.utils import (
@@ -20,7 +22,7 @@ from drf_spectacular.utils import (
     extend_schema_field,
     inline_serializer,
 )
-from rest_framework import filters, mixins, serializers, status
+from rest_framework import exceptions, filters, mixins, serializers, status
 from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound
 from rest_framework.response import Response
@@ -32,7 +34,7 @@ from core.api_fields import DecimalInput, StrictFields
 from core.api_input import CursorPagination
 from core.ownership import job_selector
 from core.reconcile import NoCluster, current_cluster
-from quotas.models import GpuFlavor, PriorityClass
+from quotas.models import GpuFlavor, IdlePolicy, PriorityClass
 from tenants.auth import token_of
 from tenants.scoping import TeamField, TeamScopedViewSet
 from tenants.tokens import Scope
@@ -41,8 +43,9 @@ from . import actions, feasibility, gpu_use, spec, telemetry
 from .filters import JobFilter
 from .logs import problem_of
 from .manifests import render_job
-from .models import LIVE_NAME_TAKEN, MAX_CPU_PER_WORKER, Job, JobEvent, total_gpus
+from .models import LIVE_NAME_TAKEN, MAX_CPU_PER_WORKER, IdleWatch, Job, JobEvent, total_gpus
 from .models.idempotency import KeyConflict
+from .models.idle import MAX_EXEMPT_REASON
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 MAX_LOG_LINES = 5000
@@ -181,21 +184,46 @@ def gpu_utilization(job: Job) -> dict:
             "message": "" if now.gpus_reporting else "No GPU of this job reports to Prometheus yet."}
 
 
+class IdleSerializer(serializers.Serializer):
+    watched = serializers.BooleanField(help_text="Whether an idle-GPU policy watches the job (docs/idle.md).")
+    policy = serializers.CharField(help_text="The policy in force for the job's team and flavor, in words.")
+    idle_seconds = serializers.IntegerField(help_text="How long every GPU of the job has been idle, at the last check.")
+    checked_at = serializers.DateTimeField(allow_null=True)
+    paused_reason = serializers.CharField(help_text="Why reclaim is paused for the job (metrics missing or stale).")
+    warned_at = serializers.DateTimeField(allow_null=True, help_text="When the job was warned that its GPUs sit idle.")
+    reclaim_at = serializers.DateTimeField(allow_null=True, help_text=(
+        "When it will be reclaimed unless busy again (once reclaimed: when it was)."))
+    exempt_reason = serializers.CharField(help_text="Why the job is exempt from idle reclaim; empty if it is not.")
+    exempted_by = serializers.CharField(allow_null=True)
+    idle_gpu_hours = serializers.DecimalField(max_digits=12, decimal_places=2, allow_null=True, help_text=(
+        "A reclaimed job's idle GPU-hours: the GPUs it held, for the time they sat idle."))
+
+
+class ExemptSerializer(StrictFields, serializers.Serializer):
+    reason = serializers.CharField(max_length=MAX_EXEMPT_REASON, help_text="Why this job may keep idle GPUs.")
+
+
 class JobDetailSerializer(JobSerializer):
-    """One job, with what its GPUs do now."""
+    """One job, with what its GPUs do now and its idle-GPU state."""
 
     gpu_utilization = serializers.SerializerMethodField()
+    idle = serializers.SerializerMethodField()
 
     class Meta(JobSerializer.Meta):
-        fields = [*JobSerializer.Meta.fields, "gpu_utilization"]
-        read_only_fields = [*JobSerializer.Meta.read_only_fields, "gpu_utilization"]
+        fields = [*JobSerializer.Meta.fields, "gpu_utilization", "idle"]
+        read_only_fields = [*JobSerializer.Meta.read_only_fields, "gpu_utilization", "idle"]
 
     @extend_schema_field(GpuUtilizationSerializer)
     def get_gpu_utilization(self, job) -> dict:
         return gpu_utilization(job)
 
+    @extend_schema_field(IdleSerializer)
+    def get_idle(self, job) -> dict:
+        return IdleSerializer(IdleWatch.summary(job, IdlePolicy.objects.rules(job.team, job.flavor, cached=True))).data
+
     def to_representation(self, job: Job) -> dict:
-        return {**super().to_representation(job), "gpu_utilization": self.get_gpu_utilization(job)}
+        return {**super().to_representation(job), "gpu_utilization": self.get_gpu_utilization(job),
+                "idle": self.get_idle(job)}
 
 
 class JobEventSerializer(serializers.ModelSerializer):
@@ -240,7 +268,7 @@ class JobViewSet(TeamScopedViewSet, mixins.CreateModelMixin, mixins.ListModelMix
     filter_backends = [*TeamScopedViewSet.filter_backends, filters.OrderingFilter]
     filterset_class = JobFilter
     ordering_fields = ["id", "created_at"]
-    required_scopes = {"create": Scope.SUBMIT, "cancel": Scope.CANCEL}
+    required_scopes = {"create": Scope.SUBMIT, "cancel": Scope.CANCEL, "exempt_idle": Scope.CANCEL}
 
     def get_serializer_class(self):
         return JobDetailSerializer if self.action == "retrieve" else JobSerializer
@@ -248,7 +276,7 @@ class JobViewSet(TeamScopedViewSet, mixins.CreateModelMixin, mixins.ListModelMix
     def refine(self, jobs):
         if self.action == "list":  # what a page shows, as rows: not every column of five tables
             return jobs.values(*LIST_ROW)
-        return jobs.select_related("team", "flavor", "priority", "submitter")
+        return jobs.select_related("team", "flavor", "priority", "submitter", "idle_watch__exempted_by")
 
     # --- submit ------------------------------------------------------------------------
     @extend_schema(
@@ -311,6 +339,25 @@ class JobViewSet(TeamScopedViewSet, mixins.CreateModelMixin, mixins.ListModelMix
         actions.cancel(job, request.user)
         job.refresh_from_db()
         return Response(self.get_serializer(job).data, status=status.HTTP_202_ACCEPTED)
+
+    @extend_schema(request=ExemptSerializer, responses={
+        200: JobDetailSerializer, 403: error_response("Only the team's owners (where the policy allows it) and "
+                                                     "quota managers can exempt a job.")})
+    @action(detail=True, methods=["post"], url_path="exempt-idle")
+    def exempt_idle(self, request, pk=None):
+        """Exempt the job from idle-GPU reclaim, with a reason (audited; a warning is withdrawn)."""
+        job = self.get_object()
+        body = ExemptSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        try:
+            IdleWatch.exempt(job, request.user, body.validated_data["reason"],
+                             IdlePolicy.objects.rules(job.team, job.flavor))
+        except PermissionDenied as err:
+            raise exceptions.PermissionDenied(str(err)) from err
+        except ValidationError as err:
+            raise serializers.ValidationError(err.message_dict) from err
+        job = self.get_queryset().select_related("idle_watch").get(pk=job.pk)
+        return Response(JobDetailSerializer(job, context=self.get_serializer_context()).data)
 
     @extend_schema(responses={200: JobEventSerializer(many=True)})
     @action(detail=True, methods=["get"], pagination_class=None, filter_backends=[])

@@ -19,10 +19,12 @@ class State(models.TextChoices):
     CANCELLING = "cancelling", "Cancelling"
     CANCELLED = "cancelled", "Cancelled"
     PREEMPTED = Phase.PREEMPTED.value, "Preempted"
+    # Stopped by the platform because its GPUs sat idle (jobs.idle, jobs.reclaim).
+    RECLAIMED = "reclaimed", "Reclaimed"
 
 
 # The groups of states every part of the platform asks about; defined here only.
-FINAL_STATES = frozenset({State.SUCCEEDED, State.FAILED, State.CANCELLED})
+FINAL_STATES = frozenset({State.SUCCEEDED, State.FAILED, State.CANCELLED, State.RECLAIMED})
 # Sorted: a stable migration for the constraint that names them.
 FINAL_STATE_VALUES = sorted(str(s) for s in FINAL_STATES)
 # Pods that hold quota: what a team uses, and what GPU-hours count.
@@ -36,7 +38,7 @@ NEVER_STARTS_REASONS = frozenset({EXCEEDS_QUOTA})
 NOT_STARTED = frozenset({State.SUBMITTED, State.QUEUED, State.ADMITTED})
 
 # Allowed moves. Anything live can fail (a permanent error) or start cancelling; a
-# preempted job goes back to the queue.
+# preempted job goes back to the queue; a running job whose GPUs sat idle is reclaimed.
 TRANSITIONS: dict[str, frozenset[str]] = {
     State.DRAFT: frozenset({State.SUBMITTED, State.CANCELLED}),
     State.SUBMITTED: frozenset({State.QUEUED, State.ADMITTED, State.FAILED, State.CANCELLING}),
@@ -44,12 +46,13 @@ TRANSITIONS: dict[str, frozenset[str]] = {
     State.ADMITTED: frozenset(
         {State.RUNNING, State.PREEMPTED, State.SUCCEEDED, State.FAILED, State.CANCELLING}
     ),
-    State.RUNNING: frozenset({State.SUCCEEDED, State.FAILED, State.PREEMPTED, State.CANCELLING}),
+    State.RUNNING: frozenset({State.SUCCEEDED, State.FAILED, State.PREEMPTED, State.CANCELLING, State.RECLAIMED}),
     State.PREEMPTED: frozenset({State.QUEUED, State.ADMITTED, State.FAILED, State.CANCELLING}),
     State.CANCELLING: frozenset({State.CANCELLED, State.SUCCEEDED, State.FAILED}),
     State.SUCCEEDED: frozenset(),
     State.FAILED: frozenset(),
     State.CANCELLED: frozenset(),
+    State.RECLAIMED: frozenset(),
 }
 
 # Which timestamp a state stamps when a job enters it (the first time only).
@@ -60,6 +63,7 @@ TIMESTAMP_ON_ENTRY = {
     State.SUCCEEDED: "finished_at",
     State.FAILED: "finished_at",
     State.CANCELLED: "finished_at",
+    State.RECLAIMED: "finished_at",
 }
 
 
@@ -75,7 +79,8 @@ class InvalidTransition(Exception):
 # missed the steps in between (a restart, a disconnect). Never a preemption: only the
 # cluster says a job was preempted, so a reading that goes backwards (running -> admitted
 # while workers finish one by one) is not one, and is not taken.
-_NEVER_IN_PASSING = frozenset({State.CANCELLING, State.SUCCEEDED, State.FAILED, State.CANCELLED, State.PREEMPTED})
+_NEVER_IN_PASSING = frozenset({State.CANCELLING, State.SUCCEEDED, State.FAILED, State.CANCELLED, State.PREEMPTED,
+                               State.RECLAIMED})
 
 
 def path(current: str, target: str) -> list[str] | None:

@@ -28,10 +28,11 @@ from cluster import ClusterError
 from cluster.prometheus import PrometheusUnavailable
 from core import charts
 from core.reconcile import NoCluster, current_cluster
+from quotas.models import IdlePolicy
 
 from . import actions, feasibility, gpu_use, logs, telemetry
 from .manifests import object_name, render_job
-from .models import Job
+from .models import IdleWatch, Job
 
 NO_CLUSTER = ("No cluster is configured for this platform, so pods and logs cannot be shown. "
               "The job's state above still comes from the database.")
@@ -41,13 +42,18 @@ LOCAL_PORT = 8080
 
 def _job(request, pk) -> Job:
     """The job if ``request.user`` may see it (404 otherwise: outsiders learn nothing)."""
-    jobs = Job.objects.visible_to(request.user).select_related("team", "flavor", "submitter", "priority")
+    jobs = (Job.objects.visible_to(request.user)
+            .select_related("team", "flavor", "submitter", "priority", "idle_watch__exempted_by"))
     return get_object_or_404(jobs, pk=pk)
 
 
 def _status_context(request, job: Job) -> dict:
     now = timezone.now()
+    rules = IdlePolicy.objects.rules(job.team, job.flavor, cached=True)
     return {
+        # The idle-GPU banner: warned (when it will be reclaimed), paused (why), exempt.
+        "idle": IdleWatch.summary(job, rules),
+        "can_exempt": IdleWatch.can_exempt(job, request.user, rules),
         "job": job,
         "events": list(job.events.all()),
         "queue_position": feasibility.queue_position(job),
@@ -289,6 +295,21 @@ def job_cancel(request, pk):
             status = 403
     if request.htmx:
         return render(request, "jobs/partials/job_status.html", _status_context(request, job), status=status)
+    return redirect(reverse("jobs:detail", args=[job.pk]))
+
+
+@login_required
+@require_POST
+def job_exempt_idle(request, pk):
+    """Exempt the job from idle-GPU reclaim with the reason typed (owners where allowed,
+    quota managers); the reason is kept, audited and on the timeline."""
+    job = _job(request, pk)
+    reason = request.POST.get("reason", "")
+    try:
+        IdleWatch.exempt(job, request.user, reason, IdlePolicy.objects.rules(job.team, job.flavor))
+        messages.success(request, f"{job.name} is exempt from idle reclaim.")
+    except ValidationError as err:
+        messages.error(request, " ".join(" ".join(errors) for errors in err.message_dict.values()))
     return redirect(reverse("jobs:detail", args=[job.pk]))
 
 

@@ -20,6 +20,7 @@ from core.reconcile import enqueue
 from jobs.lifecycle import WAITING_FOR_QUOTA, State
 from jobs.models import Job, JobEvent
 from quotas.models import QuotaGrant, QuotaRequest
+from jobs.models.idle import WARNED
 from tenants.models import Membership, Team
 
 from .models import Event, Kind, Mailbox, Notification, Preference, Webhook, WebhookDelivery
@@ -32,6 +33,7 @@ JOB_KINDS = {
     State.PREEMPTED: Kind.JOB_PREEMPTED,
     State.CANCELLED: Kind.JOB_CANCELLED,
 }
+    State.RECLAIMED: Kind.JOB_RECLAIMED,
 NEVER_STARTS = "Can never start"
 # Grants that started or ended this long ago are still worth telling (a sweep that was
 # down for a while); older ones are history.
@@ -82,8 +84,10 @@ def _job_data(job: Job, moved: JobEvent | None = None) -> dict:
 
 def worth_telling(event: JobEvent) -> bool:
     """Whether ``job_event`` could record something (most moves, submitted and queued
-    among them, tell nobody): decided without a query."""
-    return event.to_state in JOB_KINDS or event.message.startswith(NEVER_STARTS)
+    among them, tell nobody): decided without a query. A note (``Job.note``: no move, the
+    same state on both sides) is never a start or an end; an idle-GPU warning is one."""
+    moved = event.from_state != event.to_state
+    return (moved and event.to_state in JOB_KINDS) or event.message.startswith(NEVER_STARTS) or event.reason == WARNED
 
 
 def job_event(event: JobEvent) -> Event | None:
@@ -91,7 +95,9 @@ def job_event(event: JobEvent) -> Event | None:
     saying it can never start."""
     if not worth_telling(event):
         return None
-    kind = JOB_KINDS.get(event.to_state)
+    if event.reason == WARNED:
+        return idle_warning(event)
+    kind = JOB_KINDS.get(event.to_state) if event.from_state != event.to_state else None
     if kind is None:
         job = Job.objects.select_related("team", "flavor", "submitter").get(pk=event.job_id)
         return never_starts(job) if event.message.startswith(NEVER_STARTS) else None
@@ -100,7 +106,8 @@ def job_event(event: JobEvent) -> Event | None:
     # the event says where it went.
     job = event.job
     said = {Kind.JOB_STARTED: "started", Kind.JOB_SUCCEEDED: "succeeded", Kind.JOB_FAILED: "failed",
-            Kind.JOB_PREEMPTED: "was preempted", Kind.JOB_CANCELLED: "was cancelled"}[kind]
+            Kind.JOB_PREEMPTED: "was preempted", Kind.JOB_CANCELLED: "was cancelled",
+            Kind.JOB_RECLAIMED: "was reclaimed (its GPUs sat idle)"}[kind]
     title = f"{job.team.slug}/{job.name} {said}"
     if kind == Kind.JOB_FAILED and event.reason:
         title += f" ({event.reason})"
@@ -110,6 +117,16 @@ def job_event(event: JobEvent) -> Event | None:
 
 
 def _waiting_key(job: Job, preemptions: int) -> str:
+def idle_warning(event: JobEvent) -> Event | None:
+    """Its GPUs sat idle: the submitter and the team's owners hear when it will be
+    reclaimed, so one of them can use the GPUs, stop the job or ask for an exemption."""
+    job = event.job
+    return record(kind=Kind.JOB_IDLE, key=f"job-event:{event.pk}", team=job.team, job=job,
+                  title=f"{job.team.slug}/{job.name}: its GPUs sit idle", message=event.message,
+                  path=reverse("jobs:detail", args=[job.pk]), data=_job_data(job),
+                  people=[job.submitter, *owners(job.team)])
+
+
     # One word per stretch of waiting: from submission, then after each preemption.
     return f"job:{job.pk}:waiting:{preemptions}"
 

@@ -29,6 +29,8 @@ class Kind(models.TextChoices):
     JOB_PREEMPTED = "job.preempted", "Your job was preempted"
     JOB_CANCELLED = "job.cancelled", "Your job was cancelled"
     JOB_WAITING = "job.waiting", "Your job waits long, or can never start"
+    JOB_IDLE = "job.idle", "Your job's GPUs sit idle: it will be reclaimed"
+    JOB_RECLAIMED = "job.reclaimed", "Your job was reclaimed for idle GPUs"
     QUOTA_REQUEST_DECIDED = "quota_request.decided", "A quota request was approved or denied"
     GRANT_STARTED = "grant.started", "A quota grant of your team started"
     GRANT_ENDING = "grant.ending", "A quota grant of your team ends soon"
@@ -43,9 +45,11 @@ CHOOSABLE = [kind for kind in Kind if kind != Kind.PING]
 
 
 # Your own job's end and failure; the decision on a quota request (whoever asked waits for
-# it); and the grant warning owners always had. Everything else is off until a person
-# turns it on. No row means the default, so a person who turned one off stays off.
-DEFAULT_ON = frozenset({Kind.JOB_SUCCEEDED, Kind.JOB_FAILED, Kind.QUOTA_REQUEST_DECIDED, Kind.GRANT_ENDING})
+# it); the grant warning owners always had; and an idle-GPU warning and reclaim (the job
+# stops unless someone acts). Everything else is off until a person turns it on. No row
+# means the default, so a person who turned one off stays off.
+DEFAULT_ON = frozenset({Kind.JOB_SUCCEEDED, Kind.JOB_FAILED, Kind.QUOTA_REQUEST_DECIDED, Kind.GRANT_ENDING,
+                        Kind.JOB_IDLE, Kind.JOB_RECLAIMED})
 # Who hears of each kind (shown on the preferences page).
 AUDIENCE = {
     "job": "the job's submitter",

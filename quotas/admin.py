@@ -10,7 +10,7 @@ from tenants.admin import TeamAdmin
 from tenants.models import Membership
 
 from .actions import apply_grants, cluster_objects_changed, quotas_changed
-from .models import Cohort, GpuFlavor, PriorityClass, Quota, QuotaGrant, QuotaRequest
+from .models import Cohort, GpuFlavor, IdlePolicy, PriorityClass, Quota, QuotaGrant, QuotaRequest
 from .models.requests import four_eyes_lookback
 
 
@@ -104,12 +104,37 @@ class ClusterObjectAdmin:
 @admin.register(GpuFlavor)
 class GpuFlavorAdmin(ClusterObjectAdmin, SimpleHistoryAdmin):
     list_display = ["name", "display_name", "scheduler", "resource_name", "gpus_per_node",
-                    "gpu_memory_gib", "cost_per_gpu_hour"]
-    list_filter = ["scheduler", "resource_name"]
+                    "gpu_memory_gib", "gpu_sharing", "idle_reclaim", "cost_per_gpu_hour"]
+    list_filter = ["scheduler", "resource_name", "gpu_sharing"]
     search_fields = ["name", "display_name", "resource_name"]
+    readonly_fields = ["idle_reclaim"]
 
     def quotas_of(self, obj):
         return Quota.objects.filter(flavor=obj)
+
+    @admin.display(description="Idle-GPU reclaim")
+    def idle_reclaim(self, obj) -> str:
+        """The flavor's idle policy in words; time-sliced and MPS flavors say they are exempt."""
+        if obj.pk is None:
+            return "Set once the flavor is saved (Idle-GPU policies)."
+        return obj.idle_exempt_because or IdlePolicy.objects.rules(None, obj).describe()
+
+
+@admin.register(IdlePolicy)
+class IdlePolicyAdmin(SimpleHistoryAdmin):
+    """A flavor's idle-GPU policy (no team) and quota managers' overrides for one team;
+    empty values are inherited (the flavor's, then the settings')."""
+
+    list_display = ["flavor", "team", "action", "threshold_percent", "idle_after_seconds", "grace_seconds",
+                    "owners_may_exempt", "in_force"]
+    list_filter = ["flavor", "action"]
+    search_fields = ["flavor__name", "team__slug", "note"]
+    list_select_related = ["flavor", "team"]
+    autocomplete_fields = ["team"]
+
+    @admin.display(description="In force")
+    def in_force(self, obj) -> str:
+        return IdlePolicy.objects.rules(obj.team, obj.flavor).describe()
 
 
 @admin.register(Cohort)

@@ -16,6 +16,9 @@ QUOTA_MANAGER_PERMISSIONS = {
         "cohort": "add change delete view",
         "quota": "add change delete view",
         "priorityclass": "add change delete view",
+        # Idle-GPU reclaim: a flavor's policy and a team's override.
+        "idlepolicy": "add change delete view",
+        "historicalidlepolicy": "view",
         # The console: decide requests (in the console only; the admin shows them read
         # only), run grants, read the audit trail.
         "quotarequest": "view",
@@ -27,7 +30,7 @@ QUOTA_MANAGER_PERMISSIONS = {
         "historicalquotagrant": "view",
         "historicalquotarequest": "view",
     },
-    "jobs": {"job": "view", "jobevent": "view"},
+    "jobs": {"job": "view", "jobevent": "view", "idlewatch": "view", "historicalidlewatch": "view"},
 }
 
 

@@ -4,6 +4,7 @@
 - ``moves``: the moves of a job's lifecycle (mixed into Job) and the JobEvent each records;
 - ``intervals``: GpuInterval, what a job's pods hold on nodes, from when until when;
 - ``use``: GpuUse, what those GPUs did (measured, used, idle GPU-seconds a day);
+- ``idle``: IdleWatch, a running job's idle-GPU warning, grace, exemption and reclaim;
 - ``logtails``: LogTail, the last lines of a failed container;
 - ``idempotency``: IdempotencyKey, so a retried API submission makes one job.
 
@@ -12,6 +13,7 @@ of the app imports back from here (a submodule imports its sibling, e.g. ``.move
 """
 
 from .idempotency import IdempotencyKey, KeyConflict
+from .idle import IdleWatch
 from .intervals import GpuInterval
 from .job import (
     JOB_NAME_MAX_LENGTH,
@@ -40,6 +42,6 @@ __all__ = [
     "JOB_NAME_MAX_LENGTH", "LIVE_NAME_TAKEN", "MAX_CPU_PER_WORKER", "MAX_GPUS_PER_WORKER",
     "MAX_MEMORY_PER_WORKER_GIB", "MAX_PROBE_DELAY_SECONDS", "MAX_REPLICAS", "MAX_RUNTIME_SECONDS",
     "MAX_WORKERS", "MIN_RUNTIME_SECONDS", "RESERVED_ENV_NAMES", "RETAIN_FINISHED", "SUBMITTED_BECAUSE",
-    "GpuInterval", "GpuUse", "IdempotencyKey", "Job", "JobEvent", "JobQuerySet", "KeyConflict", "LogTail",
+    "GpuInterval", "GpuUse", "IdempotencyKey", "IdleWatch", "Job", "JobEvent", "JobQuerySet", "KeyConflict", "LogTail",
     "gpu_runtime_env_names", "gpus_to_start", "total_gpus",
 ]

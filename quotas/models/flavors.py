@@ -25,6 +25,19 @@ Scheduler = models.TextChoices(
     "Scheduler", [(s.name.upper(), (s.name, s.label)) for s in schedulers.SCHEDULERS.values()])
 
 
+class Sharing(models.TextChoices):
+    """How a flavor's GPUs are shared between pods; dcgm-exporter attributes a GPU (or a MIG
+    slice) to one pod, never a time-sliced or MPS GPU, so those are exempt from idle reclaim."""
+
+    EXCLUSIVE = "exclusive", "Whole GPUs, one pod each"
+    MIG = "mig", "MIG slices, one pod each"
+    TIME_SLICING = "time-slicing", "Time-sliced between pods"
+    MPS = "mps", "Shared through MPS"
+
+
+UNATTRIBUTABLE = frozenset({Sharing.TIME_SLICING, Sharing.MPS})
+
+
 class GpuFlavor(models.Model):
     """A pool of identical GPU nodes, governed by exactly one scheduler."""
 
@@ -43,6 +56,9 @@ class GpuFlavor(models.Model):
     node_labels = models.JSONField(default=dict, blank=True, validators=[validate_node_labels])
     node_taints = models.JSONField(default=list, blank=True, validators=[validate_taints])
     tolerations = models.JSONField(default=list, blank=True, validators=[validate_tolerations])
+    gpu_sharing = models.CharField(
+        max_length=12, choices=Sharing, default=Sharing.EXCLUSIVE,
+        help_text="Time-sliced and MPS GPUs cannot be measured per pod, so their jobs are never reclaimed as idle.")
     cost_per_gpu_hour = models.DecimalField(
         max_digits=8, decimal_places=2, null=True, blank=True,
         validators=[MinValueValidator(0)],
@@ -73,6 +89,14 @@ class GpuFlavor(models.Model):
 
     def __str__(self) -> str:
         return self.display_name or self.name
+
+    @property
+    def idle_exempt_because(self) -> str:
+        """Why jobs on this flavor are never reclaimed as idle ("" when they may be)."""
+        if self.gpu_sharing in UNATTRIBUTABLE:
+            return (f"Exempt from idle reclaim: {self.get_gpu_sharing_display().lower()} GPUs cannot be "
+                    "attributed to one pod by dcgm-exporter.")
+        return ""
 
 
 class Cohort(models.Model):

@@ -13,7 +13,7 @@ from quotas.models import Cohort
 from tenants.models.identities import GroupMapping
 from tenants.tokens import ApiToken
 
-from ..builders import make_quota
+from ..builders import make_job, make_quota
 from .conftest import JOB_BODY, issue_token
 
 pytestmark = pytest.mark.django_db
@@ -181,6 +181,8 @@ def writable_bodies(team, flavor, hook):
                                                                 {"email": True}),
         ("POST", "/api/v1/group-mappings"): ("/api/v1/group-mappings", {"group": "g", "role": "member",
                                                                          "team": "vision"}),
+        ("POST", "/api/v1/jobs/{id}/exempt-idle"): (f"/api/v1/jobs/{make_job(team, flavor).pk}/exempt-idle",
+                                                    {"reason": "a dataset copy"}),
     }
 
 

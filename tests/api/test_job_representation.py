@@ -88,4 +88,7 @@ def test_the_api_list_shows_each_job_as_its_own_page_does(client_as, team, flavo
     listed = api.get("/api/v1/jobs").json()["results"]
     assert len(listed) == 3
     for item in listed:
-        assert item == api.get(f"/api/v1/jobs/{item['id']}").json()
+        detail = api.get(f"/api/v1/jobs/{item['id']}").json()
+        # The detail adds what only one job's page asks: its GPUs now, its idle-GPU state.
+        assert set(detail) - set(item) == {"gpu_utilization", "idle"}
+        assert item == {name: value for name, value in detail.items() if name in item}

@@ -95,6 +95,7 @@ def body_of(method: str, path: str, world) -> dict | None:
     bodies = {
         ("POST", "/api/v1/jobs"): {**JOB_BODY, "name": "intruder"},
         ("POST", "/api/v1/jobs/{id}/cancel"): None,
+        ("POST", "/api/v1/jobs/{id}/exempt-idle"): {"reason": "intruder"},
         ("POST", "/api/v1/tokens"): {"name": "intruder", "team": "vision"},
         ("DELETE", "/api/v1/tokens/{id}"): None,
         ("POST", "/api/v1/quota-requests"): {"team": "vision", "flavor": "h100", "gpus": 8,

@@ -1,0 +1,239 @@
+"""Idle-GPU reclaim: the worker's sweep (Celery beat, every ``IDLE_GPU_SWEEP_SECONDS``).
+
+For each running job its policy watches (``quotas.models.idle``: the settings' defaults, the
+flavor's, a team's override), the sweep reads what its GPUs did (`jobs.idle`, one range
+query for all jobs) and moves it on:
+
+1. idle for the policy's idle time -> warned once (the timeline, email and webhook through
+   notifications, the job page's banner saying when it will be reclaimed);
+2. busy again before the grace ends -> the warning is withdrawn (on the timeline);
+3. still idle when the grace ends -> reclaimed: its workload is stopped the way its
+   scheduler documents it (below) and the job ends in its own state, ``reclaimed``, with
+   its idle GPU-hours.
+
+Missing or stale metrics never reclaim anything: a job whose GPUs did not all report in
+the latest window, or every job when Prometheus cannot be asked, is paused (the job page
+and the console say why), and a gap in the metrics during the grace restarts the grace.
+
+How a workload is stopped, per kind:
+- Kueue training: the Workload's ``spec.active: false``, applied by our field manager on
+  that field alone (Kueue then evicts it and suspends the batch Job, whose pods go); never
+  ``spec.suspend`` on the batch Job, which is Kueue's after creation (`cluster.fields`);
+- Volcano gang: a ``bus.volcano.sh/v1alpha1`` Command with the action ``AbortJob`` aimed
+  at the Volcano Job (what ``vcctl job suspend`` sends): Volcano kills its pods and keeps
+  the Job ``Aborted``;
+- inference: exempt. A server's GPUs wait for traffic by design, and KEDA or the HPA
+  scales it; reclaiming it would take a service down.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime
+
+from celery import shared_task
+from django.conf import settings
+from django.core.cache import cache
+from django.utils import timezone
+
+from cluster import NotFound, TransientError
+from cluster.objects import Snapshot
+from cluster.prometheus import prometheus_from_settings
+from core.reconcile import RETRY_POLICY, NoCluster, current_cluster
+from quotas.models import IdlePolicy
+from schedulers import kueue, volcano
+from schedulers.workloads import object_name
+
+from . import idle
+from .kinds import for_job
+from .lifecycle import State
+from .models import RETAIN_FINISHED, Job
+from .models.idle import IdleWatch
+
+log = logging.getLogger(__name__)
+
+COMMAND = ("bus.volcano.sh/v1alpha1", "Command")
+# What the console shows of the last sweep (`status()`).
+STATUS_KEY = "jobs:idle-sweep"
+LOCK_KEY = "jobs:idle-sweep:lock"
+
+
+class NotStopped(Exception):
+    """The workload could not be found to stop (it went meanwhile): nothing is recorded."""
+
+
+# --- stopping a workload, per kind ---------------------------------------------------------
+def _deactivate_kueue(cluster, job: Job) -> None:
+    api_version, kind = kueue.WORKLOAD
+    namespace, owner = job.team.namespace_name, object_name(job)
+    workloads = [w for w in cluster.list(api_version, kind, namespace=namespace)
+                 if any(ref.get("kind") == "Job" and ref.get("name") == owner
+                        for ref in w["metadata"].get("ownerReferences") or ())]
+    if not workloads:
+        raise NotStopped(f"no Kueue Workload owned by Job {namespace}/{owner}")
+    for live in workloads:
+        if (live.get("spec") or {}).get("active") is False:
+            continue
+        snapshot = Snapshot()
+        snapshot.add(api_version, kind, [live])
+        cluster.apply([{"apiVersion": api_version, "kind": kind,
+                        "metadata": {"name": live["metadata"]["name"], "namespace": namespace},
+                        "spec": {"active": False}}], snapshot=snapshot)
+
+
+def _abort_volcano(cluster, job: Job) -> None:
+    api_version, kind = volcano.JOB
+    namespace, name = job.team.namespace_name, object_name(job)
+    try:
+        live = cluster.get(api_version, kind, name, namespace)
+    except NotFound as err:
+        raise NotStopped(f"no Volcano Job {namespace}/{name}") from err
+    target = {"apiVersion": api_version, "kind": kind, "name": name, "uid": live["metadata"]["uid"],
+              "controller": True}
+    command = {
+        "apiVersion": COMMAND[0], "kind": COMMAND[1],
+        "metadata": {"name": f"{name}-reclaim", "namespace": namespace, "ownerReferences": [target]},
+        "action": "AbortJob", "target": target, "reason": "IdleGpus",
+        "message": "GPU Platform reclaimed the job: its GPUs were idle.",
+    }
+    try:
+        cluster.create(command)
+    except TransientError as err:
+        if err.status != 409:  # 409: the command is there already, waiting for Volcano
+            raise
+
+
+STOPPERS = {
+    "kueue-training": _deactivate_kueue,
+    "volcano-gang": _abort_volcano,
+}
+# What stopping takes on the cluster, (API group, resource) -> verbs (`gpuplatform.rbac`):
+# find the Workload among the namespace's and apply its one field; read the Volcano Job's
+# uid and create the Command.
+RIGHTS = {
+    (kueue.WORKLOAD[0].rpartition("/")[0], "workloads"): {"list", "patch"},
+    (volcano.JOB[0].rpartition("/")[0], "jobs"): {"get"},
+    (COMMAND[0].rpartition("/")[0], "commands"): {"create"},
+}
+
+
+def reclaimable(job: Job) -> bool:
+    """Kinds whose workloads the sweep can stop; inference is exempt (see the module docstring)."""
+    return job.kind == Job.Kind.TRAINING and for_job(job).name in STOPPERS
+
+
+def stop(cluster, job: Job, watch: IdleWatch, now) -> bool:
+    """Stop a reclaimed job's workload; False when the cluster could not be asked now (the
+    next sweep tries again: `sweep_idle_jobs` step 0)."""
+    try:
+        STOPPERS[for_job(job).name](cluster, job)
+    except NotStopped as err:
+        log.info("reclaimed job %s: %s; nothing to stop", job.pk, err)
+    except TransientError:
+        log.warning("reclaimed job %s: its workload could not be stopped now; the next sweep tries again",
+                    job.pk, exc_info=True)
+        return False
+    watch.stopped(now)
+    return True
+
+
+# --- the sweep -------------------------------------------------------------------------------
+def _lookback(rules, watch: IdleWatch | None, now) -> int:
+    seconds = rules.idle_after_seconds + rules.grace_seconds + 2 * settings.IDLE_GPU_WINDOW_SECONDS
+    if watch is not None and watch.grace_from is not None:
+        seconds = max(seconds, int((now - watch.grace_from).total_seconds()) + rules.idle_after_seconds
+                      + 2 * settings.IDLE_GPU_WINDOW_SECONDS)
+    return seconds
+
+
+def sweep_idle_jobs(cluster, prometheus, now=None) -> dict:
+    """One sweep (see the module docstring); returns what it did, counted."""
+    now = now or timezone.now()
+    # 0. reclaimed jobs whose workload could not be stopped at once (the cluster was away).
+    for job in (Job.objects.filter(state=State.RECLAIMED, idle_watch__stopped_at__isnull=True,
+                                   finished_at__gte=now - RETAIN_FINISHED).select_related("team", "flavor", "idle_watch")):
+        stop(cluster, job, job.idle_watch, now)
+    # 1. the running jobs a policy watches, 2. what their GPUs did, 3. each moved on.
+    jobs = [job for job in Job.objects.filter(state=State.RUNNING, kind=Job.Kind.TRAINING)
+            .select_related("team", "flavor", "idle_watch").order_by("pk") if reclaimable(job)]
+    rules = IdlePolicy.objects.rules_for((job.team, job.flavor) for job in jobs)
+    watched = []
+    for job in jobs:
+        watch = getattr(job, "idle_watch", None)
+        if rules[(job.team_id, job.flavor_id)].watches and not (watch and watch.is_exempt):
+            watched.append(job)
+    counts = {"watched": len(watched), "paused": 0, "warned": 0, "cleared": 0, "reclaimed": 0}
+    if not watched:
+        _remember(now, counts, "")
+        return counts
+    readings = idle.measure(
+        prometheus, watched, now=now.timestamp(), window_seconds=settings.IDLE_GPU_WINDOW_SECONDS,
+        lookback_seconds={job.pk: _lookback(rules[(job.team_id, job.flavor_id)], getattr(job, "idle_watch", None), now)
+                          for job in watched},
+        thresholds={job.pk: rules[(job.team_id, job.flavor_id)].threshold_percent for job in watched})
+    reads = []
+    for job in watched:
+        policy, reading = rules[(job.team_id, job.flavor_id)], readings[job.pk]
+        watch = getattr(job, "idle_watch", None) or IdleWatch.objects.get_or_create(job=job)[0]
+        watch.checked_at, watch.idle_seconds, watch.paused_reason = now, reading.idle_seconds, reading.paused[:300]
+        reads.append(watch)
+        if not reading.known:
+            counts["paused"] += 1
+            continue
+        moved = _move(cluster, job, watch, policy, reading, now)
+        if moved:
+            counts[moved] += 1
+    IdleWatch.objects.bulk_update(reads, ["checked_at", "idle_seconds", "paused_reason"])
+    reasons = {reading.paused for reading in readings.values()}
+    _remember(now, counts, reasons.pop() if len(reasons) == 1 else "")
+    return counts
+
+
+def _move(cluster, job: Job, watch: IdleWatch, policy, reading: idle.Reading, now) -> str | None:
+    """Warn, withdraw, restart the grace or reclaim: what one known reading asks for."""
+    if not watch.is_warned:
+        if reading.idle_seconds >= policy.idle_after_seconds:
+            watch.warn(job, now, grace_seconds=policy.grace_seconds, threshold=policy.threshold_percent,
+                       reclaims=policy.reclaims)
+            return "warned"
+        return None
+    if reading.last_busy is not None and reading.last_busy > watch.warned_at.timestamp():
+        watch.clear(job)
+        return "cleared"
+    if reading.run_start is not None and reading.run_start > watch.grace_from.timestamp():
+        # The metrics had a gap since the grace began (no busy window): it counts again.
+        watch.restart_grace(datetime.fromtimestamp(reading.run_start, tz=UTC), grace_seconds=policy.grace_seconds)
+        return None
+    if not policy.reclaims or watch.reclaim_at is None or now < watch.reclaim_at:
+        return None
+    # The state first, then the cluster: stopped first, the watcher could read the eviction
+    # as a preemption and send the job back to a queue its inactive Workload never leaves.
+    if not watch.reclaimed(job, now, threshold=policy.threshold_percent):
+        return None  # it moved on meanwhile (finished, cancelled)
+    stop(cluster, job, watch, now)
+    return "reclaimed"
+
+
+def _remember(now, counts: dict, why_paused: str) -> None:
+    cache.set(STATUS_KEY, {**counts, "at": now.isoformat(), "why_paused": why_paused}, timeout=24 * 3600)
+
+
+def status() -> dict | None:
+    """The last sweep, for the console: when, how many jobs watched, paused, warned,
+    withdrawn and reclaimed, and why every job was paused if one reason paused them all."""
+    return cache.get(STATUS_KEY)
+
+
+@shared_task(**RETRY_POLICY)
+def sweep_idle(self) -> dict:
+    # One sweep at a time: a slow Prometheus must not let two sweeps warn or reclaim twice.
+    if not cache.add(LOCK_KEY, "1", timeout=max(60, 4 * settings.IDLE_GPU_SWEEP_SECONDS)):
+        return {"skipped": "another idle sweep is running"}
+    try:
+        try:
+            cluster = current_cluster()
+        except NoCluster:
+            return {"skipped": "no cluster"}
+        return sweep_idle_jobs(cluster, prometheus_from_settings())
+    finally:
+        cache.delete(LOCK_KEY)

@@ -1,0 +1,277 @@
+"""The idle sweep (jobs/reclaim.py) on the in-memory cluster: warned, withdrawn, reclaimed,
+paused; how each scheduler's workload is stopped; who may exempt a job. The live test is
+tests/cluster/test_idle_reclaim_live.py."""
+
+from datetime import UTC, datetime
+
+import pytest
+from django.core.exceptions import PermissionDenied, ValidationError
+
+from cluster import FakeCluster, TransientError
+from jobs import reclaim
+from jobs.lifecycle import State
+from jobs.models import Job, JobEvent
+from jobs.models.idle import CLEARED, EXEMPTED, RECLAIMED, WARNED, IdleWatch
+from notifications.models import Event, Kind
+from quotas.models import Action, IdlePolicy, Scheduler, Sharing
+from schedulers.workloads import object_name
+from tests.builders import make_flavor, make_job
+from tests.dcgm_fake import FakeDcgm, FakeGpu, steady
+
+W = 10
+START = 1_800_000_000.0
+
+
+@pytest.fixture(autouse=True)
+def policy(settings):
+    settings.IDLE_GPU_THRESHOLD_PERCENT = 5
+    settings.IDLE_GPU_AFTER_SECONDS = 30
+    settings.IDLE_GPU_GRACE_SECONDS = 30
+    settings.IDLE_GPU_WINDOW_SECONDS = W
+    settings.IDLE_GPU_OWNERS_MAY_EXEMPT = True
+
+
+def at(seconds: float) -> datetime:
+    return datetime.fromtimestamp(START + seconds, tz=UTC)
+
+
+def running(team, flavor, **fields) -> Job:
+    job = make_job(team, flavor, **fields)
+    Job.objects.filter(pk=job.pk).update(state=State.RUNNING, gpus_in_use=job.gpus_to_start, started_at=at(0))
+    job.refresh_from_db()
+    return job
+
+
+def on_cluster(fake: FakeCluster, job: Job) -> None:
+    """What Kueue or Volcano would have made for the job: its workload, running."""
+    namespace = job.team.namespace_name
+    fake.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+    name = object_name(job)
+    if job.flavor.scheduler == Scheduler.VOLCANO:
+        fake.put({"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
+                  "metadata": {"name": name, "namespace": namespace}, "spec": {"minAvailable": 1}})
+        return
+    fake.put({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name, "namespace": namespace}})
+    fake.put({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+              "metadata": {"name": f"job-{name}-1a2b3", "namespace": namespace,
+                           "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": name,
+                                                "uid": "u-1", "controller": True}]},
+              "spec": {"active": True, "queueName": job.flavor.name, "podSets": [{"name": "main", "count": 1}]}})
+
+
+def gpu(job, percent_at, index=0) -> FakeGpu:
+    pod = (f"{object_name(job)}-worker-{index}" if job.flavor.scheduler == Scheduler.VOLCANO
+           else f"{object_name(job)}-{index}-abcde")
+    return FakeGpu(job.team.namespace_name, pod, activity=percent_at)
+
+
+def sweep(fake, dcgm, seconds) -> dict:
+    return reclaim.sweep_idle_jobs(fake, dcgm, now=at(seconds))
+
+
+def workload(fake, job) -> dict:
+    [live] = fake.stored("kueue.x-k8s.io/v1beta2", "Workload")
+    return live
+
+
+def reasons(job) -> list[str]:
+    return list(JobEvent.objects.filter(job=job).exclude(reason__in=["Submitted"]).values_list("reason", flat=True))
+
+
+def test_an_idle_job_is_warned_then_reclaimed_and_a_busy_one_runs_on(team, flavor, fake):
+    idle_job, busy_job = running(team, flavor, name="idle"), running(team, flavor, name="busy")
+    on_cluster(fake, idle_job)
+    dcgm = FakeDcgm([gpu(idle_job, steady(0)), gpu(busy_job, steady(80))])
+
+    assert sweep(fake, dcgm, 20)["warned"] == 0  # idle for 10 s only
+    assert sweep(fake, dcgm, 40)["warned"] == 1  # idle 30 s: warned
+    watch = IdleWatch.objects.get(job=idle_job)
+    assert watch.warned_at == at(40) and watch.reclaim_at == at(70)
+    event = Event.objects.get(kind=Kind.JOB_IDLE, job=idle_job)
+    assert "will be reclaimed" in event.message
+    assert sweep(fake, dcgm, 50)["warned"] == 0  # warned once
+    assert sweep(fake, dcgm, 60)["reclaimed"] == 0  # the grace runs
+    assert workload(fake, idle_job)["spec"]["active"] is True
+
+    assert sweep(fake, dcgm, 70)["reclaimed"] == 1
+    idle_job.refresh_from_db()
+    busy_job.refresh_from_db()
+    assert idle_job.state == State.RECLAIMED and idle_job.reason == RECLAIMED and idle_job.finished_at == at(70)
+    assert idle_job.gpus_in_use == 0 and not idle_job.gpu_intervals.filter(ended_at__isnull=True).exists()
+    live = workload(fake, idle_job)
+    assert live["spec"]["active"] is False
+    ours = [e for e in live["metadata"]["managedFields"] if e["manager"] == fake.field_manager]
+    assert ours and ours[0]["fieldsV1"]["f:spec"] == {"f:active": {}}  # that field alone
+    [batch_job] = fake.stored("batch/v1", "Job")
+    assert "suspend" not in (batch_job.get("spec") or {})  # never suspend on the batch Job
+    watch.refresh_from_db()
+    assert watch.reclaimed_idle_gpu_hours is not None and watch.stopped_at == at(70)
+    assert Event.objects.filter(kind=Kind.JOB_RECLAIMED, job=idle_job).exists()
+    assert busy_job.state == State.RUNNING and not IdleWatch.objects.get(job=busy_job).is_warned
+    assert reasons(idle_job)[-2:] == [WARNED, RECLAIMED]
+
+
+def test_busy_again_during_the_grace_withdraws_the_warning(team, flavor, fake):
+    job = running(team, flavor)
+    on_cluster(fake, job)
+    load = {"percent": 0.0}
+    dcgm = FakeDcgm([gpu(job, lambda t: load["percent"])])
+    sweep(fake, dcgm, 40)
+    assert IdleWatch.objects.get(job=job).is_warned
+    load["percent"] = 90.0
+    assert sweep(fake, dcgm, 50)["cleared"] == 1
+    load["percent"] = 0.0
+    assert sweep(fake, dcgm, 70)["reclaimed"] == 0  # the count starts again: 20 s idle
+    job.refresh_from_db()
+    assert job.state == State.RUNNING and workload(fake, job)["spec"]["active"] is True
+    assert CLEARED in reasons(job)
+
+
+def test_missing_metrics_pause_reclaim_and_restart_the_grace(team, flavor, fake):
+    job = running(team, flavor)
+    on_cluster(fake, job)
+    dcgm = FakeDcgm([gpu(job, steady(0))])
+    sweep(fake, dcgm, 40)  # warned, reclaim at 70
+    dcgm.down = "Prometheus at http://p:9090 cannot be reached."
+    assert sweep(fake, dcgm, 70) == {"watched": 1, "paused": 1, "warned": 0, "cleared": 0, "reclaimed": 0}
+    assert sweep(fake, dcgm, 90)["reclaimed"] == 0
+    watch = IdleWatch.objects.get(job=job)
+    assert watch.paused_reason == dcgm.down and reclaim.status()["why_paused"] == dcgm.down
+    job.refresh_from_db()
+    assert job.state == State.RUNNING and workload(fake, job)["spec"]["active"] is True
+
+    # Back, with the gap in the metrics: the grace counts again from where they resume.
+    dcgm.down = ""
+    gap = (START + 60, START + 95)
+    dcgm.gpus[0].activity = lambda t: None if gap[0] < t <= gap[1] else 0.0
+    assert sweep(fake, dcgm, 100)["reclaimed"] == 0
+    watch.refresh_from_db()
+    assert watch.grace_from == at(90) and watch.reclaim_at == at(120) and watch.paused_reason == ""
+    assert sweep(fake, dcgm, 120)["reclaimed"] == 1
+
+
+def test_a_volcano_gang_is_aborted_by_a_command(team, fake):
+    volcano = make_flavor("a100-vc", scheduler=Scheduler.VOLCANO)
+    job = running(team, volcano, workers=2)
+    on_cluster(fake, job)
+    dcgm = FakeDcgm([gpu(job, steady(0), i) for i in range(2)])
+    sweep(fake, dcgm, 40)
+    assert sweep(fake, dcgm, 70)["reclaimed"] == 1
+    [command] = fake.stored("bus.volcano.sh/v1alpha1", "Command")
+    [vcjob] = fake.stored("batch.volcano.sh/v1alpha1", "Job")
+    assert command["action"] == "AbortJob"
+    assert command["target"] == {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
+                                 "name": object_name(job), "uid": vcjob["metadata"]["uid"], "controller": True}
+    assert vcjob["spec"] == {"minAvailable": 1}  # the Job itself untouched
+
+
+def test_a_workload_the_cluster_could_not_stop_is_stopped_by_the_next_sweep(team, flavor, fake):
+    job = running(team, flavor)
+    on_cluster(fake, job)
+    dcgm = FakeDcgm([gpu(job, steady(0))])
+    sweep(fake, dcgm, 40)
+    fake.fail_next("LIST", TransientError("API server away", status=503))
+    sweep(fake, dcgm, 70)
+    job.refresh_from_db()
+    assert job.state == State.RECLAIMED and workload(fake, job)["spec"]["active"] is True
+    sweep(fake, dcgm, 80)
+    assert workload(fake, job)["spec"]["active"] is False
+    assert IdleWatch.objects.get(job=job).stopped_at == at(80)
+
+
+def test_nothing_is_watched_when_the_settings_leave_reclaim_off(team, flavor, fake, settings):
+    settings.IDLE_GPU_THRESHOLD_PERCENT = settings.IDLE_GPU_AFTER_SECONDS = settings.IDLE_GPU_GRACE_SECONDS = None
+    job = running(team, flavor)
+    dcgm = FakeDcgm([gpu(job, steady(0))])
+    assert sweep(fake, dcgm, 100)["watched"] == 0 and not dcgm.queries
+
+
+def test_a_flavor_policy_turns_it_on_and_a_team_override_changes_the_grace(team, flavor, fake, settings):
+    settings.IDLE_GPU_THRESHOLD_PERCENT = settings.IDLE_GPU_AFTER_SECONDS = settings.IDLE_GPU_GRACE_SECONDS = None
+    IdlePolicy.objects.create(flavor=flavor, action=Action.RECLAIM, threshold_percent=5, idle_after_seconds=30,
+                              grace_seconds=30)
+    IdlePolicy.objects.create(flavor=flavor, team=team, grace_seconds=600)
+    rules = IdlePolicy.objects.rules(team, flavor)
+    assert (rules.reclaims, rules.threshold_percent, rules.grace_seconds, rules.source) == (True, 5, 600, "flavor")
+    job = running(team, flavor)
+    on_cluster(fake, job)
+    sweep(fake, FakeDcgm([gpu(job, steady(0))]), 40)
+    assert IdleWatch.objects.get(job=job).reclaim_at == at(640)
+
+
+def test_a_warn_only_policy_warns_and_never_reclaims(team, flavor, fake):
+    IdlePolicy.objects.create(flavor=flavor, action=Action.WARN)
+    job = running(team, flavor)
+    on_cluster(fake, job)
+    dcgm = FakeDcgm([gpu(job, steady(0))])
+    assert sweep(fake, dcgm, 40)["warned"] == 1
+    assert sweep(fake, dcgm, 500)["reclaimed"] == 0
+    job.refresh_from_db()
+    assert job.state == State.RUNNING
+
+
+def test_time_sliced_and_mps_flavors_are_exempt_and_say_so(team, fake):
+    for sharing in (Sharing.TIME_SLICING, Sharing.MPS):
+        shared = make_flavor(f"t4-{sharing}", gpu_sharing=sharing)
+        assert "cannot be attributed to one pod" in shared.idle_exempt_because
+        assert not IdlePolicy.objects.rules(team, shared).watches
+        job = running(team, shared)
+        assert sweep(fake, FakeDcgm([gpu(job, steady(0))]), 100)["watched"] == 0
+        policy = IdlePolicy(flavor=shared, action=Action.RECLAIM)
+        with pytest.raises(ValidationError):
+            policy.full_clean()
+
+
+def test_inference_servers_are_never_reclaimed(team, flavor, fake):
+    server = running(team, flavor, kind=Job.Kind.INFERENCE, port=8000, min_replicas=1, max_replicas=1)
+    assert sweep(fake, FakeDcgm([gpu(server, steady(0))]), 100)["watched"] == 0
+
+
+# --- the owner's exemption -----------------------------------------------------------------
+def test_the_owner_exempts_a_warned_job_with_a_reason(team, flavor, fake, owner):
+    job = running(team, flavor)
+    on_cluster(fake, job)
+    dcgm = FakeDcgm([gpu(job, steady(0))])
+    sweep(fake, dcgm, 40)
+    rules = IdlePolicy.objects.rules(team, flavor)
+    watch = IdleWatch.exempt(job, owner, "Waiting on a dataset copy; resumes tonight.", rules)
+    assert watch.is_exempt and not watch.is_warned and watch.exempted_by == owner
+    assert watch.history.filter(history_user=owner, exempt_reason__startswith="Waiting").exists()  # audited
+    assert EXEMPTED in reasons(job)
+    assert sweep(fake, dcgm, 200)["watched"] == 0
+    job.refresh_from_db()
+    assert job.state == State.RUNNING
+
+
+@pytest.mark.parametrize("who, allowed", [("owner", True), ("member", False), ("viewer", False),
+                                          ("outsider", False), ("quota_manager", True)])
+def test_who_may_exempt_a_job(team, flavor, who, allowed, request):
+    user = request.getfixturevalue(who)
+    job = running(team, flavor)
+    rules = IdlePolicy.objects.rules(team, flavor)
+    assert IdleWatch.can_exempt(job, user, rules) is allowed
+    if not allowed:
+        with pytest.raises(PermissionDenied):
+            IdleWatch.exempt(job, user, "mine", rules)
+        assert not IdleWatch.objects.filter(job=job, exempt_reason__gt="").exists()
+
+
+def test_owners_cannot_exempt_where_the_policy_says_no(team, flavor, owner, quota_manager):
+    IdlePolicy.objects.create(flavor=flavor, team=team, owners_may_exempt=False)
+    job = running(team, flavor)
+    rules = IdlePolicy.objects.rules(team, flavor)
+    assert not IdleWatch.can_exempt(job, owner, rules)
+    assert IdleWatch.can_exempt(job, quota_manager, rules)
+
+
+def test_an_exemption_needs_a_reason(team, flavor, owner):
+    job = running(team, flavor)
+    with pytest.raises(ValidationError) as err:
+        IdleWatch.exempt(job, owner, "  ", IdlePolicy.objects.rules(team, flavor))
+    assert "reason" in err.value.message_dict
+
+
+def test_a_note_on_a_running_job_tells_nobody_it_started(team, flavor):
+    job = running(team, flavor)
+    job.note("KeptAsCreated", "The cluster keeps this job as it was created.")
+    assert not Event.objects.filter(job=job, kind=Kind.JOB_STARTED).exists()
