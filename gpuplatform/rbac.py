@@ -37,6 +37,7 @@ from collections import defaultdict
 from cluster.cache import WatchCache
 from core.owners import registered
 from jobs.pending import VISIBILITY_GROUP
+from jobs.reclaim import RIGHTS as RECLAIM_RIGHTS
 from jobs.watcher import WATCHED
 from tenants.manifests import _rules as team_role_rules
 
@@ -51,7 +52,6 @@ LEASE_NAME = "gpuplatform-watcher"
 LEASE_RULES = [
     {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
     {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": [LEASE_NAME],
-from jobs.reclaim import RIGHTS as RECLAIM_RIGHTS
      "verbs": ["get", "update"]},
 ]
 
@@ -81,6 +81,8 @@ def required() -> dict[tuple[str, str], set[str]]:
     needs[("", "pods/log")] |= {"get"}
     needs[("", "nodes")] |= {"list"}
     needs[(VISIBILITY_GROUP, "clusterqueues/pendingworkloads")] |= {"get"}
+    for key, verbs in RECLAIM_RIGHTS.items():
+        needs[key] |= verbs
     for write in (True, False):
         for rule in team_role_rules(write):
             for api_group in rule["apiGroups"]:
@@ -106,5 +108,3 @@ def flatten(rules: list[dict]) -> dict[tuple[str, str], set[str]]:
             for name in rule.get("resources", []):
                 out[(api_group, name)] |= set(rule.get("verbs", []))
     return dict(out)
-    for key, verbs in RECLAIM_RIGHTS.items():
-        needs[key] |= verbs

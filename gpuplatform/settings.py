@@ -336,6 +336,28 @@ WATCHER_LEASE_SECONDS = env_int("WATCHER_LEASE_SECONDS", 15, minimum=3)
 METRICS_TOKEN = env_str("METRICS_TOKEN")
 METRICS_PORT = env_int("METRICS_PORT", 0, minimum=0)
 
+# --- Idle-GPU reclaim (jobs/idle.py, jobs/reclaim.py, docs/idle.md) --------------------------
+# The default policy (a flavor's, a team's may change it): a running job whose GPUs all stay
+# below the threshold for IDLE_GPU_AFTER_SECONDS is warned, and reclaimed IDLE_GPU_GRACE_SECONDS
+# later unless busy again. All three unset: off. Windows of IDLE_GPU_WINDOW_SECONDS (longer
+# than the scrape interval); the sweep runs every IDLE_GPU_SWEEP_SECONDS.
+def _optional_int(name: str, minimum: int) -> int | None:
+    return env_int(name, 0, minimum=minimum) if env_str(name) else None
+
+
+IDLE_GPU_THRESHOLD_PERCENT = _optional_int("IDLE_GPU_THRESHOLD_PERCENT", 1)
+IDLE_GPU_AFTER_SECONDS = _optional_int("IDLE_GPU_AFTER_SECONDS", 10)
+IDLE_GPU_GRACE_SECONDS = _optional_int("IDLE_GPU_GRACE_SECONDS", 0)
+if len({v is None for v in (IDLE_GPU_THRESHOLD_PERCENT, IDLE_GPU_AFTER_SECONDS, IDLE_GPU_GRACE_SECONDS)}) > 1:
+    raise ImproperlyConfigured(
+        "Set IDLE_GPU_THRESHOLD_PERCENT, IDLE_GPU_AFTER_SECONDS and IDLE_GPU_GRACE_SECONDS together, or none.")
+if IDLE_GPU_THRESHOLD_PERCENT is not None and IDLE_GPU_THRESHOLD_PERCENT > 100:
+    raise ImproperlyConfigured(f"IDLE_GPU_THRESHOLD_PERCENT={IDLE_GPU_THRESHOLD_PERCENT} is above 100.")
+IDLE_GPU_OWNERS_MAY_EXEMPT = env_bool("IDLE_GPU_OWNERS_MAY_EXEMPT", True)
+IDLE_GPU_WINDOW_SECONDS = env_int("IDLE_GPU_WINDOW_SECONDS", 30, minimum=5)
+IDLE_GPU_SWEEP_SECONDS = env_int("IDLE_GPU_SWEEP_SECONDS", IDLE_GPU_WINDOW_SECONDS, minimum=2)
+CELERY_BEAT_SCHEDULE["idle-gpus"] = {"task": "jobs.reclaim.sweep_idle", "schedule": IDLE_GPU_SWEEP_SECONDS}
+
 # --- GPU metrics (cluster/prometheus.py, docs/telemetry.md) --------------------------------
 # The Prometheus that scrapes the GPUs (NVIDIA's dcgm-exporter); unset: no GPU telemetry,
 # and pages say so. A bearer token, or a username and password (basic auth), or neither;
@@ -368,28 +390,6 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_FILTER_BACKENDS": ["core.api_filters.FilterBackend"],
     # Bearer tokens first, so a request without credentials gets 401 (not 403).
-# --- Idle-GPU reclaim (jobs/idle.py, jobs/reclaim.py, docs/idle.md) --------------------------
-# The default policy (a flavor's, a team's may change it): a running job whose GPUs all stay
-# below the threshold for IDLE_GPU_AFTER_SECONDS is warned, and reclaimed IDLE_GPU_GRACE_SECONDS
-# later unless busy again. All three unset: off. Windows of IDLE_GPU_WINDOW_SECONDS (longer
-# than the scrape interval); the sweep runs every IDLE_GPU_SWEEP_SECONDS.
-def _optional_int(name: str, minimum: int) -> int | None:
-    return env_int(name, 0, minimum=minimum) if env_str(name) else None
-
-
-IDLE_GPU_THRESHOLD_PERCENT = _optional_int("IDLE_GPU_THRESHOLD_PERCENT", 1)
-IDLE_GPU_AFTER_SECONDS = _optional_int("IDLE_GPU_AFTER_SECONDS", 10)
-IDLE_GPU_GRACE_SECONDS = _optional_int("IDLE_GPU_GRACE_SECONDS", 0)
-if len({v is None for v in (IDLE_GPU_THRESHOLD_PERCENT, IDLE_GPU_AFTER_SECONDS, IDLE_GPU_GRACE_SECONDS)}) > 1:
-    raise ImproperlyConfigured(
-        "Set IDLE_GPU_THRESHOLD_PERCENT, IDLE_GPU_AFTER_SECONDS and IDLE_GPU_GRACE_SECONDS together, or none.")
-if IDLE_GPU_THRESHOLD_PERCENT is not None and IDLE_GPU_THRESHOLD_PERCENT > 100:
-    raise ImproperlyConfigured(f"IDLE_GPU_THRESHOLD_PERCENT={IDLE_GPU_THRESHOLD_PERCENT} is above 100.")
-IDLE_GPU_OWNERS_MAY_EXEMPT = env_bool("IDLE_GPU_OWNERS_MAY_EXEMPT", True)
-IDLE_GPU_WINDOW_SECONDS = env_int("IDLE_GPU_WINDOW_SECONDS", 30, minimum=5)
-IDLE_GPU_SWEEP_SECONDS = env_int("IDLE_GPU_SWEEP_SECONDS", IDLE_GPU_WINDOW_SECONDS, minimum=2)
-CELERY_BEAT_SCHEDULE["idle-gpus"] = {"task": "jobs.reclaim.sweep_idle", "schedule": IDLE_GPU_SWEEP_SECONDS}
-
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "tenants.auth.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",

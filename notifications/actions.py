@@ -19,8 +19,8 @@ from django.utils import timezone
 from core.reconcile import enqueue
 from jobs.lifecycle import WAITING_FOR_QUOTA, State
 from jobs.models import Job, JobEvent
-from quotas.models import QuotaGrant, QuotaRequest
 from jobs.models.idle import WARNED
+from quotas.models import QuotaGrant, QuotaRequest
 from tenants.models import Membership, Team
 
 from .models import Event, Kind, Mailbox, Notification, Preference, Webhook, WebhookDelivery
@@ -32,8 +32,8 @@ JOB_KINDS = {
     State.FAILED: Kind.JOB_FAILED,
     State.PREEMPTED: Kind.JOB_PREEMPTED,
     State.CANCELLED: Kind.JOB_CANCELLED,
-}
     State.RECLAIMED: Kind.JOB_RECLAIMED,
+}
 NEVER_STARTS = "Can never start"
 # Grants that started or ended this long ago are still worth telling (a sweep that was
 # down for a while); older ones are history.
@@ -116,7 +116,6 @@ def job_event(event: JobEvent) -> Event | None:
                   data=_job_data(job, moved=event), people=[job.submitter])
 
 
-def _waiting_key(job: Job, preemptions: int) -> str:
 def idle_warning(event: JobEvent) -> Event | None:
     """Its GPUs sat idle: the submitter and the team's owners hear when it will be
     reclaimed, so one of them can use the GPUs, stop the job or ask for an exemption."""
@@ -127,6 +126,7 @@ def idle_warning(event: JobEvent) -> Event | None:
                   people=[job.submitter, *owners(job.team)])
 
 
+def _waiting_key(job: Job, preemptions: int) -> str:
     # One word per stretch of waiting: from submission, then after each preemption.
     return f"job:{job.pk}:waiting:{preemptions}"
 
