@@ -11,6 +11,10 @@
 #   cluster.sh built    exit 0 when every binary is already built (nothing else)
 #   cluster.sh reset    down, then delete the cluster state (etcd data, certs); binaries stay
 #   cluster.sh restart-apiserver   stop kube-apiserver and start it again (a fault the soak injects)
+#   cluster.sh stop-prometheus / start-prometheus   take the local Prometheus away and back (a fault)
+#
+# With the cluster run its GPU telemetry (see "GPU telemetry" below): gpu-exporter, serving
+# dcgm-exporter's metrics for the fake GPU nodes, and a Prometheus scraping it.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -45,6 +49,11 @@ VC_CONTROLLER_HEALTH_PORT=$((16252 + OFFSET))
 # kwok's kubelet-like server (container logs): every fake node's kubeletEndpoint port.
 KWOK_KUBELET_PORT=$((16250 + OFFSET))
 
+# GPU telemetry (functions below): the dcgm-format exporter and Prometheus.
+GPU_EXPORTER_PORT=$((19400 + OFFSET))
+PROMETHEUS_PORT=$((19090 + OFFSET))
+PROMETHEUS_VERSION=v0.316.0  # the Go module version of Prometheus 3.16.0
+
 CACHE_DIR="${GPUPLATFORM_CACHE_DIR:-$HOME/.cache/gpuplatform}"
 BIN_DIR="$CACHE_DIR/bin"
 CLUSTER_DIR="${GPUPLATFORM_CLUSTER_DIR:-$CACHE_DIR/cluster}"
@@ -64,10 +73,12 @@ bin() { # bin <component>
     kwok) echo "$BIN_DIR/kwok-$KWOK_VERSION" ;;
     kueue) echo "$BIN_DIR/kueue-$KUEUE_VERSION" ;;
     vc-scheduler|vc-controller-manager) echo "$BIN_DIR/$1-$VOLCANO_VERSION" ;;
+    prometheus) echo "$BIN_DIR/prometheus-$PROMETHEUS_VERSION" ;;
+    gpu-exporter) echo "$BIN_DIR/gpu-exporter-$(gpu_exporter_hash)" ;;
     *) die "unknown component $1" ;;
   esac
 }
-ALL_BINARIES="etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok kueue vc-scheduler vc-controller-manager"
+ALL_BINARIES="etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok kueue vc-scheduler vc-controller-manager prometheus gpu-exporter"
 
 kubectl_() { "$(bin kubectl)" --kubeconfig "$KUBECONFIG_PATH" "$@"; }
 
@@ -85,8 +96,9 @@ PINS=(
   "sigs.k8s.io/kueue@$KUEUE_VERSION"
   "volcano.sh/volcano@$VOLCANO_VERSION"
   "volcano.sh/apis@$VOLCANO_APIS_VERSION"
+  "github.com/prometheus/prometheus@$PROMETHEUS_VERSION"
 )
-WRAPPERS="etcd kubernetes kwok kueue volcano"
+WRAPPERS="etcd kubernetes kwok kueue volcano prometheus gpu-exporter"
 
 cmd_probe() {
   require_go
@@ -178,6 +190,7 @@ cmd_build() {
       build_module volcano "-s -w -X volcano.sh/volcano/pkg/version.Version=$VOLCANO_VERSION" \
       scheduler=vc-scheduler controller-manager=vc-controller-manager
   fi
+  build_telemetry
   log "build: all binaries in $BIN_DIR"
 }
 
@@ -294,6 +307,118 @@ subjectAltName=DNS:kueue-visibility-server.kueue-system.svc,DNS:localhost,IP:127
 keyUsage=critical,digitalSignature,keyEncipherment
 extendedKeyUsage=clientAuth"
 }
+
+# ================================ GPU telemetry ==================================================
+# What NVIDIA's dcgm-exporter and the user's Prometheus are in production, for the fake nodes:
+# gpu-exporter (modules/gpu-exporter, ours) watches nodes and pods and serves dcgm-exporter's
+# metrics per fake GPU, steered by the pods' GPU_SIM_UTIL / GPU_SIM_MEM_MIB env; Prometheus
+# (built from its Go module, cmd/prometheus only, without the web UI's assets and without
+# service discovery plugins: static targets are all it needs) scrapes it every few seconds.
+# Both are fixtures of this cluster, never of the image or the chart.
+PROMETHEUS_SCRAPE_SECONDS="${GPUPLATFORM_PROMETHEUS_SCRAPE_SECONDS:-5}"
+PROMETHEUS_URL_="http://127.0.0.1:$PROMETHEUS_PORT"
+
+# The exporter's binary is keyed by a hash of its sources: an edit builds a new one.
+gpu_exporter_hash() {
+  if [[ -z "${GPU_EXPORTER_HASH:-}" ]]; then
+    GPU_EXPORTER_HASH="$(cd "$MODULES/gpu-exporter" && find . -maxdepth 1 -name 'go.*' -o -name '*.go' ! -name '*_test.go' \
+      | LC_ALL=C sort | xargs cat | sha256sum | cut -c1-12)"
+  fi
+  echo "$GPU_EXPORTER_HASH"
+}
+
+build_telemetry() {
+  # Prometheus's own version string: module v0.3MM.P is Prometheus 3.MM.P.
+  local v="${PROMETHEUS_VERSION#v0.}"
+  local ld="-s -w -X github.com/prometheus/common/version.Version=3.$((${v%%.*} - 300)).${v#*.}"
+  ld="$ld -X github.com/prometheus/common/version.Branch=gpuplatform-local-cluster"
+  GOFLAGS="${GOFLAGS:-} -tags=remove_all_sd" build_module prometheus "$ld" prometheus=prometheus
+  local exe; exe="$(bin gpu-exporter)"
+  if [[ -x "$exe" ]]; then log "build: gpu-exporter is cached"; return 0; fi
+  mkdir -p "$BIN_DIR" "$CACHE_DIR/build-logs"
+  local blog="$CACHE_DIR/build-logs/gpu-exporter.log" start=$SECONDS
+  log "build: gpu-exporter (log: $blog)"
+  if ! (cd "$MODULES/gpu-exporter" && go build -buildvcs=false -p "${GPUPLATFORM_BUILD_P:-2}" -ldflags "-s -w" \
+      -o "$exe.tmp" .) >"$blog" 2>&1; then
+    tail -20 "$blog" >&2
+    die "build: gpu-exporter failed (see $blog)"
+  fi
+  mv -f "$exe.tmp" "$exe"
+  log "build: gpu-exporter done in $((SECONDS - start))s"
+}
+
+# Exporters of this cluster built from older sources (another hash), still running.
+stale_gpu_exporters() {
+  local p argv0 current; current="$(bin gpu-exporter)"
+  for p in /proc/[0-9]*; do
+    { IFS= read -r -d '' argv0 <"$p/cmdline"; } 2>/dev/null || continue
+    [[ "$argv0" == "$BIN_DIR/gpu-exporter-"* && "$argv0" != "$current" ]] || continue
+    tr '\0' ' ' <"$p/cmdline" 2>/dev/null | grep -qF "$CLUSTER_DIR/" && echo "${p#/proc/}"
+  done
+  return 0
+}
+
+stop_stale_gpu_exporters() {
+  local pid _
+  for pid in $(stale_gpu_exporters); do
+    log "gpu-exporter: stopping one built from older sources (pid $pid)"
+    kill -TERM "$pid" 2>/dev/null || true
+  done
+  for _ in $(seq 1 20); do [[ -z "$(stale_gpu_exporters)" ]] && return 0; sleep 0.25; done
+  for pid in $(stale_gpu_exporters); do kill -KILL "$pid" 2>/dev/null || true; done
+}
+
+write_prometheus_config() {
+  cat >"$CLUSTER_DIR/prometheus.yml.new" <<PROMETHEUS_YML
+# Written by cluster.sh: scrape the local cluster's dcgm-format exporter.
+global:
+  scrape_interval: ${PROMETHEUS_SCRAPE_SECONDS}s
+  scrape_timeout: ${PROMETHEUS_SCRAPE_SECONDS}s
+  evaluation_interval: ${PROMETHEUS_SCRAPE_SECONDS}s
+scrape_configs:
+- job_name: dcgm-exporter
+  # Keep the exporter's namespace/pod/container labels (those of the GPU's pod), as the
+  # ServiceMonitor of docs/telemetry.md does.
+  honor_labels: true
+  static_configs:
+  - targets: ["127.0.0.1:$GPU_EXPORTER_PORT"]
+PROMETHEUS_YML
+}
+
+start_telemetry() {
+  local exe; exe="$(bin gpu-exporter)"
+  if [[ ! -x "$exe" || ! -x "$(bin prometheus)" ]]; then require_go; build_telemetry; fi
+  stop_stale_gpu_exporters
+  start_current gpu-exporter "$exe" --kubeconfig "$KUBECONFIG_PATH" --listen "127.0.0.1:$GPU_EXPORTER_PORT"
+  wait_for "gpu-exporter" 60 http_ok "http://127.0.0.1:$GPU_EXPORTER_PORT/health"
+  write_prometheus_config
+  # Prometheus reads its configuration at start: one running with another is started anew.
+  if ! cmp -s "$CLUSTER_DIR/prometheus.yml.new" "$CLUSTER_DIR/prometheus.yml" && is_running prometheus; then
+    log "prometheus: its configuration changed, restarting it"
+    stop_group prometheus
+    rm -f "$PIDS/prometheus.pid"
+  fi
+  mv -f "$CLUSTER_DIR/prometheus.yml.new" "$CLUSTER_DIR/prometheus.yml"
+  start_current prometheus "$(bin prometheus)" --config.file "$CLUSTER_DIR/prometheus.yml" \
+    --storage.tsdb.path "$CLUSTER_DIR/prometheus" --storage.tsdb.retention.time 7d \
+    --web.listen-address "127.0.0.1:$PROMETHEUS_PORT" --log.level warn
+  local deadline=$((SECONDS + 60))
+  until http_ok "$PROMETHEUS_URL_/-/ready"; do
+    alive_or_die prometheus
+    ((SECONDS < deadline)) || die "timed out waiting for Prometheus (log: $LOGS/prometheus.log)"
+    sleep 0.5
+  done
+}
+
+stop_telemetry() {
+  stop_group prometheus gpu-exporter
+  stop_stale_gpu_exporters
+}
+
+# Prometheus goes away (a fault tests inject: pages must say so, reclaim must pause) and
+# comes back with the same data.
+cmd_stop_prometheus() { stop_group prometheus; rm -f "$PIDS/prometheus.pid"; }
+cmd_start_prometheus() { mkdir -p "$LOGS" "$PIDS"; start_telemetry; }
 
 # ================================ processes ======================================================
 # The processes of this cluster: our binary for <name>, with this cluster's directory in its
@@ -693,8 +818,10 @@ cmd_up() {
   done
   wait_for "kube-controller-manager health" 60 secure_health "$KCM_PORT" /healthz
   wait_for "kube-scheduler health" 60 secure_health "$SCHEDULER_PORT" /healthz
+  start_telemetry
   log "ready in $((SECONDS - t0))s: $(kubectl_ version -o json | python3 -c 'import json,sys; print(json.load(sys.stdin)["serverVersion"]["gitVersion"])'), $(kubectl_ get nodes --no-headers | wc -l) nodes"
   echo "export KUBECONFIG=$KUBECONFIG_PATH"
+  echo "export PROMETHEUS_URL=$PROMETHEUS_URL_"
 }
 
 
@@ -716,7 +843,8 @@ stop_group() { # stop_group <name>...: SIGTERM them together, SIGKILL what is le
 }
 
 cmd_down() {
-  # controllers first, then the apiserver, then etcd
+  # telemetry and controllers first, then the apiserver, then etcd
+  stop_telemetry
   stop_group vc-scheduler vc-controller-manager kueue kwok kube-scheduler kube-controller-manager
   stop_group kube-apiserver
   stop_group etcd
@@ -737,12 +865,14 @@ cmd_restart_apiserver() {
 
 cmd_status() {
   local name state rc=0
-  for name in etcd kube-apiserver kube-controller-manager kube-scheduler kwok kueue vc-controller-manager vc-scheduler; do
+  for name in etcd kube-apiserver kube-controller-manager kube-scheduler kwok kueue vc-controller-manager vc-scheduler \
+      gpu-exporter prometheus; do
     if is_running "$name"; then state="running (pid $(cat "$PIDS/$name.pid"))"; else state="stopped"; rc=1; fi
     printf '%-24s %s\n' "$name" "$state"
   done
   echo "kubeconfig: $KUBECONFIG_PATH"
   echo "ports: etcd $ETCD_PORT, apiserver $APISERVER_PORT, kueue webhook $KUEUE_WEBHOOK_PORT (127.0.0.1)"
+  echo "GPU metrics: http://127.0.0.1:$GPU_EXPORTER_PORT/metrics, Prometheus $PROMETHEUS_URL_ (scrape every ${PROMETHEUS_SCRAPE_SECONDS}s)"
   if [[ $rc == 0 ]]; then kubectl_ get nodes -L gpuplatform.io/pool,nvidia.com/gpu.product || rc=1; fi
   return $rc
 }
@@ -765,7 +895,7 @@ lock() {
 [[ "${BASH_SOURCE[0]}" == "$0" ]] || return 0
 
 case "${1:-}" in
-  probe|build|up|down|reset|restart-apiserver) lock ;;
+  probe|build|up|down|reset|restart-apiserver|stop-prometheus|start-prometheus) lock ;;
 esac
 case "${1:-}" in
   probe) cmd_probe ;;
@@ -776,5 +906,7 @@ case "${1:-}" in
   built) all_built ;;  # exit 0 when every binary is cached (make demo asks before starting)
   reset) cmd_reset ;;
   restart-apiserver) cmd_restart_apiserver ;;
-  *) echo "usage: $0 {probe|build|up|down|status|built|reset|restart-apiserver}" >&2; exit 2 ;;
+  stop-prometheus) cmd_stop_prometheus ;;
+  start-prometheus) cmd_start_prometheus ;;
+  *) echo "usage: $0 {probe|build|up|down|status|built|reset|restart-apiserver|stop-prometheus|start-prometheus}" >&2; exit 2 ;;
 esac

@@ -36,6 +36,8 @@ REPO = Path(__file__).resolve().parents[2]
 CLUSTER_SH = REPO / "deploy" / "local-cluster" / "cluster.sh"
 # A cold build of every component takes minutes; a warm start takes seconds.
 UP_TIMEOUT_SECONDS = int(os.environ.get("GPUPLATFORM_CLUSTER_UP_TIMEOUT", "3600"))
+# What `cluster.sh up` printed as `export NAME=value` (KUBECONFIG, PROMETHEUS_URL), once up.
+CLUSTER_EXPORTS: dict[str, str] = {}
 
 
 def wait_until(predicate, timeout=60.0, interval=0.25, message="condition"):
@@ -97,15 +99,36 @@ def kube_cluster(request):
     returncode, stdout, progress = _run_up(request)
     if returncode != 0:
         pytest.fail(f"cluster.sh up failed ({returncode}):\n{progress[-4000:]}")
-    exports = [line for line in stdout.splitlines() if line.startswith("export KUBECONFIG=")]
-    assert exports, f"cluster.sh up printed no kubeconfig:\n{stdout}"
-    kubeconfig = exports[-1].split("=", 1)[1]
+    for line in stdout.splitlines():
+        if line.startswith("export ") and "=" in line:
+            name, value = line.removeprefix("export ").split("=", 1)
+            CLUSTER_EXPORTS[name] = value
+    assert "KUBECONFIG" in CLUSTER_EXPORTS, f"cluster.sh up printed no kubeconfig:\n{stdout}"
+    kubeconfig = CLUSTER_EXPORTS["KUBECONFIG"]
     assert Path(kubeconfig).is_file()
     yield kubeconfig
     # under pytest-xdist several workers share the cluster: leave it running for the others
     shared = "PYTEST_XDIST_WORKER" in os.environ
     if not was_running and not shared and os.environ.get("GPUPLATFORM_CLUSTER_STOP") == "1":
         subprocess.run([str(CLUSTER_SH), "down"], check=False, capture_output=True, text=True)
+
+
+@pytest.fixture(scope="session")
+def prometheus_url(kube_cluster):
+    """The local cluster's Prometheus, which scrapes its dcgm-format GPU exporter."""
+    assert "PROMETHEUS_URL" in CLUSTER_EXPORTS, "cluster.sh up printed no PROMETHEUS_URL"
+    return CLUSTER_EXPORTS["PROMETHEUS_URL"]
+
+
+@pytest.fixture
+def live_prometheus(prometheus_url, settings):
+    """The platform's settings point at the local Prometheus for the test's length."""
+    from cluster.prometheus import prometheus_from_settings
+
+    settings.PROMETHEUS_URL = prometheus_url
+    prometheus_from_settings.cache_clear()
+    yield prometheus_from_settings()
+    prometheus_from_settings.cache_clear()
 
 
 @pytest.fixture(scope="session")
