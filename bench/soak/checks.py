@@ -122,7 +122,9 @@ def verdicts(jobs: dict[int, dict], accounts: dict[int, Account]) -> tuple[list[
         if expected is not None and cancelled:
             # A cancel and the job's own end can cross: either end is the cluster's word.
             expected = expected | {"cancelled"}
-        if expected is None:  # live on the cluster: the row must be live (and not stuck cancelling)
+        if state == "reclaimed":  # the platform stopped it (idle GPUs): idle_rows judge whether rightly
+            good = account.verdict != "succeeded"
+        elif expected is None:  # live on the cluster: the row must be live (and not stuck cancelling)
             good = state not in FINAL and not (cancelled and state == "cancelling")
         else:
             good = state in expected
@@ -221,6 +223,29 @@ def writes_rows(job_object_writes: list[tuple], windows: list[dict], reconciles:
     for at, writes in reconciles:
         rows.append(Row(f"reconcile --all twice ({at}): writes of the second", str(writes), writes == 0))
     return rows
+
+
+def idle_rows(planned, states: dict[int, str], watches: dict[int, tuple], grace: float, sweep: float) -> list[Row]:
+    """Idle-GPU reclaim (plan.IDLE_SCENES): no busy job reclaimed; every idle one reclaimed
+    within its grace and one sweep of its warning. ``watches``: job id -> (warned_at,
+    reclaimed_at) in epoch seconds (jobs.IdleWatch; reclaim_at is when it was reclaimed)."""
+    busy = [p.job_id for p in planned if p.scene.startswith("busy-") and p.job_id]
+    idle = [p.job_id for p in planned if p.scene.startswith("idle") and p.job_id]
+    busy_reclaimed = [f"#{j}" for j in busy if states.get(j) == "reclaimed"]
+    late, on_time = [], 0
+    for job_id in idle:
+        warned, reclaimed = watches.get(job_id, (None, None))
+        if states.get(job_id) == "reclaimed" and warned and reclaimed and reclaimed - warned <= grace + sweep + 1:
+            on_time += 1
+        else:
+            late.append(f"#{job_id} {states.get(job_id)}"
+                        + (f" after {reclaimed - warned:.0f}s" if warned and reclaimed else ""))
+    return [
+        Row("busy jobs reclaimed", str(len(busy_reclaimed)) + (f" ({', '.join(busy_reclaimed)})" if busy_reclaimed else "")
+            + f" of {len(busy)} (steady, bursty)", not busy_reclaimed and bool(busy)),
+        Row(f"idle jobs reclaimed within grace + one sweep ({grace:g}+{sweep:g}s)",
+            f"{on_time} of {len(idle)}" + (f" ({'; '.join(late)})" if late else ""), bool(idle) and on_time == len(idle)),
+    ]
 
 
 def table(rows: list[Row]) -> str:

@@ -149,6 +149,15 @@ def final_checks(profile: Profile, run, observer: Observer, grant_start: float, 
     rows += checks.gpu_hours(jobs, found, until, edge, float(sum(r.gpu_hours for r in report)), len(report),
                              charged_hours(start, end))
     dump(profile, run, jobs, found)
+    from jobs.models import IdleWatch
+
+    from .profile import IDLE_POLICY
+
+    watched = {w.job_id: (w.warned_at.timestamp() if w.warned_at else None,
+                          w.reclaim_at.timestamp() if w.reclaim_at else None)
+               for w in IdleWatch.objects.filter(job_id__in=[p.job_id for p in run.plan if p.job_id])}
+    rows += checks.idle_rows(run.plan, {job_id: job["state"] for job_id, job in jobs.items()}, watched,
+                             IDLE_POLICY["GRACE_SECONDS"], IDLE_POLICY["SWEEP_SECONDS"])
     rows.append(Row("errors (API, processes, faults)", "; ".join(run.errors[:5]) or "none", not run.errors))
     return rows
 

@@ -12,7 +12,10 @@ On top of jobs at random times, scenes make sure the run exercises what it claim
   worker kill and the API-server restart;
 - max runtime: Kueue jobs that outlive their max runtime and are stopped (failed);
 - scale: one inference service per scheduler is scaled by an "HPA" (field manager
-  soak-hpa, scale subresource) and must keep that replica count.
+  soak-hpa, scale subresource) and must keep that replica count;
+- idle GPUs: Volcano jobs whose fake GPUs the exporter reports idle (at 1 %, or at 0 % with
+  their memory held) must be reclaimed, and busy ones (steady, or bursty with gaps shorter
+  than a window) never (``IDLE_SCENES``; checks.idle_rows).
 
 Nothing is submitted or cancelled inside a quiet window (see ``quiet_windows``).
 """
@@ -38,6 +41,14 @@ WORKER_KILL_AT = 0.35
 APISERVER_RESTART_AT = 0.60
 SCALE_AT = 0.15
 SCALED_REPLICAS = 3
+# scene -> the env that steers its GPUs in the local cluster's exporter (GPU_SIM_*).
+_BURSTS = ",".join(f"{t}:{90 if t % 6 == 0 else 0}" for t in range(0, 3600, 2))  # 2 s at 90 % every 6 s
+IDLE_SCENES = {
+    "idle": {"GPU_SIM_UTIL": "1"},
+    "idle-memory-squatting": {"GPU_SIM_UTIL": "0", "GPU_SIM_MEM_MIB": "60000"},
+    "busy-steady": {"GPU_SIM_UTIL": "80"},
+    "busy-bursty": {"GPU_SIM_UTIL": _BURSTS},
+}
 
 
 @dataclass
@@ -117,6 +128,7 @@ def build(profile: Profile) -> list[Planned]:
         if scale:
             item.scale_at = profile.at(SCALE_AT)
         plan.append(item)
+        return item
 
     long_run = 2 * T + 60  # longer than the soak
     # borrow: 3 x 8 GPUs of low priority for vision, whose nominal H100 quota is 12.
@@ -145,6 +157,12 @@ def build(profile: Profile) -> list[Planned]:
     # scale: one inference service per scheduler, scaled by the "HPA" and kept to the end.
     for label in ("kueue-inference", "volcano-inference"):
         add(label, "vision", profile.at(0.03), "scale", scale=True, seconds=1, max_replicas=SCALED_REPLICAS)
+    # idle GPUs: one Volcano job of each scene (a two-worker gang for the idle one), all
+    # longer than the soak: only a reclaim ends the idle ones.
+    for i, (scene, env) in enumerate(IDLE_SCENES.items()):
+        item = add("volcano-training", "vision", profile.at(0.01) + i, scene, seconds=long_run,
+                   workers=2 if scene == "idle" else 1, gpus=1)
+        item.body["env"].update(env)
     # The rest at random times until SUBMIT_UNTIL.
     for label, (kind, _) in KINDS.items():
         while counts[label] < profile.jobs_per_kind:

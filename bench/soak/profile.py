@@ -116,6 +116,12 @@ def cluster_env(profile: Profile) -> dict:
     }
 
 
+# The soak's idle-GPU policy: idle 20 s, reclaimed 20 s after the warning, 10 s windows,
+# a sweep every 5 s.
+IDLE_POLICY = {"THRESHOLD_PERCENT": 5, "AFTER_SECONDS": 20, "GRACE_SECONDS": 20, "WINDOW_SECONDS": 10,
+               "SWEEP_SECONDS": 5}
+
+
 def platform_env(profile: Profile, kubeconfig: str) -> dict:
     """Environment of every platform process the soak starts (and of the driver itself)."""
     return {
@@ -128,6 +134,10 @@ def platform_env(profile: Profile, kubeconfig: str) -> dict:
         "CELERY_RESULT_BACKEND": profile.redis_url,
         "KUBECONFIG": kubeconfig,
         "SWEEP_INTERVAL_SECONDS": str(profile.sweep_seconds),
+        # GPU telemetry from the soak cluster's Prometheus, and idle-GPU reclaim in seconds
+        # (plan.py's idle scenes; checks.idle_rows).
+        "PROMETHEUS_URL": f"http://127.0.0.1:{19090 + profile.cluster_port_offset}",
+        **{f"IDLE_GPU_{name}": str(value) for name, value in IDLE_POLICY.items()},
         # Production-like: DEBUG off (so a secret key is needed), several writers.
         "DEBUG": "false",
         "SECRET_KEY": "soak-only-not-secret",
