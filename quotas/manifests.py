@@ -74,7 +74,7 @@ def render_team_quotas(team, quotas: list[Quota]) -> list[dict]:
     if team.owns_system_namespace:
         raise SystemNamespace(team.namespace_name)
     queues = {schedulers.queue_name(team.namespace_name, quota.flavor): quota.flavor.name for quota in quotas}
-    return [render_resource_quota(team, quotas), render_admission_params(team, queues),
+    return [render_resource_quota(team, quotas), render_admission_params(team, queues, [q.flavor for q in quotas]),
             *render_team_queues(quotas, team.namespace_name, team.slug)]
 
 

@@ -5,13 +5,31 @@ RBAC already keeps members to reading (``tenants.manifests``). The policy holds 
 writes into a team namespace, a person or a controller someone else gave rights there, to
 what the platform itself renders:
 
-- workloads carry the platform's labels; pods and ReplicaSets are made by a controller;
-- a batch Job names a Kueue LocalQueue (LocalQueues live in the namespace, so it can only be
-  the team's own); a Volcano Job, or a Deployment that Volcano schedules, names one of the
-  team's Volcano queues, listed in the namespace's parameters ConfigMap;
+- every kind that makes pods is matched, and only the platform's are admitted: Jobs,
+  Deployments and Volcano Jobs, and the Pods and ReplicaSets their controllers make
+  (StatefulSets, DaemonSets, ReplicationControllers and CronJobs are refused);
+- workloads carry the platform's labels; owner references name only kinds the platform makes
+  (a Pod: a Job, a Volcano Job or a ReplicaSet, as its controller; a ReplicaSet: a Deployment;
+  a Service: a Volcano Job's, for its pods' host names; a Job, Deployment or Volcano Job:
+  none), so a bare Pod or ReplicaSet cannot pass for a controller's;
+- a batch Job names one of the team's Kueue LocalQueues (a LocalQueue is named after its
+  flavor, and the team's flavors are listed in the namespace's parameters ConfigMap); a
+  Volcano Job, or a Deployment that Volcano schedules, names one of the team's Volcano queues;
 - pod templates keep the hardened rules: the workload ServiceAccount, no host namespaces, no
-  privileged containers, no hostPath volumes, none of the variables the GPU runtime reads;
-- Services are ClusterIP (the ResourceQuota also holds LoadBalancers and NodePorts at 0).
+  host ports, no privileged containers, no hostPath volumes, none of the variables the GPU
+  runtime reads, no ``envFrom`` (a ConfigMap's keys could be those variables), no ephemeral
+  containers (the ``pods/ephemeralcontainers`` subresource is matched too);
+- placement is the flavor's: the nodeSelector of the flavor of the queue named (any of the
+  team's flavors for a Pod that names none), its tolerations only (plus the ones Kubernetes
+  adds itself), no node affinity, no nodeName: ``tolerations: [{operator: Exists}]`` with
+  another pool's nodeSelector does not reach that pool;
+- Services are ClusterIP without ``externalIPs`` (the ResourceQuota also holds LoadBalancers
+  and NodePorts at 0).
+
+The team's queues and the placement of each of its flavors come from the parameters
+ConfigMap in its namespace (reconciled with its quotas), not from the cluster-wide policy:
+the policy is the same whatever the flavors, and a flavor edited in the admin reaches the
+teams that use it with their queues.
 
 Kueue stays at ``manageJobsWithoutQueueName: false``, as Kueue's own "job admission policy"
 guide pairs it with such a policy: turned on, Kueue's pod integration (which Deployments need)
@@ -28,13 +46,27 @@ from schedulers.workloads import GPU_RUNTIME_ENV_NAMES, GPU_RUNTIME_ENV_PREFIXES
 API = "admissionregistration.k8s.io/v1"
 POLICY_NAME = "gpuplatform-team-workloads"
 PARAMS_NAME = "gpuplatform-admission"  # a ConfigMap in each team namespace: queue -> flavor
+# ...and "_placement.<flavor>" -> the flavor's placement, as tokens between '|' (no queue name
+# starts with '_', and no label or toleration field holds '|').
+PLACEMENT_PREFIX = "_placement."
 ADMISSION_KINDS = [(API, "ValidatingAdmissionPolicy"), (API, "ValidatingAdmissionPolicyBinding")]
+# What the policy matches: every built-in kind that makes pods, and Volcano's Job.
+MATCHED_RESOURCES = {"": ["pods", "pods/ephemeralcontainers", "replicationcontrollers", "services"],
+                     "apps": ["daemonsets", "deployments", "replicasets", "statefulsets"],
+                     "batch": ["cronjobs", "jobs"], "batch.volcano.sh": ["jobs"]}
+# Of those, the kinds admitted at all (a Volcano Job is a "Job" too).
+ADMITTED_KINDS = ["Deployment", "Job", "Pod", "ReplicaSet", "Service"]
+# Tolerations Kubernetes puts on pods itself (DefaultTolerationSeconds).
+SYSTEM_TOLERATION_KEYS = ["node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"]
 
 _SUBMIT = "submit it through GPU Platform (web, API or gpuctl)"
 
 
-def _cel(value: str) -> str:
-    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+def _cel(value) -> str:
+    """A CEL string literal, or a list of them."""
+    if isinstance(value, list):
+        return "[" + ", ".join(_cel(v) for v in value) + "]"
+    return "'" + str(value).replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def _has_label(key: str) -> str:
@@ -45,6 +77,39 @@ def _rule(expression: str, message: str) -> dict:
     return {"expression": expression, "message": message, "reason": "Forbidden"}
 
 
+def toleration_key(toleration: dict) -> str:
+    """One toleration as one string, the way the policy spells the pod's (``_TOLERATION``)."""
+    seconds = toleration.get("tolerationSeconds")
+    return ":".join([toleration.get("key") or "", toleration.get("operator") or "Equal", toleration.get("value") or "",
+                     toleration.get("effect") or "", "" if seconds is None else str(seconds)])
+
+
+_TOLERATION = ("(has(t.key) ? t.key : '') + ':' + (has(t.operator) ? t.operator : 'Equal') + ':' + "
+               "(has(t.value) ? t.value : '') + ':' + (has(t.effect) ? t.effect : '') + ':' + "
+               "(has(t.tolerationSeconds) ? string(t.tolerationSeconds) : '')")
+_SYSTEM_TOLERATION = (f"(has(t.key) && t.key in {_cel(SYSTEM_TOLERATION_KEYS)} && has(t.operator) && "
+                      "t.operator == 'Exists' && has(t.effect) && t.effect == 'NoExecute')")
+
+
+def placement(flavor) -> str:
+    """Where a flavor's pods go, as the policy reads it: its nodeSelector entries and their
+    count, and the tolerations its pods may carry (its own, and the one Kubernetes'
+    ExtendedResourceToleration plugin adds for its GPU resource)."""
+    labels = dict(flavor.node_labels or {})
+    tolerations = [*(flavor.tolerations or []), {"key": flavor.resource_name, "operator": "Exists", "effect": "NoSchedule"}]
+    tokens = sorted({f"nodes:{len(labels)}", *(f"node:{k}={v}" for k, v in labels.items()),
+                     *(f"tol:{toleration_key(t)}" for t in tolerations)})
+    return "|" + "|".join(tokens) + "|"
+
+
+def _owner_allowed() -> str:
+    volcano_job = "(o.kind == 'Job' && o.apiVersion.startsWith('batch.volcano.sh/'))"
+    return ("object.kind == 'Pod' ? ((o.kind == 'Job' && o.apiVersion == 'batch/v1') || "
+            f"{volcano_job} || (o.kind == 'ReplicaSet' && o.apiVersion == 'apps/v1')) : "
+            "object.kind == 'ReplicaSet' ? (o.kind == 'Deployment' && o.apiVersion == 'apps/v1') : "
+            f"object.kind == 'Service' ? {volcano_job} : false")
+
+
 def _validations() -> list[dict]:
     ours = f"{_has_label(MANAGED_BY_LABEL)} && object.metadata.labels[{_cel(MANAGED_BY_LABEL)}] == {_cel(MANAGED_BY_VALUE)}"
     gpu_env = " && ".join([*(f"!e.name.upperAscii().startsWith({_cel(p)})" for p in GPU_RUNTIME_ENV_PREFIXES),
@@ -52,27 +117,45 @@ def _validations() -> list[dict]:
     volcano_template = ("variables.templates.all(s, has(s.schedulerName) && s.schedulerName == 'volcano')"
                         " && variables.annotations.all(a, " + _cel(QUEUE_ANNOTATION) + " in a"
                         " && a[" + _cel(QUEUE_ANNOTATION) + "] in variables.queues)")
+    where = f"variables.data[{_cel(PLACEMENT_PREFIX)} + f]"
+    placed = ("variables.templates.all(s, variables.flavors.exists(f, "
+              f"({_cel(PLACEMENT_PREFIX)} + f) in variables.data && "
+              f"(!has(s.nodeSelector) || s.nodeSelector.all(k, {where}.contains('|node:' + k + '=' + s.nodeSelector[k] + '|'))) && "
+              f"{where}.contains('|nodes:' + string(has(s.nodeSelector) ? size(s.nodeSelector) : 0) + '|') && "
+              f"(!has(s.tolerations) || s.tolerations.all(t, {_SYSTEM_TOLERATION} || "
+              f"{where}.contains('|tol:' + {_TOLERATION} + '|')))))")
     return [
+        _rule(f"variables.volcano || object.kind in {_cel(ADMITTED_KINDS)}",
+              "The platform runs Jobs, Deployments and Volcano Jobs in team namespaces, and nothing else "
+              f"that makes pods (no StatefulSet, DaemonSet, ReplicationController or CronJob): {_SUBMIT}."),
         _rule(f"object.kind in ['Pod', 'ReplicaSet', 'Service'] || ({ours})",
               f"Workloads in team namespaces are the platform's: {_SUBMIT}."),
-        _rule("!(object.kind in ['Pod', 'ReplicaSet']) || "
-              "(has(object.metadata.ownerReferences) && size(object.metadata.ownerReferences) > 0)",
+        _rule("!(object.kind in ['Pod', 'ReplicaSet']) || variables.owners.exists(o, has(o.controller) && o.controller)",
               f"Pods in team namespaces are made by the platform's Jobs and Deployments: {_SUBMIT}."),
-        _rule(f"!(object.kind == 'Job' && !variables.volcano) || ({_has_label(QUEUE_LABEL)})",
-              f"A Job in a team namespace waits in the team's Kueue queue ({QUEUE_LABEL}): {_SUBMIT}."),
+        _rule(f"variables.owners.all(o, {_owner_allowed()})",
+              "Owner references in team namespaces name only what the platform makes (a Pod's: its Job, "
+              f"Volcano Job or ReplicaSet; a ReplicaSet's: its Deployment): {_SUBMIT}."),
+        _rule(f"!(object.kind == 'Job' && !variables.volcano) || ({_has_label(QUEUE_LABEL)} && "
+              "variables.kueueQueue in variables.teamFlavors)",
+              f"A Job in a team namespace waits in one of the team's own Kueue queues ({QUEUE_LABEL}): {_SUBMIT}."),
         _rule("!variables.volcano || (has(object.spec.queue) && object.spec.queue in variables.queues)",
               "A Volcano Job in a team namespace names one of the team's own queues."),
-        _rule(f"object.kind != 'Deployment' || ({_has_label(QUEUE_LABEL)}) || ({volcano_template})",
+        _rule(f"object.kind != 'Deployment' || ({_has_label(QUEUE_LABEL)} && variables.kueueQueue in variables.teamFlavors)"
+              f" || ({volcano_template})",
               "A Deployment in a team namespace waits in one of the team's own queues "
               f"(Kueue's {QUEUE_LABEL} label, or Volcano with {QUEUE_ANNOTATION})."),
         _rule("object.kind != 'Service' || !has(object.spec.type) || object.spec.type == 'ClusterIP'",
               "Services in team namespaces are ClusterIP: nothing outside the cluster reaches a team's workloads."),
+        _rule("object.kind != 'Service' || !has(object.spec.externalIPs) || size(object.spec.externalIPs) == 0",
+              "Services in team namespaces have no externalIPs: nothing outside the cluster reaches a team's workloads."),
         _rule("variables.templates.all(s, has(s.serviceAccountName) && "
               f"s.serviceAccountName == {_cel(WORKLOAD_SERVICE_ACCOUNT)})",
               f"Pods in team namespaces run as the '{WORKLOAD_SERVICE_ACCOUNT}' ServiceAccount."),
         _rule("variables.templates.all(s, "
               "!(has(s.hostNetwork) && s.hostNetwork) && !(has(s.hostPID) && s.hostPID) && !(has(s.hostIPC) && s.hostIPC))",
               "Pods in team namespaces do not share the node's network, PID or IPC namespaces."),
+        _rule("variables.containers.all(c, !has(c.ports) || c.ports.all(p, !has(p.hostPort) || p.hostPort == 0))",
+              "Containers in team namespaces open no ports on the node (hostPort)."),
         _rule("variables.templates.all(s, !has(s.volumes) || s.volumes.all(v, !has(v.hostPath)))",
               "Pods in team namespaces mount no hostPath volumes."),
         _rule("variables.containers.all(c, !has(c.securityContext) || "
@@ -81,6 +164,17 @@ def _validations() -> list[dict]:
         _rule(f"variables.containers.all(c, !has(c.env) || c.env.all(e, {gpu_env}))",
               "Containers in team namespaces do not set the variables the GPU runtime reads "
               "(NVIDIA_*, AMD_VISIBLE_DEVICES): GPUs come from the scheduler only."),
+        _rule("variables.containers.all(c, !has(c.envFrom) || size(c.envFrom) == 0)",
+              "Containers in team namespaces take no variables from ConfigMaps or Secrets (envFrom): "
+              "such keys could be the variables the GPU runtime reads."),
+        _rule("variables.templates.all(s, !has(s.ephemeralContainers) || size(s.ephemeralContainers) == 0)",
+              "Pods in team namespaces get no ephemeral containers (kubectl debug)."),
+        _rule("variables.templates.all(s, (!has(s.nodeName) || (object.kind == 'Pod' && request.operation == 'UPDATE'))"
+              " && (!has(s.affinity) || !has(s.affinity.nodeAffinity)))",
+              "Pods in team namespaces are placed by the scheduler on their flavor's nodes: no nodeName, no node affinity."),
+        _rule(placed,
+              "Pods in team namespaces run on the nodes of the flavor of the team's queue they name: its "
+              "nodeSelector exactly, and its tolerations only."),
     ]
 
 
@@ -97,21 +191,40 @@ def _variables() -> list[dict]:
         "[has(object.spec.template.metadata) && has(object.spec.template.metadata.annotations) ? "
         "object.spec.template.metadata.annotations : {}]"
     )
+    annotation = _cel(QUEUE_ANNOTATION)
+    volcano_queue = (
+        "variables.volcano ? (has(object.spec.queue) ? object.spec.queue : '') : "
+        f"object.kind == 'Pod' ? (has(object.metadata.annotations) && {annotation} in object.metadata.annotations ? "
+        f"object.metadata.annotations[{annotation}] : '') : "
+        f"variables.annotations.exists(a, {annotation} in a) ? "
+        f"variables.annotations.filter(a, {annotation} in a)[0][{annotation}] : ''"
+    )
+    flavors_named = (
+        "variables.volcanoQueue != '' ? (variables.volcanoQueue in variables.queues ? "
+        "[variables.data[variables.volcanoQueue]] : []) : "
+        "variables.kueueQueue != '' ? (variables.kueueQueue in variables.teamFlavors ? [variables.kueueQueue] : []) : "
+        "variables.teamFlavors"
+    )
     return [
         {"name": "volcano", "expression": "object.apiVersion.startsWith('batch.volcano.sh/')"},
-        {"name": "queues", "expression": "has(params.data) ? params.data : {}"},
+        {"name": "data", "expression": "has(params.data) ? params.data : {}"},
+        {"name": "queues", "expression": "variables.data.filter(k, !k.startsWith('_'))"},
+        {"name": "teamFlavors", "expression": "variables.queues.map(q, variables.data[q])"},
+        {"name": "owners", "expression": "has(object.metadata.ownerReferences) ? object.metadata.ownerReferences : []"},
         {"name": "templates", "expression": templates},
         {"name": "annotations", "expression": template_metadata},
         {"name": "containers", "expression": "variables.templates.map(s, s.containers + "
                                              "(has(s.initContainers) ? s.initContainers : [])).flatten()"},
+        {"name": "kueueQueue", "expression": f"{_has_label(QUEUE_LABEL)} ? object.metadata.labels[{_cel(QUEUE_LABEL)}] : ''"},
+        {"name": "volcanoQueue", "expression": volcano_queue},
+        # The flavors a workload may be placed on: its queue's, or the team's for a Pod that names none.
+        {"name": "flavors", "expression": flavors_named},
     ]
 
 
 def _resource_rules() -> list[dict]:
-    resources = {"": ["pods", "services"], "apps": ["deployments", "replicasets", "statefulsets", "daemonsets"],
-                 "batch": ["jobs", "cronjobs"], "batch.volcano.sh": ["jobs"]}
     return [{"apiGroups": [group], "apiVersions": ["*"], "resources": names, "operations": ["CREATE", "UPDATE"]}
-            for group, names in resources.items()]
+            for group, names in MATCHED_RESOURCES.items()]
 
 
 def render_admission() -> list[dict]:
@@ -147,8 +260,10 @@ def render_admission() -> list[dict]:
     return [owned(policy), owned(binding)]
 
 
-def render_admission_params(team, queues: dict[str, str]) -> dict:
-    """The team's parameters for the policy: its Volcano and Kueue queue names -> flavor."""
+def render_admission_params(team, queues: dict[str, str], flavors=()) -> dict:
+    """The team's parameters for the policy: its Volcano and Kueue queue names -> flavor, and
+    the placement of each of ``flavors`` (its quotas')."""
+    data = {**queues, **{PLACEMENT_PREFIX + flavor.name: placement(flavor) for flavor in flavors}}
     return owned({"apiVersion": "v1", "kind": "ConfigMap",
                   "metadata": {"name": PARAMS_NAME, "namespace": team.namespace_name},
-                  "data": dict(sorted(queues.items()))}, team=team.slug)
+                  "data": dict(sorted(data.items()))}, team=team.slug)

@@ -9,7 +9,7 @@ import pytest
 from core.ownership import MANAGED_BY_LABEL, TEAM_LABEL
 from quotas.models import Cohort, Scheduler
 from schedulers import queue_name
-from tenants.admission import PARAMS_NAME
+from tenants.admission import PARAMS_NAME, PLACEMENT_PREFIX
 from tenants.models import Membership
 
 from ..builders import make_flavor, make_quota, make_team, make_user, render_team_and_quotas
@@ -146,9 +146,11 @@ def test_admission_parameters_name_the_teams_own_queues_only(team):
     make_quota(other, a100, nominal_gpus=8)
     params = rendered(team)["ConfigMap", PARAMS_NAME]
     assert params["metadata"]["namespace"] == team.namespace_name
-    assert params["data"] == {queue_name(team.namespace_name, h100): "h100",
-                              queue_name(team.namespace_name, a100): "a100"}
+    queues = {key: value for key, value in params["data"].items() if not key.startswith(PLACEMENT_PREFIX)}
+    assert queues == {queue_name(team.namespace_name, h100): "h100", queue_name(team.namespace_name, a100): "a100"}
     assert queue_name(other.namespace_name, a100) not in params["data"]
+    # and where each of the team's flavors places its pods
+    assert set(params["data"]) - set(queues) == {PLACEMENT_PREFIX + "h100", PLACEMENT_PREFIX + "a100"}
 
 
 def test_a_team_without_quotas_gets_empty_admission_parameters(team):
