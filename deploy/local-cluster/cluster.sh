@@ -191,6 +191,7 @@ cmd_build() {
       scheduler=vc-scheduler controller-manager=vc-controller-manager
   fi
   build_telemetry
+  "$HERE/keda.sh" build  # KEDA (inference autoscaling on GPU utilization): keda.sh
   log "build: all binaries in $BIN_DIR"
 }
 
@@ -819,6 +820,7 @@ cmd_up() {
   wait_for "kube-controller-manager health" 60 secure_health "$KCM_PORT" /healthz
   wait_for "kube-scheduler health" 60 secure_health "$SCHEDULER_PORT" /healthz
   start_telemetry
+  "$HERE/keda.sh" up
   log "ready in $((SECONDS - t0))s: $(kubectl_ version -o json | python3 -c 'import json,sys; print(json.load(sys.stdin)["serverVersion"]["gitVersion"])'), $(kubectl_ get nodes --no-headers | wc -l) nodes"
   echo "export KUBECONFIG=$KUBECONFIG_PATH"
   echo "export PROMETHEUS_URL=$PROMETHEUS_URL_"
@@ -843,7 +845,8 @@ stop_group() { # stop_group <name>...: SIGTERM them together, SIGKILL what is le
 }
 
 cmd_down() {
-  # telemetry and controllers first, then the apiserver, then etcd
+  # KEDA, telemetry and controllers first, then the apiserver, then etcd
+  "$HERE/keda.sh" down
   stop_telemetry
   stop_group vc-scheduler vc-controller-manager kueue kwok kube-scheduler kube-controller-manager
   stop_group kube-apiserver
@@ -870,6 +873,7 @@ cmd_status() {
     if is_running "$name"; then state="running (pid $(cat "$PIDS/$name.pid"))"; else state="stopped"; rc=1; fi
     printf '%-24s %s\n' "$name" "$state"
   done
+  "$HERE/keda.sh" status || rc=1
   echo "kubeconfig: $KUBECONFIG_PATH"
   echo "ports: etcd $ETCD_PORT, apiserver $APISERVER_PORT, kueue webhook $KUEUE_WEBHOOK_PORT (127.0.0.1)"
   echo "GPU metrics: http://127.0.0.1:$GPU_EXPORTER_PORT/metrics, Prometheus $PROMETHEUS_URL_ (scrape every ${PROMETHEUS_SCRAPE_SECONDS}s)"
@@ -903,7 +907,7 @@ case "${1:-}" in
   up) cmd_up ;;
   down) cmd_down ;;
   status) cmd_status ;;
-  built) all_built ;;  # exit 0 when every binary is cached (make demo asks before starting)
+  built) all_built && "$HERE/keda.sh" built ;;  # exit 0 when every binary is cached (make demo asks before starting)
   reset) cmd_reset ;;
   restart-apiserver) cmd_restart_apiserver ;;
   stop-prometheus) cmd_stop_prometheus ;;
