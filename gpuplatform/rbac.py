@@ -28,6 +28,20 @@ Where each right comes from:
 
 Nothing here reads Secrets, writes nodes, or uses a wildcard. The watcher's Lease is not
 cluster-wide: a Role in the platform's namespace (`LEASE_RULES`).
+
+The web pods are internet-facing and have an identity of their own (the chart's web
+ServiceAccount, WEB_SERVICE_ACCOUNT), holding only what the web reads, from what its pages
+and API call through `cluster/`:
+- in each team namespace, through a Role the platform writes there (`tenants.manifests.
+  WEB_TEAM_RULES`): a job's pods and their logs (`jobs.logs`, the jobs API's logs) and an
+  inference server's Deployment (its replicas);
+- cluster-wide (`WEB_CLUSTER_RULES`): nodes, listed by the capacity page, and Kueue's
+  pending workloads of a ClusterQueue (`jobs.pending`, queue positions);
+- its own namespace's Namespace object (`web_namespace_rules`), which /readyz reads to say
+  the cluster answers.
+No ConfigMaps, no Secrets, no port-forward, no writes, nothing outside team namespaces but
+those two reads. (The platform's identity holds `create pods/portforward` only to write the
+team editor Role; the chart's admission policy refuses it every CONNECT.)
 """
 
 from __future__ import annotations
@@ -39,6 +53,7 @@ from core.owners import registered
 from jobs.pending import VISIBILITY_GROUP
 from jobs.reclaim import RIGHTS as RECLAIM_RIGHTS
 from jobs.watcher import WATCHED
+from tenants.manifests import WEB_TEAM_RULES
 from tenants.manifests import _rules as team_role_rules
 
 APPLY = {"get", "list", "create", "patch", "delete"}
@@ -54,6 +69,17 @@ LEASE_RULES = [
     {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": [LEASE_NAME],
      "verbs": ["get", "update"]},
 ]
+
+# The web's identity, cluster-wide (read only).
+WEB_CLUSTER_RULES = [
+    {"apiGroups": [""], "resources": ["nodes"], "verbs": ["list"]},
+    {"apiGroups": [VISIBILITY_GROUP], "resources": ["clusterqueues/pendingworkloads"], "verbs": ["get"]},
+]
+
+
+def web_namespace_rules(namespace: str) -> list[dict]:
+    """The web's identity in the platform's namespace: that Namespace object, read by /readyz."""
+    return [{"apiGroups": [""], "resources": ["namespaces"], "resourceNames": [namespace], "verbs": ["get"]}]
 
 
 def resource(kind: str) -> str:
@@ -84,7 +110,7 @@ def required() -> dict[tuple[str, str], set[str]]:
     for key, verbs in RECLAIM_RIGHTS.items():
         needs[key] |= verbs
     for write in (True, False):
-        for rule in team_role_rules(write):
+        for rule in [*team_role_rules(write), *WEB_TEAM_RULES]:
             for api_group in rule["apiGroups"]:
                 for name in rule["resources"]:
                     needs[(api_group, name)] |= set(rule["verbs"])

@@ -318,6 +318,10 @@ KUBE_FIELD_MANAGER = env_str("KUBE_FIELD_MANAGER", "gpuplatform")
 KUBE_WATCH_CACHE = env_bool("KUBE_WATCH_CACHE", True)
 TEAM_NAMESPACE_PREFIX = env_str("TEAM_NAMESPACE_PREFIX", "team-")
 PLATFORM_NAMESPACE = env_str("PLATFORM_NAMESPACE", "gpuplatform-system")
+# The web pods' own ServiceAccount in PLATFORM_NAMESPACE (the chart sets it): each team
+# namespace gets a Role and RoleBinding letting it read pods, logs and Deployments there,
+# and nothing else. Empty: none (the web uses the platform's identity, as on a laptop).
+WEB_SERVICE_ACCOUNT = env_str("WEB_SERVICE_ACCOUNT", "")
 # Pod Security Admission level enforced on team namespaces.
 POD_SECURITY_LEVEL = env_choice(
     "POD_SECURITY_LEVEL", "restricted", ("restricted", "baseline", "privileged")
@@ -380,6 +384,8 @@ if TEAM_NAMESPACE_PREFIX and not is_dns1123_label(TEAM_NAMESPACE_PREFIX + "x"):
     )
 if not is_dns1123_label(PLATFORM_NAMESPACE):
     raise ImproperlyConfigured(f"PLATFORM_NAMESPACE={PLATFORM_NAMESPACE!r} is not a DNS-1123 label.")
+if WEB_SERVICE_ACCOUNT and not is_dns1123_label(WEB_SERVICE_ACCOUNT):
+    raise ImproperlyConfigured(f"WEB_SERVICE_ACCOUNT={WEB_SERVICE_ACCOUNT!r} is not a DNS-1123 label.")
 
 # --- REST framework ----------------------------------------------------------------------
 # A web process reuses a token it found for this long at most (tenants/recent_tokens.py):

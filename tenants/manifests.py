@@ -1,7 +1,8 @@
 """Render a team's namespace and what the team itself needs in it. Pure: models in, dicts out.
 
 Namespace (Pod Security Admission), LimitRange, the workload ServiceAccount, Roles and
-RoleBindings for members, NetworkPolicies. The team's ResourceQuota and queues come from
+RoleBindings for members and for the web's own identity, NetworkPolicies. The team's
+ResourceQuota and queues come from
 its quotas (``quotas.manifests``).
 """
 
@@ -22,6 +23,15 @@ TEAM_KINDS = [
 ]
 EDITOR_ROLE = "gpuplatform-workload-editor"
 VIEWER_ROLE = "gpuplatform-workload-viewer"
+WEB_READER_ROLE = "gpuplatform-web-reader"
+# What the web reads in a team namespace, as its own identity (WEB_SERVICE_ACCOUNT, the
+# chart's web ServiceAccount): a job's pods and their logs (jobs.logs, the jobs API) and an
+# inference server's Deployment (its replicas). Nothing else, and only in team namespaces.
+WEB_TEAM_RULES = [
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]},
+    {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
+    {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["get"]},
+]
 
 # What people may do with kubectl in their own namespace. Workloads are written only by the
 # platform, so they go through the queues and get the hardened pod template; people read
@@ -103,6 +113,23 @@ def render_rbac(team: Team, memberships: list[Membership], groups: list[GroupMap
     return objects
 
 
+def render_web_reader(team: Team) -> list[dict]:
+    """The web's read access to this namespace (``WEB_TEAM_RULES``), bound to the web's own
+    ServiceAccount in the platform's namespace; none when WEB_SERVICE_ACCOUNT is not set
+    (the web then talks to the cluster as the rest of the platform does)."""
+    if not settings.WEB_SERVICE_ACCOUNT:
+        return []
+    meta = {"name": WEB_READER_ROLE, "namespace": team.namespace_name}
+    return [
+        owned({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": dict(meta),
+               "rules": WEB_TEAM_RULES}, team=team.slug),
+        owned({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": dict(meta),
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": WEB_READER_ROLE},
+               "subjects": [{"kind": "ServiceAccount", "name": settings.WEB_SERVICE_ACCOUNT,
+                             "namespace": settings.PLATFORM_NAMESPACE}]}, team=team.slug),
+    ]
+
+
 def render_network_policies(team: Team) -> list[dict]:
     namespace = team.namespace_name
 
@@ -132,5 +159,6 @@ def render_team(team: Team, memberships: list[Membership], groups: list[GroupMap
         render_limit_range(team),
         render_service_account(team),
         *render_rbac(team, memberships, groups),
+        *render_web_reader(team),
         *render_network_policies(team),
     ]

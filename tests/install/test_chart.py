@@ -67,7 +67,8 @@ def test_only_the_processes_that_talk_to_the_cluster_get_a_token(defaults):
     tokens = {name.removeprefix("gp-gpuplatform-"): spec.get("automountServiceAccountToken")
               for name, spec in pod_specs(defaults)}
     assert tokens == {"web": True, "worker": True, "watcher": True, "beat": False, "migrate": False}
-    assert find(defaults, "ServiceAccount")[0]["automountServiceAccountToken"] is False
+    accounts = find(defaults, "ServiceAccount")
+    assert len(accounts) == 2 and all(a["automountServiceAccountToken"] is False for a in accounts)
 
 
 def test_web_runs_twice_behind_a_disruption_budget_with_probes(defaults):
@@ -121,14 +122,14 @@ def test_values_outside_the_schema_are_refused(helm):
 
 # --- RBAC ----------------------------------------------------------------------------------
 def test_the_cluster_role_grants_exactly_what_the_code_needs(defaults):
-    role = find(defaults, "ClusterRole")[0]
+    role = find(defaults, "ClusterRole", "-gpuplatform")
     assert flatten(role["rules"]) == required(), (
         "deploy/helm/gpuplatform/templates/rbac.yaml differs from gpuplatform/rbac.py; the code needs:\n"
         + "\n".join(str(rule) for rule in cluster_role_rules()))
 
 
 def test_the_cluster_role_has_no_wildcards_secrets_or_node_writes(defaults):
-    rules = find(defaults, "ClusterRole")[0]["rules"]
+    rules = [rule for role in find(defaults, "ClusterRole") for rule in role["rules"]]
     for rule in rules:
         for field in ("apiGroups", "resources", "verbs"):
             assert "*" not in rule[field], rule
@@ -158,12 +159,13 @@ def test_team_roles_can_be_written_without_escalate_or_bind():
 
 
 def test_the_admission_policy_confines_every_write_the_cluster_role_allows(defaults):
-    policy = find(defaults, "ValidatingAdmissionPolicy")[0]
+    policy = find(defaults, "ValidatingAdmissionPolicy", "-confine-writes")
     matched = flatten([{**rule, "verbs": rule["operations"]} for rule in policy["spec"]["matchConstraints"]["resourceRules"]])
-    writable = {key for key, verbs in required().items() if "patch" in verbs}
+    writable = {key for key, verbs in required().items() if "patch" in verbs} | {
+        (group, name) for rule in LEASE_RULES for group in rule["apiGroups"] for name in rule["resources"]}
     assert set(matched) == writable
     assert all(set(ops) == {"CREATE", "UPDATE", "DELETE"} for ops in matched.values())
     assert policy["spec"]["matchConditions"][0]["expression"] == (
         'request.userInfo.username == "system:serviceaccount:gpuplatform-system:gp-gpuplatform"')
-    binding = find(defaults, "ValidatingAdmissionPolicyBinding")[0]
+    binding = find(defaults, "ValidatingAdmissionPolicyBinding", "-confine-writes")
     assert binding["spec"] == {"policyName": policy["metadata"]["name"], "validationActions": ["Deny"]}

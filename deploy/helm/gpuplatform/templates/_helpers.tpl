@@ -21,6 +21,11 @@ app.kubernetes.io/component: {{ .component }}
 {{- default (include "gpuplatform.fullname" .) .Values.serviceAccount.name -}}
 {{- end -}}
 
+{{/* The web pods' own identity (templates/rbac.yaml: reads only). */}}
+{{- define "gpuplatform.webServiceAccountName" -}}
+{{- default (printf "%s-web" (include "gpuplatform.fullname" .)) .Values.serviceAccount.webName -}}
+{{- end -}}
+
 {{- define "gpuplatform.secretName" -}}
 {{- default (printf "%s-secrets" (include "gpuplatform.fullname" .)) .Values.secrets.existingSecret -}}
 {{- end -}}
