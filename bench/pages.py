@@ -10,8 +10,13 @@
 3. print queries, p50 and p95 per page, with the login page (full middleware and a
    template, no data) as the floor, and write bench/results/pages.md.
 
+GPU metrics come from a small real HTTP server standing in for Prometheus
+(bench/prometheus_standin.py, PROMETHEUS_URL), its GPUs those of the running jobs the pages
+show; each page's Prometheus queries are counted (the "prom" column: at most one a page).
+
 A benchmark, not a test: it asserts nothing about time. BENCH_PAGE_REQUESTS (100) and
-BENCH_PAGE_SECONDS (60, the most one page may take) bound a run.
+BENCH_PAGE_SECONDS (60, the most one page may take) bound a run; BENCH_PAGES_DATABASE
+names another database than bench_pages.
 """
 
 import os
@@ -34,22 +39,39 @@ RESULTS = ROOT / "bench/results/pages.md"
 
 def main() -> int:
     sys.path.insert(0, str(ROOT))
-    os.environ.update(_environment())
+    from bench.prometheus_standin import serve
+
+    standin, server = serve()
+    os.environ.update(_environment(), PROMETHEUS_URL=standin.url)
     import django
 
     django.setup()
     _seed()
     pages = _pages()
-    results = {name: _measure(user, path) for name, (user, path) in pages.items()}
+    _gpus(standin, pages)
+    results = {name: _measure(user, path, standin) for name, (user, path) in pages.items()}
+    server.shutdown()
     _report(results)
     return 0
+
+
+def _gpus(standin, pages) -> None:
+    """The stand-in's GPUs: those of the running jobs on the first page of the quota
+    manager's job list (pods named as the Job controller names them), every third GPU idle."""
+    from jobs.models import Job
+    from schedulers.workloads import object_name
+
+    running = Job.objects.filter(state=Job.State.RUNNING).select_related("team").order_by("-created_at", "-id")
+    for job in running[:50]:
+        for gpu in range(job.workers * job.gpus_per_worker):
+            standin.gpu(job.team.namespace_name, f"{object_name(job)}-0-bench", gpu, util=0 if gpu % 3 == 2 else 75)
 
 
 def _environment() -> dict:
     from bench.postgres import ensure_database
 
     database = ensure_database(os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:55432/gpuplatform"),
-                               "bench_pages")
+                               os.environ.get("BENCH_PAGES_DATABASE", "bench_pages"))
     redis = os.environ.get("REDIS_URL", "redis://127.0.0.1:56379/0").rsplit("/", 1)[0] + "/13"
     return {
         "DJANGO_SETTINGS_MODULE": "gpuplatform.settings",
@@ -185,8 +207,8 @@ def _seed() -> None:
         events = JobEvent._meta.db_table
         with connection.cursor() as cursor:
             cursor.execute(f"""
-                INSERT INTO "{events}" (job_id, created_at, from_state, to_state, reason, message)
-                SELECT id, at, from_state, to_state, reason, '' FROM (
+                INSERT INTO "{events}" (job_id, created_at, recorded_at, from_state, to_state, reason, message)
+                SELECT id, at, at, from_state, to_state, reason, '' FROM (
                   SELECT id, submitted_at AS at, 'draft' AS from_state, 'submitted' AS to_state, 'Submitted' AS reason FROM jobs_job
                   UNION ALL SELECT id, submitted_at + interval '1 minute', 'submitted', 'queued', 'Queued' FROM jobs_job
                     WHERE state <> 'submitted'
@@ -220,6 +242,8 @@ def _pages() -> dict:
     newest = Job.objects.order_by("-created_at").values_list("created_at", flat=True).first()
     # The last full month of data (the seed's 60 days end at its own "now").
     month = (newest - timedelta(days=20)).strftime("%Y-%m")
+    # The newest running job (bt0000's jobs never run in the seed: its member's list has none).
+    running = Job.objects.filter(state=Job.State.RUNNING).order_by("-created_at", "-id").first().pk
     return {
         "floor: login page": (None, "/login/"),
         "dashboard": (member, "/"),
@@ -232,10 +256,13 @@ def _pages() -> dict:
         "jobs (quota manager)": (manager, "/jobs/"),
         "quota list (quota manager)": (manager, "/quotas/"),
         "usage, one team (member)": (member, f"/quotas/usage/?month={month}&team=bt0000"),
+        # The newest page has no running job: this one has 25, each with a utilization.
+        "running jobs (quota manager)": (manager, "/jobs/?state=running"),
+        "job GPU panel (quota manager)": (manager, f"/jobs/{running}/gpus/"),
     }
 
 
-def _measure(user, path: str) -> dict:
+def _measure(user, path: str, standin) -> dict:
     from django.db import connection
     from django.test import Client
     from django.test.utils import CaptureQueriesContext
@@ -245,9 +272,11 @@ def _measure(user, path: str) -> dict:
         client.force_login(user)
     for _ in range(2):  # warm up: templates, the session, the permission cache
         assert client.get(path).status_code == 200, path
+    asked = standin.queries
     with CaptureQueriesContext(connection) as ctx:
         response = client.get(path)
     queries = len(ctx.captured_queries)  # now: the next request's request_started empties the log
+    prometheus = standin.queries - asked
     assert response.status_code == 200, path
     size = len(response.content)
     latencies = []
@@ -258,10 +287,10 @@ def _measure(user, path: str) -> dict:
         latencies.append(time.perf_counter() - start)
         assert response.status_code == 200, path
     latencies.sort()
-    result = {"path": path, "queries": queries, "n": len(latencies), "kib": size / 1024,
+    result = {"path": path, "queries": queries, "prometheus": prometheus, "n": len(latencies), "kib": size / 1024,
               "p50": statistics.median(latencies) * 1000,
               "p95": latencies[max(0, int(len(latencies) * 0.95 + 0.5) - 1)] * 1000}
-    print(f"  {path:<40} {result['queries']:3d} queries  p50 {result['p50']:8.1f} ms  p95 {result['p95']:8.1f} ms",
+    print(f"  {path:<40} {result['queries']:3d} queries  {prometheus} prom  p50 {result['p50']:8.1f} ms  p95 {result['p95']:8.1f} ms",
           flush=True)
     return result
 
@@ -271,15 +300,16 @@ def _report(results: dict) -> None:
 
     floor = results["floor: login page"]
     lines = [
-        "| page | path | queries | requests | HTML KiB | p50 ms | p95 ms | p95 / floor |",
-        "|---|---|---|---|---|---|---|---|",
+        "| page | path | queries | prom | requests | HTML KiB | p50 ms | p95 ms | p95 / floor |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for name, r in results.items():
-        lines.append(f"| {name} | `{r['path']}` | {r['queries']} | {r['n']} | {r['kib']:.0f} | {r['p50']:.1f} | "
+        lines.append(f"| {name} | `{r['path']}` | {r['queries']} | {r['prometheus']} | {r['n']} | {r['kib']:.0f} | {r['p50']:.1f} | "
                      f"{r['p95']:.1f} | {r['p95'] / floor['p95']:.1f}x |")
     key = {"dashboard": "dashboard", "team": "team", "console": "console", "usage": "usage", "jobs": "jobs"}
     result = "RESULT pages " + " ".join(f"{k}_p95_ms={results[name]['p95']:.1f}" for name, k in key.items()) + \
-        f" max_queries={max(r['queries'] for r in results.values())}"
+        f" max_queries={max(r['queries'] for r in results.values())}" \
+        f" max_prometheus_queries={max(r['prometheus'] for r in results.values())}"
     table = "\n".join(lines)
     print(f"\n{TEAMS} teams, {JOBS} jobs; in-process test client, up to {REQUESTS} requests a page\n")
     print(table)
@@ -292,7 +322,8 @@ def _report(results: dict) -> None:
         f"{JOBS} jobs over 60 days with their events; PostgreSQL, DEBUG off, Django's test client in process, "
         f"up to {REQUESTS} requests a page after two warm-up requests. A member of one team asks for the dashboard, "
         f"team page and job list; a quota manager for the console and the usage page (last full month of data), "
-        f"and for the pages listing every team.\n\n"
+        f"and for the pages listing every team. \"prom\": the Prometheus queries of one request, to a real HTTP "
+        f"server standing in for Prometheus (bench/prometheus_standin.py) with the GPUs of the listed running jobs.\n\n"
         f"{table}\n\n"
         f"Machine: {machine()}; {load()} at the end of the run.\n\n"
         f"```\n{result}\n```\n"

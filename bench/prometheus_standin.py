@@ -25,6 +25,8 @@ _AVG = re.compile(r"avg_over_time\((?P<metric>[A-Za-z_:][A-Za-z0-9_:]*)?(?P<sele
                   re.S)
 _COUNT = re.compile(r"count by \(namespace\) \((?P<inner>avg_over_time\(.*\)) < (?P<threshold>[0-9.]+)\)", re.S)
 _UNITS = {"s": 1, "m": 60}
+# Prometheus's durations: whole numbers with units ("1s", "1500ms", "1m30s"), or plain seconds.
+_DURATION = re.compile(r"(\d+(ms|s|m|h|d|w|y))+|\d+(\.\d+)?")
 
 
 def _matchers(text: str) -> list[tuple[str, str, str]]:
@@ -91,9 +93,13 @@ class StandIn:
         window = int(match["window"]) * _UNITS[match["unit"]]
         out = []
         for one in self._select(match["metric"], match["selector"]):
-            values = [one.at(t - k) for k in range(window)]
+            if callable(one.value):
+                values = [one.at(t - k) for k in range(window)]
+                mean = sum(values) / len(values)
+            else:  # a steady GPU: its mean is its value
+                mean = float(one.value)
             labels = {k: v for k, v in one.labels.items() if k != "__name__"}
-            out.append((labels, sum(values) / len(values)))
+            out.append((labels, mean))
         return out
 
     def instant(self, promql: str, t: float) -> list[tuple[dict, float]]:
@@ -114,6 +120,9 @@ class StandIn:
     def evaluate(self, path: str, form: dict) -> tuple[int, dict]:
         with self._lock:
             self.queries += 1
+        if "timeout" in form and not _DURATION.fullmatch(form["timeout"]):  # as Prometheus refuses "1.5s"
+            return 400, {"status": "error", "errorType": "bad_data",
+                         "error": f'invalid parameter "timeout": cannot parse "{form["timeout"]}" to a valid duration'}
         try:
             if path == "/api/v1/query":
                 at = float(form.get("time", time.time()))

@@ -50,8 +50,9 @@ UTILIZATION = GPU_UTIL  # percent, 0-100, per GPU
 DEFAULT_IDLE_PERCENT = 5.0  # below this a GPU counts idle, unless IDLE_GPU_THRESHOLD_PERCENT says
 IDLE_NOW_WINDOW = "5m"  # "idle now": below the threshold on average over the last five minutes
 # A page waits at most this long for Prometheus (or PROMETHEUS_TIMEOUT_SECONDS if shorter),
-# so with Prometheus slow or away a page still answers within 2 s, saying so.
-PAGE_SECONDS = 1.5
+# so with Prometheus slow or away a page still answers within 2 s, saying so. Whole seconds:
+# the door passes its timeout on to Prometheus, whose durations take no "1.5s".
+PAGE_SECONDS = 1
 UNAVAILABLE = "GPU metrics unavailable: {reason}"
 
 
