@@ -377,6 +377,19 @@ if PROMETHEUS_TOKEN and PROMETHEUS_USERNAME:
 if bool(PROMETHEUS_USERNAME) != bool(PROMETHEUS_PASSWORD):
     raise ImproperlyConfigured("PROMETHEUS_USERNAME and PROMETHEUS_PASSWORD go together (basic auth).")
 
+# --- Inference autoscaling on GPU utilization (KEDA; jobs/autoscaling.py, docs/telemetry.md) --
+# The Prometheus KEDA's operator asks, as it reaches it (an in-cluster Service address);
+# empty: PROMETHEUS_URL. With credentials, the name of a ClusterTriggerAuthentication the
+# cluster's operators made for it and the authModes it serves (bearer, basic, tls...): the
+# platform never holds KEDA's secrets. How often KEDA asks, and how long the HPA it makes
+# waits before scaling down.
+KEDA_PROMETHEUS_URL = (env_url("KEDA_PROMETHEUS_URL", "", schemes=("http", "https"))
+                       if env_str("KEDA_PROMETHEUS_URL") else "")
+KEDA_PROMETHEUS_AUTHENTICATION = env_str("KEDA_PROMETHEUS_AUTHENTICATION")
+KEDA_PROMETHEUS_AUTH_MODES = env_str("KEDA_PROMETHEUS_AUTH_MODES", "bearer")
+KEDA_POLLING_INTERVAL_SECONDS = env_int("KEDA_POLLING_INTERVAL_SECONDS", 30, minimum=1)
+KEDA_SCALE_DOWN_WINDOW_SECONDS = env_int("KEDA_SCALE_DOWN_WINDOW_SECONDS", 300, minimum=0)
+
 if TEAM_NAMESPACE_PREFIX and not is_dns1123_label(TEAM_NAMESPACE_PREFIX + "x"):
     raise ImproperlyConfigured(
         f"TEAM_NAMESPACE_PREFIX={TEAM_NAMESPACE_PREFIX!r} must be lowercase letters, digits "
