@@ -23,6 +23,10 @@ from .access import team_access
 from .forms import GroupMappingForm, TokenForm
 from .oidc import oidc_setting, provider_logout_url
 
+# What an IdP answers a prompt=none re-check (accounts.sessions) when it no longer signs the
+# person in without asking them.
+SIGNED_OUT_AT_THE_IDP = {"login_required", "interaction_required", "consent_required", "account_selection_required"}
+
 
 def _sso_failed(request, reason: str, status: int = 400):
     """The one answer to any refused sign-in: a plain page, and no session left."""
@@ -92,6 +96,9 @@ class CallbackView(OIDCAuthenticationCallbackView):
         if pending is not None:
             request.session.modified = True  # each state answers once: no replay
             request.session.save()
+        if request.GET.get("error") in SIGNED_OUT_AT_THE_IDP:  # a re-check (prompt=none) said no
+            return _sso_failed(request, "Your sign-in at the identity provider has ended, so your session "
+                                        "here has too. Please sign in again.")
         if request.GET.get("error"):
             detail = request.GET.get("error_description") or request.GET["error"]
             return _sso_failed(request, f"The identity provider refused the sign-in: {detail[:300]}")

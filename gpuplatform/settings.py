@@ -53,6 +53,11 @@ SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0 if DEBUG else 31_536_000,
 SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", not DEBUG)
 SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", not DEBUG)
 SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", not DEBUG)
+# A signed-in session ends after this long without a request, and this long after its
+# sign-in whatever its activity (accounts.sessions); the cookie and the stored row expire then.
+SESSION_IDLE_TIMEOUT_MINUTES = env_int("SESSION_IDLE_TIMEOUT_MINUTES", 120, minimum=1)
+SESSION_MAX_AGE_HOURS = env_int("SESSION_MAX_AGE_HOURS", 12, minimum=1)
+SESSION_COOKIE_AGE = SESSION_MAX_AGE_HOURS * 3600
 CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", not DEBUG)
 SECURE_PROXY_SSL_HEADER = env_header_pair(
     "SECURE_PROXY_SSL_HEADER", "" if DEBUG else "X-Forwarded-Proto: https"
@@ -114,6 +119,10 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Sessions end after SESSION_IDLE_TIMEOUT_MINUTES idle or SESSION_MAX_AGE_HOURS in all,
+    # and SSO sessions are re-checked at the IdP every OIDC_SESSION_RECHECK_MINUTES.
+    "accounts.sessions.SessionLifetimeMiddleware",
+    "accounts.sessions.SsoSessionRefresh",
     # Records who made each change in the audit trail (django-simple-history).
     "simple_history.middleware.HistoryRequestMiddleware",
     # Answers a locked-out login with the lockout page (django-axes); keep it last.
@@ -167,13 +176,17 @@ from .sso_settings import SSO_AUTHENTICATION_BACKENDS, SSO_FORM_ACTION  # noqa: 
 
 SECURE_CSP["form-action"] = [*SECURE_CSP["form-action"], *SSO_FORM_ACTION]  # logout at the IdP
 
-# --- Login lockout (django-axes) ---------------------------------------------------------
+# --- Login lockout (django-axes, accounts.lockout) ----------------------------------------
 # Password logins (/login/ and /admin/login/) go through AxesStandaloneBackend first: after
-# LOGIN_FAILURE_LIMIT failures for one username, or from one address, further attempts are
-# refused (even with the right password) until LOGIN_LOCKOUT_MINUTES pass without another
-# try. Attempts are rows in the database, so every web process sees them; an admin unlocks
-# with "Access attempts" in the admin or `manage.py axes_reset_username NAME` /
-# `axes_reset_ip ADDRESS`. API tokens do not log in and are not counted.
+# LOGIN_FAILURE_LIMIT failures from one address (any user names), that address is refused
+# (even the right password) until LOGIN_LOCKOUT_MINUTES pass without another try; after
+# LOGIN_USERNAME_FAILURE_LIMIT failures for one user name from all addresses together, the
+# name is locked too, and the right password with a one-time code from
+# `manage.py login_unlock_code NAME` clears it. So nobody locks an account (the break-glass
+# superuser included) from their own address. Attempts are rows in the database, so every
+# web process sees them; an admin also unlocks with "Access attempts" in the admin or
+# `manage.py axes_reset_username NAME` / `axes_reset_ip ADDRESS`. API tokens do not log in
+# and are not counted.
 # LocalBackend is Django's ModelBackend that, with LOCAL_LOGIN_ENABLED off, takes only
 # superusers' passwords (the break-glass path); the OIDC backend when OIDC_ISSUER is set.
 AUTHENTICATION_BACKENDS = [
@@ -182,8 +195,12 @@ AUTHENTICATION_BACKENDS = [
     *SSO_AUTHENTICATION_BACKENDS,
 ]
 AXES_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 10, minimum=1)
+LOGIN_USERNAME_FAILURE_LIMIT = env_int("LOGIN_USERNAME_FAILURE_LIMIT", 50, minimum=1)
+LOGIN_UNLOCK_CODE_MINUTES = env_int("LOGIN_UNLOCK_CODE_MINUTES", 15, minimum=1)
 AXES_COOLOFF_TIME = timedelta(minutes=env_int("LOGIN_LOCKOUT_MINUTES", 15, minimum=1))
-AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_HANDLER = "accounts.lockout.LockoutHandler"
+# What a successful login resets: its address's attempts and its user name's.
+AXES_LOCKOUT_PARAMETERS = ["ip_address", "username"]
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
 AXES_CLIENT_IP_CALLABLE = "gpuplatform.client_ip.client_ip"
@@ -295,6 +312,8 @@ CELERY_BEAT_SCHEDULE["gpu-use"] = {"task": "jobs.tasks.record_gpu_use", "schedul
 if CELERY_BROKER_URL.startswith("filesystem://"):
     # The embedded fallback for machines without Redis: a spool folder under var/, with
     # kombu's exchange tables (control_folder, else ./control) inside it too.
+    # IdP memberships not renewed by a sign-in within OIDC_MEMBERSHIP_TTL_HOURS end (docs/sso.md).
+    "expire-idp-access": {"task": "tenants.tasks.expire_idp_access", "schedule": 60},
     _spool = VAR_DIR / "celery-spool"
     _spool.mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_TRANSPORT_OPTIONS.update(

@@ -9,7 +9,7 @@ platform signs people in with local passwords only.
 
 from django.core.exceptions import ImproperlyConfigured
 
-from .env import env_bool, env_choice, env_path, env_str, env_url
+from .env import env_bool, env_choice, env_int, env_path, env_str, env_url
 
 OIDC_ISSUER = env_str("OIDC_ISSUER").rstrip("/")
 if OIDC_ISSUER:
@@ -35,6 +35,13 @@ OIDC_CLOCK_SKEW_SECONDS = 30
 # "never" makes a new account every time. An unverified address never links.
 OIDC_LINK_EXISTING_ACCOUNTS = env_choice("OIDC_LINK_EXISTING_ACCOUNTS", "verified_email",
                                          ("verified_email", "never"))
+# IdP memberships (and the IdP's quota-manager role) last this long after the person's last
+# SSO sign-in (a silent re-check counts, OIDC_SESSION_RECHECK_MINUTES); then the beat task
+# tenants.tasks.expire_idp_access removes them, and with them their RoleBindings.
+OIDC_MEMBERSHIP_TTL_HOURS = env_int("OIDC_MEMBERSHIP_TTL_HOURS", 24, minimum=1)
+# A signed-in SSO session is re-checked at the IdP (prompt=none) this often: a person the
+# IdP no longer signs in is signed out here, and groups changed there apply.
+OIDC_SESSION_RECHECK_MINUTES = env_int("OIDC_SESSION_RECHECK_MINUTES", 15, minimum=1)
 
 # Local password login (/login/). Off: only SSO signs in, except superusers, who keep the
 # break-glass path /admin/login/ (and /login/?local=1) with their password.
@@ -64,6 +71,7 @@ OIDC_VERIFY_SSL = str(OIDC_CA_BUNDLE) if OIDC_CA_BUNDLE else True
 OIDC_TIMEOUT = 10
 OIDC_TOKEN_USE_BASIC_AUTH = True  # client_secret_basic, the OIDC default
 OIDC_STORE_ID_TOKEN = True  # the id_token_hint of RP-initiated logout
+OIDC_RENEW_ID_TOKEN_EXPIRY_SECONDS = OIDC_SESSION_RECHECK_MINUTES * 60  # accounts.sessions.SsoSessionRefresh
 OIDC_CALLBACK_CLASS = "accounts.views.CallbackView"
 OIDC_AUTHENTICATE_CLASS = "accounts.views.AuthenticateView"
 OIDC_OP_LOGOUT_URL_METHOD = "accounts.oidc.provider_logout_url"

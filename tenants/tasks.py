@@ -11,6 +11,7 @@ from core.reconcile import RETRY_POLICY, NoCluster, Outcome, current_cluster, en
 
 from .manifests import TEAM_KINDS, render_team
 from .models import SystemNamespace, Team
+from .models.identities import expire_idp_access as expire_stale_idp_access
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +97,16 @@ def reconcile_team(self, team_id: int) -> int:
 
 def reconcile_team_soon(team: Team) -> None:
     enqueue(reconcile_team, team.pk)
+
+
+@shared_task(ignore_result=True)
+def expire_idp_access() -> int:
+    """Beat, every minute: IdP memberships and roles not renewed by a sign-in within
+    ``OIDC_MEMBERSHIP_TTL_HOURS`` end; their teams' RoleBindings follow after commit."""
+    changes = expire_stale_idp_access()
+    for change in changes:
+        log.info("sso: %s", change)
+    return len(changes)
 
 
 # The team's namespace, LimitRange, ServiceAccount, RBAC and policies. Its Namespace is

@@ -7,15 +7,22 @@ marked ``source=idp`` with the group that grants them; hand-made memberships are
 touched by it. Every change is in the audit trail (the memberships' history, and the
 identity's for groups and the quota-manager role), and the receivers of
 ``tenants.receivers`` reconcile each team concerned once the transaction commits.
+What the IdP gave lasts ``OIDC_MEMBERSHIP_TTL_HOURS`` after the last sign-in:
+``expire_idp_access`` (a beat task) ends it for people who do not come back.
 """
+
+from datetime import timedelta
 
 from django.conf import settings
 from django.contrib.auth.models import Group
 from django.db import models, transaction
 from django.db.models import Q
+from django.utils import timezone
 from simple_history.models import HistoricalRecords
 
+from .. import recent_tokens
 from ..roles import QUOTA_MANAGER_GROUP
+from ..tokens import ApiToken
 from .teams import Membership, Team
 
 # When two of a person's groups map to the same team, the stronger role wins.
@@ -69,9 +76,51 @@ class GroupMappingQuerySet(models.QuerySet):
                     # team's last owner (a quota manager can still run the team).
                     _record(membership, user, f"IdP group {membership.via_group} no longer held: removed")
                     membership.delete()
+                    _revoke_team_tokens(user, team_id)
                     changes.append(f"removed from {membership.team.slug} (group {membership.via_group} gone)")
             changes += _apply_quota_manager(user, quota_manager)
         return changes
+
+
+def expire_idp_access(now=None) -> list[str]:
+    """End what the IdP gave people who have not signed in (nor been re-checked at the IdP)
+    for ``OIDC_MEMBERSHIP_TTL_HOURS``: their IdP memberships (and the tokens narrowed to
+    those teams) and the IdP's quota-manager role. Someone removed from a group at the IdP
+    so loses access within the window, whether or not they ever come back; the receivers of
+    ``tenants.receivers`` take them out of the teams' RoleBindings once this commits.
+    Returns the changes in words (the audit trail has them with their reason)."""
+    now = now or timezone.now()
+    ttl = settings.OIDC_MEMBERSHIP_TTL_HOURS
+    renewed = Q(user__oidc_identity__last_login_at__gte=now - timedelta(hours=ttl))
+    reason = f"not renewed by an SSO sign-in within {ttl} h"
+    changes = []
+    with transaction.atomic():
+        stale = (Membership.objects.select_for_update(of=("self",)).filter(source=Membership.Source.IDP)
+                 .exclude(renewed).select_related("team", "user"))
+        for membership in stale:
+            _record(membership, None, f"IdP group {membership.via_group}: {reason}: removed")
+            membership.delete()
+            _revoke_team_tokens(membership.user, membership.team_id, now)
+            changes.append(f"{membership.user.get_username()} removed from {membership.team.slug} ({reason})")
+        managers = Group.objects.filter(name=QUOTA_MANAGER_GROUP).first()
+        for identity in (OidcIdentity.objects.select_for_update(of=("self",)).select_related("user")
+                         .filter(quota_manager_via_idp=True)
+                         .exclude(last_login_at__gte=now - timedelta(hours=ttl))):
+            if managers is not None:
+                identity.user.groups.remove(managers)
+            identity.quota_manager_via_idp = False
+            _record(identity, None, f"quota manager through the IdP: {reason}: role removed")
+            identity.save(update_fields=["quota_manager_via_idp"])
+            changes.append(f"{identity.user.get_username()} no longer a quota manager ({reason})")
+    return changes
+
+
+def _revoke_team_tokens(user, team_id: int, now=None) -> None:
+    """Tokens narrowed to a team rest on the membership that just ended: they end with it,
+    and do not come back to life if the person is later given the team again."""
+    tokens = ApiToken.objects.filter(user=user, team_id=team_id, revoked_at__isnull=True)
+    if tokens.update(revoked_at=now or timezone.now()):
+        recent_tokens.bump()
 
 
 def _record(instance, user, reason: str) -> None:

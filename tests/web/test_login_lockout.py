@@ -1,6 +1,7 @@
-"""Password guessing on /login/ and /admin/login/ (django-axes): after LOGIN_FAILURE_LIMIT
-failures per username or per address, even the right password is refused, with a page
-that says why; an admin lifts the lock; API tokens are not affected."""
+"""Password guessing on /login/ and /admin/login/ (django-axes, accounts.lockout): after
+LOGIN_FAILURE_LIMIT failures from an address, or LOGIN_USERNAME_FAILURE_LIMIT for a user name
+from all addresses, even the right password is refused, with a page that says why; an admin
+lifts the lock; API tokens are not affected."""
 
 import pytest
 from django.core.management import call_command
@@ -38,9 +39,16 @@ def test_admin_login_is_locked_the_same_way(client, quota_manager):
     assert "_auth_user_id" not in client.session
 
 
-def test_a_locked_username_stays_locked_from_another_address(client, owner, settings):
+def test_guessing_from_one_address_locks_the_address_not_the_username(client, owner, settings):
     for n in range(settings.AXES_FAILURE_LIMIT):
         guess(client, reverse("login"), "olivia", f"wrong-{n}", address="203.0.113.7")
+    assert guess(client, reverse("login"), "olivia", RIGHT, address="203.0.113.7").status_code == 429
+    assert guess(client, reverse("login"), "olivia", RIGHT, address="198.51.100.9").status_code == 302
+
+
+def test_a_username_guessed_from_many_addresses_stays_locked_from_another_one(client, owner, settings):
+    for n in range(settings.LOGIN_USERNAME_FAILURE_LIMIT):
+        guess(client, reverse("login"), "olivia", f"wrong-{n}", address=f"203.0.{n // 200}.{n % 200 + 1}")
     assert guess(client, reverse("login"), "olivia", RIGHT, address="198.51.100.9").status_code == 429
 
 
@@ -59,8 +67,10 @@ def test_a_few_typos_then_the_right_password_logs_in(client, owner, settings):
 
 
 def test_an_admin_unlocks_a_username(client, owner, settings):
+    settings.LOGIN_USERNAME_FAILURE_LIMIT = settings.AXES_FAILURE_LIMIT
     for n in range(settings.AXES_FAILURE_LIMIT):
-        guess(client, reverse("login"), "olivia", f"wrong-{n}")
+        guess(client, reverse("login"), "olivia", f"wrong-{n}", address=f"203.0.113.{n + 1}")
+    assert guess(client, reverse("login"), "olivia", RIGHT, address="198.51.100.9").status_code == 429
     call_command("axes_reset_username", "olivia")
     assert guess(client, reverse("login"), "olivia", RIGHT, address="198.51.100.9").status_code == 302
 
