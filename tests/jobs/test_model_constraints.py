@@ -33,6 +33,7 @@ VIOLATIONS = {
         (dict(kind="inference", port=8000, min_replicas=1, max_replicas=1, workers=2), "workers"),
     ],
     "job_state_valid": [(dict(state="lost"), "state")],
+    "job_autoscale_metric_valid": [(dict(autoscale_metric="mem"), "autoscale_metric")],
 }
 
 
