@@ -249,20 +249,24 @@ NOTIFY_DIGEST_SECONDS = env_int("NOTIFY_DIGEST_SECONDS", 60, minimum=1)
 # Team webhooks never reach loopback, link-local, private or other non-public addresses
 # unless listed here (CIDRs, comma-separated), checked when saved and again at each send.
 WEBHOOK_ALLOWED_NETWORKS = env_list("WEBHOOK_ALLOWED_NETWORKS", [])
+# One attempt, from resolving the host to the answer's last byte, is cut at this deadline
+# (a receiver trickling its answer included).
 WEBHOOK_TIMEOUT_SECONDS = env_int("WEBHOOK_TIMEOUT_SECONDS", 10, minimum=1)
 WEBHOOK_MAX_ATTEMPTS = env_int("WEBHOOK_MAX_ATTEMPTS", 8, minimum=1)
-# Team owners get one email this many days before a quota grant ends.
-GRANT_EXPIRY_WARNING_DAYS = env_int("GRANT_EXPIRY_WARNING_DAYS", 7, minimum=1)
 # Attempts per minute, per webhook and per team (more wait for the next minute), and test
 # events and resends by hand per hour, per webhook and per team (more are refused).
 WEBHOOK_SENDS_PER_MINUTE = env_int("WEBHOOK_SENDS_PER_MINUTE", 60, minimum=1)
 WEBHOOK_TEAM_SENDS_PER_MINUTE = env_int("WEBHOOK_TEAM_SENDS_PER_MINUTE", 120, minimum=1)
 WEBHOOK_PINGS_PER_HOUR = env_int("WEBHOOK_PINGS_PER_HOUR", 10, minimum=1)
 WEBHOOK_TEAM_PINGS_PER_HOUR = env_int("WEBHOOK_TEAM_PINGS_PER_HOUR", 30, minimum=1)
+# A webhook's secret rotated "keeping the old one" signs beside the new one this long.
+WEBHOOK_SECRET_GRACE_HOURS = env_int("WEBHOOK_SECRET_GRACE_HOURS", 24, minimum=1)
 # Four eyes: a quota manager who was in a team (any role) this many days before a request
 # was filed, or since, does not decide it; nor grants it GPUs or sets its quota in the admin
 # if she was in it within this many days. Read from the memberships' audit trail.
 FOUR_EYES_LOOKBACK_DAYS = env_int("FOUR_EYES_LOOKBACK_DAYS", 30, minimum=0)
+# Team owners get one email this many days before a quota grant ends.
+GRANT_EXPIRY_WARNING_DAYS = env_int("GRANT_EXPIRY_WARNING_DAYS", 7, minimum=1)
 # The unit flavor prices (cost_per_gpu_hour) are in, written after every cost: EUR, USD, credits.
 COST_CURRENCY = env_str("COST_CURRENCY", "EUR")
 
@@ -290,6 +294,11 @@ CELERY_RESULT_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_RESULT_EXPIRES = 3600
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Webhook sends wait on receivers a team owner chose: they have a queue and a worker of
+# their own (the chart's ...-webhooks Deployment, a second worker in make demo), so a slow
+# receiver never holds up a reconcile. Everything else is on the default queue, "celery".
+WEBHOOK_QUEUE = "webhooks"
+CELERY_TASK_ROUTES = {"notifications.tasks.deliver_webhook": {"queue": WEBHOOK_QUEUE}}
 # Celery's Django fixup closes every database connection before and after each task unless
 # this is set: a new PostgreSQL backend for every reconcile, and its prepared statements
 # thrown away. With it (never reached), gpuplatform.celery keeps connections as a web
@@ -303,6 +312,8 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env_int("CELERY_VISIBIL
 SWEEP_INTERVAL_SECONDS = env_int("SWEEP_INTERVAL_SECONDS", 300, minimum=2)
 CELERY_BEAT_SCHEDULE = {
     "sweep": {"task": "gpuplatform.tasks.sweep", "schedule": SWEEP_INTERVAL_SECONDS},
+    # IdP memberships not renewed by a sign-in within OIDC_MEMBERSHIP_TTL_HOURS end (docs/sso.md).
+    "expire-idp-access": {"task": "tenants.tasks.expire_idp_access", "schedule": 60},
 }
 # Used and idle GPU-hours (jobs/gpu_use.py): how often the GPUs of jobs holding them are
 # sampled from Prometheus (each sample looks back twice this long); without PROMETHEUS_URL
@@ -312,8 +323,6 @@ CELERY_BEAT_SCHEDULE["gpu-use"] = {"task": "jobs.tasks.record_gpu_use", "schedul
 if CELERY_BROKER_URL.startswith("filesystem://"):
     # The embedded fallback for machines without Redis: a spool folder under var/, with
     # kombu's exchange tables (control_folder, else ./control) inside it too.
-    # IdP memberships not renewed by a sign-in within OIDC_MEMBERSHIP_TTL_HOURS end (docs/sso.md).
-    "expire-idp-access": {"task": "tenants.tasks.expire_idp_access", "schedule": 60},
     _spool = VAR_DIR / "celery-spool"
     _spool.mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_TRANSPORT_OPTIONS.update(

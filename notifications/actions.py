@@ -16,6 +16,7 @@ from django.db.models import Count, Max, Q
 from django.urls import reverse
 from django.utils import timezone
 
+from core.ratelimit import take
 from core.reconcile import enqueue
 from jobs.lifecycle import WAITING_FOR_QUOTA, State
 from jobs.models import Job, JobEvent
@@ -290,8 +291,29 @@ def requeue_stale(now) -> int:
 
 
 # --- what people do ----------------------------------------------------------------------------
+class TooManyByHand(Exception):
+    """A webhook's or team's test events and resends by hand are over the hour's rate."""
+
+    def __init__(self, wait: float):
+        self.wait = wait
+        minutes = max(1, round(wait / 60))
+        super().__init__(f"Test events and resends are limited to {settings.WEBHOOK_PINGS_PER_HOUR} an hour per "
+                         f"webhook and {settings.WEBHOOK_TEAM_PINGS_PER_HOUR} per team; try again in "
+                         f"{minutes} min.")
+
+
+def _count_by_hand(hook: Webhook) -> None:
+    # The team's count only for what its webhook's let through.
+    wait = (take(f"webhook-by-hand:{hook.pk}", limit=settings.WEBHOOK_PINGS_PER_HOUR, period=3600)
+            or take(f"webhook-team-by-hand:{hook.team_id}", limit=settings.WEBHOOK_TEAM_PINGS_PER_HOUR, period=3600))
+    if wait:
+        raise TooManyByHand(wait)
+
+
 def resend(delivery: WebhookDelivery) -> WebhookDelivery:
-    """Send a delivery's event to its webhook again, as a new delivery in the log."""
+    """Send a delivery's event to its webhook again, as a new delivery in the log (counted
+    with the test events: ``TooManyByHand`` past the rate)."""
+    _count_by_hand(delivery.webhook)
     with transaction.atomic():
         again = WebhookDelivery.objects.create(webhook=delivery.webhook, event=delivery.event, is_resend=True)
         enqueue(deliver_webhook, again.pk)
@@ -299,7 +321,9 @@ def resend(delivery: WebhookDelivery) -> WebhookDelivery:
 
 
 def ping_webhook(hook: Webhook, user) -> WebhookDelivery:
-    """Send a ping event to one webhook, so an owner can check the receiver."""
+    """Send a ping event to one webhook, so an owner can check the receiver
+    (``TooManyByHand`` past the rate)."""
+    _count_by_hand(hook)
     with transaction.atomic():
         event = Event.objects.create(
             kind=Kind.PING, key=f"ping:{hook.pk}:{timezone.now().timestamp()}", team=hook.team,

@@ -1,12 +1,15 @@
 """REST API for notifications: your email preferences, and your teams' webhooks with their
 delivery log (owners only). Tokens may read; changes need a signed-in session, so a CI
-token cannot redirect a team's events or read back a changed secret."""
+token cannot redirect a team's events. A webhook's signing secret is in one answer only:
+the one that made it, or that rotated it (both session only); every answer of the
+webhooks' routes carries ``Cache-Control: no-store``."""
 
 from django.db import transaction
+from django.utils.cache import add_never_cache_headers
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import NotFound, PermissionDenied
+from rest_framework.exceptions import NotFound, PermissionDenied, Throttled
 from rest_framework.response import Response
 
 from core.api_errors import RefuseNulMixin
@@ -67,12 +70,14 @@ class WebhookSerializer(StrictFields, serializers.ModelSerializer):
     team = TeamField()
     kinds = serializers.ListField(child=serializers.ChoiceField(choices=[k.value for k in CHOOSABLE]),
                                   allow_empty=False)
-    secret = serializers.CharField(read_only=True, help_text="Signs every request (X-GPUPlatform-Signature).")
+    previous_secret_until = serializers.DateTimeField(
+        source="previous_signs_until", read_only=True, help_text="After a rotation that kept the previous secret: it signs beside the new one "
+        "until then. Null otherwise.")
 
     class Meta:
         model = Webhook
-        fields = ["id", "team", "url", "kinds", "is_active", "secret", "created_at"]
-        read_only_fields = ["id", "secret", "created_at"]
+        fields = ["id", "team", "url", "kinds", "is_active", "previous_secret_until", "created_at"]
+        read_only_fields = ["id", "previous_secret_until", "created_at"]
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -89,6 +94,23 @@ class WebhookSerializer(StrictFields, serializers.ModelSerializer):
         current = {f: getattr(self.instance, f) for f in ("team", "url", "kinds", "is_active")} if self.instance else {}
         Webhook(**{**current, **attrs}).full_clean(exclude=["secret", "created_by", "team"])
         return attrs
+
+
+class WebhookWithSecretSerializer(WebhookSerializer):
+    """A webhook as made or rotated: the one answer that holds its secret."""
+
+    secret = serializers.CharField(read_only=True, help_text="Signs every request (X-GPUPlatform-Signature). "
+                                   "Shown in this answer only: keep it now.")
+
+    class Meta(WebhookSerializer.Meta):
+        fields = [*WebhookSerializer.Meta.fields, "secret"]
+        read_only_fields = [*WebhookSerializer.Meta.read_only_fields, "secret"]
+
+
+class RotateSerializer(StrictFields, serializers.Serializer):
+    keep_previous = serializers.BooleanField(
+        default=False, help_text="Keep signing with the current secret too, beside the new one, for "
+        "WEBHOOK_SECRET_GRACE_HOURS (a planned change). False (the default): it stops at once (a leak).")
 
 
 class DeliverySerializer(serializers.ModelSerializer):
@@ -116,9 +138,19 @@ class WebhookViewSet(SessionWrites, TeamScopedViewSet, mixins.ListModelMixin, mi
     def refine(self, hooks):
         return hooks.select_related("team").distinct()
 
-    def perform_create(self, serializer):
-        self.check_session(self.request)
-        serializer.save(created_by=self.request.user)
+    def finalize_response(self, request, response, *args, **kwargs):
+        response = super().finalize_response(request, response, *args, **kwargs)
+        add_never_cache_headers(response)  # no cache on the way keeps a webhook (or its secret)
+        return response
+
+    @extend_schema(responses={201: WebhookWithSecretSerializer})
+    def create(self, request, *args, **kwargs):
+        self.check_session(request)
+        form = self.get_serializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        hook = form.save(created_by=request.user)
+        return Response(WebhookWithSecretSerializer(hook, context=self.get_serializer_context()).data,
+                        status=status.HTTP_201_CREATED)
 
     def perform_update(self, serializer):
         self.check_session(self.request)
@@ -127,6 +159,17 @@ class WebhookViewSet(SessionWrites, TeamScopedViewSet, mixins.ListModelMixin, mi
     def perform_destroy(self, instance):
         self.check_session(self.request)
         instance.delete()
+
+    @extend_schema(request=RotateSerializer, responses={200: WebhookWithSecretSerializer})
+    @action(detail=True, methods=["post"], url_path="rotate-secret")
+    def rotate_secret(self, request, pk=None):
+        """A new signing secret, in this answer only."""
+        self.check_session(request)
+        hook = self.get_object()
+        form = RotateSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        hook.rotate_secret(keep_previous=form.validated_data["keep_previous"])
+        return Response(WebhookWithSecretSerializer(hook, context=self.get_serializer_context()).data)
 
     @extend_schema(responses={200: DeliverySerializer(many=True)})
     @action(detail=True, methods=["get"])
@@ -143,7 +186,10 @@ class WebhookViewSet(SessionWrites, TeamScopedViewSet, mixins.ListModelMixin, mi
         delivery = hook.deliveries.select_related("event", "webhook").filter(pk=delivery_id).first()
         if delivery is None:
             raise NotFound("No such delivery of this webhook.")
-        with transaction.atomic():
-            again = actions.resend(delivery)
+        try:
+            with transaction.atomic():
+                again = actions.resend(delivery)
+        except actions.TooManyByHand as err:
+            raise Throttled(wait=err.wait, detail=str(err)) from None
         return Response(DeliverySerializer(again).data, status=status.HTTP_202_ACCEPTED)
 

@@ -188,10 +188,17 @@ class WebhookQuerySet(models.QuerySet):
 
 
 class Webhook(models.Model):
+    """A team's URL for the events it chose. Its signing secret is shown once, when it is
+    made or rotated; a rotation may keep the previous secret signing too for
+    ``WEBHOOK_SECRET_GRACE_HOURS``, so a receiver can switch without refusing an event."""
+
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="webhooks")
     url = models.URLField(max_length=500, help_text="Called with a signed POST for each event chosen.")
     kinds = models.JSONField(default=list, validators=[validate_kinds])
     secret = models.CharField(max_length=80, default=new_secret, editable=False)
+    previous_secret = models.CharField(max_length=80, blank=True, default="", editable=False)
+    previous_secret_until = models.DateTimeField(
+        null=True, blank=True, editable=False, help_text="The previous secret signs deliveries until then.")
     is_active = models.BooleanField(default=True)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True,
                                    related_name="+")
@@ -208,6 +215,30 @@ class Webhook(models.Model):
     @staticmethod
     def can_manage(team: Team, user) -> bool:
         return team.role_of(user) == Membership.Role.OWNER
+
+    def rotate_secret(self, *, keep_previous: bool, now=None) -> str:
+        """A new secret (saved); the current one keeps signing for the grace period if
+        ``keep_previous``, else stops at once (a leaked secret). Returns the new secret."""
+        now = now or timezone.now()
+        if keep_previous:
+            self.previous_secret = self.secret
+            self.previous_secret_until = now + timedelta(hours=settings.WEBHOOK_SECRET_GRACE_HOURS)
+        else:
+            self.previous_secret, self.previous_secret_until = "", None
+        self.secret = new_secret()
+        self.save(update_fields=["secret", "previous_secret", "previous_secret_until"])
+        return self.secret
+
+    @property
+    def previous_signs_until(self):
+        """When the previous secret stops signing, while it still does; else None."""
+        if self.previous_secret and self.previous_secret_until and self.previous_secret_until > timezone.now():
+            return self.previous_secret_until
+        return None
+
+    def signing_secrets(self) -> list[str]:
+        """The secrets a delivery is signed with now: the current one first."""
+        return [self.secret, self.previous_secret] if self.previous_signs_until else [self.secret]
 
     def wants(self, kind: str) -> bool:
         return self.is_active and (kind in self.kinds or kind == Kind.PING)

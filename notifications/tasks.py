@@ -5,6 +5,14 @@ nothing twice. Email: the first notification goes out at once; later ones within
 ``NOTIFY_DIGEST_SECONDS`` of the last mail wait for the window to close and go out
 together as one digest (one scheduled flush per person). Webhooks: one attempt per run;
 a failure schedules the next with exponential backoff until ``WEBHOOK_MAX_ATTEMPTS``.
+
+A webhook attempt is claimed in one short transaction and recorded in another; the POST
+between them holds no lock and no transaction, so a slow receiver keeps nothing of the
+database waiting. The claim moves ``next_attempt_at`` past the attempt's deadline, so a
+duplicated message finds it taken (and the sweep finds it again should the worker die).
+Attempts are counted per webhook and per team (``WEBHOOK_SENDS_PER_MINUTE``,
+``WEBHOOK_TEAM_SENDS_PER_MINUTE``): one over the rate waits for the next window, without
+counting as an attempt. The task runs on its own queue (``settings.WEBHOOK_QUEUE``).
 """
 
 import logging
@@ -13,9 +21,12 @@ import time
 from datetime import timedelta
 
 from celery import shared_task
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
+
+from core.ratelimit import take
 
 from .delivery import post, signature
 from .messages import email_for, encode, webhook_body
@@ -60,11 +71,19 @@ def send_emails(self, user_id: int) -> int:
     return len(pending)
 
 
+def send_rate_wait(hook) -> float:
+    """Seconds until ``hook`` may send again (0: now), counting this attempt."""
+    # The team's count only for what its webhook's let through.
+    return (take(f"webhook:{hook.pk}", limit=settings.WEBHOOK_SENDS_PER_MINUTE, period=60)
+            or take(f"webhook-team:{hook.team_id}", limit=settings.WEBHOOK_TEAM_SENDS_PER_MINUTE, period=60))
+
+
 @shared_task(bind=True, acks_late=True, ignore_result=True)
 def deliver_webhook(self, delivery_id: int) -> str:
-    """1. lock the delivery, 2. sign and POST the body, 3. log the attempt, 4. schedule
-    the next one after a failure. Returns the delivery's status."""
-    delay = None
+    """1. claim the delivery (locked briefly), or put it off while its webhook or team is
+    over the rate, 2. sign and POST the body, outside any transaction, 3. log the attempt,
+    4. schedule the next one after a failure. Returns the delivery's status."""
+    # 1. claim
     with transaction.atomic():
         delivery = (WebhookDelivery.objects.select_for_update(of=("self",))
                     .select_related("webhook", "event").filter(pk=delivery_id).first())
@@ -74,23 +93,41 @@ def deliver_webhook(self, delivery_id: int) -> str:
         if delivery.status != WebhookDelivery.Status.PENDING:
             return delivery.status
         if delivery.next_attempt_at and delivery.next_attempt_at - CLOCK_SLACK > now:
-            return delivery.status  # a duplicate message, early: the scheduled one will come
+            return delivery.status  # a duplicate message, early, or an attempt under way
         hook = delivery.webhook
         if not hook.is_active:
             delivery.status, delivery.error = WebhookDelivery.Status.FAILED, "The webhook is turned off."
             delivery.save(update_fields=["status", "error"])
             return delivery.status
+        wait = send_rate_wait(hook)
+        if wait:
+            delivery.next_attempt_at = now + timedelta(seconds=wait)
+            delivery.save(update_fields=["next_attempt_at"])
+            transaction.on_commit(lambda: deliver_webhook.apply_async((delivery_id,), countdown=wait))
+            return delivery.status
+        claimed = delivery.attempts
+        delivery.next_attempt_at = now + timedelta(seconds=settings.WEBHOOK_TIMEOUT_SECONDS) + CLOCK_SLACK
+        delivery.save(update_fields=["next_attempt_at"])
+        url, secrets, kind = hook.url, hook.signing_secrets(), delivery.event.kind
         body = encode(webhook_body(delivery.event, delivery.pk))
-        timestamp = int(time.time())
-        status_code, error = post(hook.url, body, {
-            "Content-Type": "application/json",
-            "X-GPUPlatform-Event": delivery.event.kind,
-            "X-GPUPlatform-Delivery": str(delivery.pk),
-            "X-GPUPlatform-Timestamp": str(timestamp),
-            "X-GPUPlatform-Signature": signature(hook.secret, timestamp, body),
-        })
-        delay = delivery.record_attempt(at=now, status_code=status_code, error=error)
+    # 2. send, holding nothing
+    timestamp = int(time.time())
+    status_code, error = post(url, body, {
+        "Content-Type": "application/json",
+        "X-GPUPlatform-Event": kind,
+        "X-GPUPlatform-Delivery": str(delivery_id),
+        "X-GPUPlatform-Timestamp": str(timestamp),
+        # During a rotation's grace period, one signature per secret, the new one first.
+        "X-GPUPlatform-Signature": ", ".join(signature(secret, timestamp, body) for secret in secrets),
+    })
+    # 3. record
+    with transaction.atomic():
+        delivery = WebhookDelivery.objects.select_for_update().filter(pk=delivery_id).first()
+        if delivery is None or delivery.status != WebhookDelivery.Status.PENDING or delivery.attempts != claimed:
+            return delivery.status if delivery else "gone"
+        delay = delivery.record_attempt(at=timezone.now(), status_code=status_code, error=error)
         delivery.save()
+    # 4. again later
     if delay is not None:
         log.info("webhook delivery %s failed (%s), next attempt in %s s", delivery_id, error, delay)
         deliver_webhook.apply_async((delivery_id,), countdown=delay)

@@ -1,13 +1,18 @@
 """Notification pages: a person's email preferences and recent notifications, the
 unsubscribe link of an email (no sign-in needed), and a team's webhooks with their
-delivery log (owners only; others of the team get 403, outsiders 404)."""
+delivery log (owners only; others of the team get 403, outsiders 404).
 
+A webhook's secret is shown once: the page after it was made or rotated takes it from the
+session (where the POST put it) and forgets it; every webhook page is ``no-store``."""
+
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.cache import add_never_cache_headers
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_http_methods, require_POST
 
@@ -84,12 +89,33 @@ def webhook_list(request, slug):
         if form.is_valid():
             form.instance.created_by = request.user
             hook = form.save()
-            messages.success(request, f"Added a webhook for {team.slug}; its secret is on its page.")
+            _show_secret_once(request, hook)
+            messages.success(request, f"Added a webhook for {team.slug}; copy its secret now, it is shown once.")
             return redirect("notifications:webhook", slug=team.slug, pk=hook.pk)
         status = 400
     hooks = list(team.webhooks.all())
-    return render(request, "notifications/webhooks.html", {"team": team, "hooks": hooks, "form": form},
-                  status=status)
+    return _no_store(render(request, "notifications/webhooks.html", {"team": team, "hooks": hooks, "form": form},
+                            status=status))
+
+
+SECRET_KEY = "notifications:new-webhook-secret"
+
+
+def _show_secret_once(request, hook) -> None:
+    request.session[SECRET_KEY] = {"id": hook.pk, "secret": hook.secret}
+
+
+def _secret_to_show(request, hook) -> str | None:
+    kept = request.session.get(SECRET_KEY)
+    if not kept or kept.get("id") != hook.pk:
+        return None
+    del request.session[SECRET_KEY]
+    return kept["secret"]
+
+
+def _no_store(response):
+    add_never_cache_headers(response)
+    return response
 
 
 @login_required
@@ -109,7 +135,22 @@ def webhook_detail(request, slug, pk):
                "live": any(d.status == WebhookDelivery.Status.PENDING for d in deliveries)}
     if request.htmx and request.htmx.target == "deliveries":
         return render(request, "notifications/partials/deliveries.html", context)
-    return render(request, "notifications/webhook_detail.html", context, status=status)
+    context["new_secret"] = _secret_to_show(request, hook)
+    context["grace_hours"] = settings.WEBHOOK_SECRET_GRACE_HOURS
+    return _no_store(render(request, "notifications/webhook_detail.html", context, status=status))
+
+
+@login_required
+@require_POST
+def webhook_rotate(request, slug, pk):
+    hook = _hook(request, slug, pk)
+    keep = request.POST.get("keep_previous") == "on"
+    hook.rotate_secret(keep_previous=keep)
+    _show_secret_once(request, hook)
+    messages.success(request, "A new secret signs from now on" + (
+        f"; the previous one signs beside it for {settings.WEBHOOK_SECRET_GRACE_HOURS} h." if keep else
+        "; the previous one no longer does."))
+    return redirect("notifications:webhook", slug=slug, pk=hook.pk)
 
 
 @login_required
@@ -125,8 +166,12 @@ def webhook_delete(request, slug, pk):
 @require_POST
 def webhook_ping(request, slug, pk):
     hook = _hook(request, slug, pk)
-    actions.ping_webhook(hook, request.user)
-    messages.success(request, "Sent a test event; it appears in the log below.")
+    try:
+        actions.ping_webhook(hook, request.user)
+    except actions.TooManyByHand as err:
+        messages.error(request, str(err))
+    else:
+        messages.success(request, "Sent a test event; it appears in the log below.")
     return redirect("notifications:webhook", slug=slug, pk=hook.pk)
 
 
@@ -135,8 +180,12 @@ def webhook_ping(request, slug, pk):
 def delivery_resend(request, slug, pk, delivery_pk):
     hook = _hook(request, slug, pk)
     delivery = get_object_or_404(hook.deliveries.select_related("event", "webhook"), pk=delivery_pk)
-    actions.resend(delivery)
-    messages.success(request, f"Sending {delivery.event.kind} again.")
+    try:
+        actions.resend(delivery)
+    except actions.TooManyByHand as err:
+        messages.error(request, str(err))
+    else:
+        messages.success(request, f"Sending {delivery.event.kind} again.")
     if request.htmx:
         return webhook_detail_fragment(request, hook)
     return redirect("notifications:webhook", slug=slug, pk=hook.pk)

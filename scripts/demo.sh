@@ -46,11 +46,15 @@ echo "==> database: ${DATABASE_URL:-SQLite at var/gpuplatform.sqlite3}"
 $py manage.py migrate --no-input -v 0
 $py manage.py seed_demo
 
-# 4. Background processes: worker with embedded beat, and the watcher when there is a cluster.
-.venv/bin/celery -A gpuplatform worker --beat --concurrency 1 --loglevel INFO \
+# 4. Background processes: worker with embedded beat, the webhook sender (its own queue, so
+#    a slow receiver never holds up a reconcile), and the watcher when there is a cluster.
+.venv/bin/celery -A gpuplatform worker --queues celery --beat --concurrency 1 --loglevel INFO \
   --schedule var/celerybeat-schedule >"$logs/worker.log" 2>&1 &
 pids+=($!)
-echo "==> Celery worker and beat started (logs: $logs/worker.log)"
+.venv/bin/celery -A gpuplatform worker --queues webhooks --hostname "webhooks@%h" --concurrency 1 \
+  --loglevel INFO >"$logs/webhooks.log" 2>&1 &
+pids+=($!)
+echo "==> Celery worker and beat started (logs: $logs/worker.log), webhook sender ($logs/webhooks.log)"
 if [ -n "${KUBECONFIG:-}" ]; then
   $py manage.py reconcile --all >"$logs/reconcile.log" 2>&1 || echo "    first reconcile failed, see $logs/reconcile.log"
   $py manage.py watch_cluster >"$logs/watcher.log" 2>&1 &

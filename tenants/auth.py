@@ -5,12 +5,11 @@ A request made with a token acts as the token's user, narrowed to the token's te
 scopes; every viewset still starts from the same ``visible_to(user)`` querysets as the UI.
 """
 
-from django.core.cache import DEFAULT_CACHE_ALIAS, caches
-from django.core.cache.backends.redis import RedisCache
-from django.utils.connection import ConnectionProxy
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import exceptions, permissions, throttling
 from rest_framework.authentication import BaseAuthentication, get_authorization_header
+
+from core.ratelimit import count as _count
 
 from .models import Team
 from .recent_tokens import RECENT
@@ -148,28 +147,6 @@ class TokenRateThrottle(throttling.SimpleRateThrottle):
         else:
             ident = f"anon-{self.get_ident(request)}"
         return self.cache_format % {"scope": self.scope, "ident": ident}
-
-
-def _count(cache, key: str, *, timeout: int) -> int:
-    """Add one to the counter ``key`` (made with ``timeout``) and return it. On Redis, one
-    command (Django's ``add`` and ``incr`` take three round trips); the window's first
-    request sets the expiry (were it lost, the key names a past window and is never read
-    again)."""
-    if isinstance(cache, ConnectionProxy):  # django.core.cache.cache, DRF's default
-        cache = caches[DEFAULT_CACHE_ALIAS]
-    if isinstance(cache, RedisCache):
-        key = cache.make_and_validate_key(key)
-        client = cache._cache.get_client(key, write=True)  # Django stores ints as they are
-        count = client.incr(key)
-        if count == 1:
-            client.expire(key, timeout)
-        return count
-    cache.add(key, 0, timeout=timeout)
-    try:
-        return cache.incr(key)
-    except ValueError:  # expired between the two calls
-        cache.add(key, 1, timeout=timeout)
-        return 1
 
 
 def visible_teams(request):

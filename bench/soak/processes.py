@@ -68,8 +68,9 @@ class Processes:
         python, celery, gunicorn = str(VENV_BIN / "python"), str(VENV_BIN / "celery"), str(VENV_BIN / "gunicorn")
         schedule = str(self.profile.logs / "celerybeat-schedule")
         return {
+            # One worker for both queues: the soak measures reconciles, not webhook isolation.
             "worker": [celery, "-A", "gpuplatform", "worker", "--loglevel", "INFO", "-n", "soak@%h",
-                       "--concurrency", self.env.get("CELERY_WORKER_CONCURRENCY", "2")],
+                       "--queues", "celery,webhooks", "--concurrency", self.env.get("CELERY_WORKER_CONCURRENCY", "2")],
             "beat": [celery, "-A", "gpuplatform", "beat", "--loglevel", "INFO", "--schedule", schedule],
             "watcher": [python, "manage.py", "watch_cluster"],
             "api": [gunicorn, "gpuplatform.wsgi", "--bind", f"127.0.0.1:{self.profile.api_port}",

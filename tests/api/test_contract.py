@@ -147,7 +147,7 @@ SESSION_ONLY = {
     ("DELETE", "/api/v1/tokens/{id}"), ("PATCH", "/api/v1/notification-preferences/{kind}"),
     ("POST", "/api/v1/webhooks"), ("PATCH", "/api/v1/webhooks/{id}"), ("DELETE", "/api/v1/webhooks/{id}"),
     ("POST", "/api/v1/webhooks/{id}/deliveries/{delivery_id}/resend"), ("POST", "/api/v1/group-mappings"),
-    ("DELETE", "/api/v1/group-mappings/{id}"),
+    ("DELETE", "/api/v1/group-mappings/{id}"), ("POST", "/api/v1/webhooks/{id}/rotate-secret"),
 }
 
 
@@ -177,6 +177,8 @@ def writable_bodies(team, flavor, hook):
         ("POST", "/api/v1/webhooks"): ("/api/v1/webhooks", {"team": "vision", "url": "http://127.0.0.1:9/x",
                                                              "kinds": ["job.failed"]}),
         ("PATCH", "/api/v1/webhooks/{id}"): (f"/api/v1/webhooks/{hook.pk}", {"is_active": False}),
+        ("POST", "/api/v1/webhooks/{id}/rotate-secret"): (f"/api/v1/webhooks/{hook.pk}/rotate-secret",
+                                                          {"keep_previous": True}),
         ("PATCH", "/api/v1/notification-preferences/{kind}"): ("/api/v1/notification-preferences/job.started",
                                                                 {"email": True}),
         ("POST", "/api/v1/group-mappings"): ("/api/v1/group-mappings", {"group": "g", "role": "member",

@@ -104,6 +104,7 @@ def body_of(method: str, path: str, world) -> dict | None:
         ("PATCH", "/api/v1/webhooks/{id}"): {"url": "http://127.0.0.1:9/intruder", "is_active": False},
         ("DELETE", "/api/v1/webhooks/{id}"): None,
         ("POST", "/api/v1/webhooks/{id}/deliveries/{delivery_id}/resend"): None,
+        ("POST", "/api/v1/webhooks/{id}/rotate-secret"): {"keep_previous": False},
         ("PATCH", "/api/v1/notification-preferences/{kind}"): {"email": True},
         ("POST", "/api/v1/group-mappings"): {"group": "intruder", "role": "owner", "team": "vision"},
         ("DELETE", "/api/v1/group-mappings/{id}"): None,

@@ -66,7 +66,8 @@ def test_every_pod_keeps_the_restricted_pod_security_profile(rendered):
 def test_only_the_processes_that_talk_to_the_cluster_get_a_token(defaults):
     tokens = {name.removeprefix("gp-gpuplatform-"): spec.get("automountServiceAccountToken")
               for name, spec in pod_specs(defaults)}
-    assert tokens == {"web": True, "worker": True, "watcher": True, "beat": False, "migrate": False}
+    assert tokens == {"web": True, "worker": True, "watcher": True, "beat": False, "migrate": False,
+                      "webhooks": False}  # the webhook sender calls outside addresses: no token
     accounts = find(defaults, "ServiceAccount")
     assert len(accounts) == 2 and all(a["automountServiceAccountToken"] is False for a in accounts)
 

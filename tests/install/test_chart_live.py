@@ -110,7 +110,7 @@ def as_platform_worker(platform_kubeconfig, monkeypatch):
 def test_helm_install_makes_every_deployment_available(release, kube_cluster):
     deployments = yaml.safe_load(kubectl(kube_cluster, "-n", release["namespace"], "get", "deployments", "-o", "yaml").stdout)
     names = {d["metadata"]["name"].rsplit("-", 1)[-1]: d for d in deployments["items"]}
-    assert set(names) == {"web", "worker", "beat", "watcher"}
+    assert set(names) == {"web", "worker", "webhooks", "beat", "watcher"}
     for component, deployment in names.items():
         assert deployment["status"].get("availableReplicas") == deployment["spec"]["replicas"], component
     assert names["web"]["spec"]["replicas"] == 2 and names["watcher"]["spec"]["replicas"] == 2
