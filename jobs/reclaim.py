@@ -36,7 +36,7 @@ from django.conf import settings
 from django.core.cache import cache
 from django.utils import timezone
 
-from cluster import NotFound, TransientError
+from cluster import MANAGED_BY_LABEL, MANAGED_BY_VALUE, NotFound, TransientError
 from cluster.objects import Snapshot
 from cluster.prometheus import prometheus_from_settings
 from core.reconcile import RETRY_POLICY, NoCluster, current_cluster
@@ -92,7 +92,8 @@ def _abort_volcano(cluster, job: Job) -> None:
               "controller": True}
     command = {
         "apiVersion": COMMAND[0], "kind": COMMAND[1],
-        "metadata": {"name": f"{name}-reclaim", "namespace": namespace, "ownerReferences": [target]},
+        "metadata": {"name": f"{name}-reclaim", "namespace": namespace, "ownerReferences": [target],
+                     "labels": {MANAGED_BY_LABEL: MANAGED_BY_VALUE}},  # the chart's write-confining policy
         "action": "AbortJob", "target": target, "reason": "IdleGpus",
         "message": "GPU Platform reclaimed the job: its GPUs were idle.",
     }

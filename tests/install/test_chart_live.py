@@ -256,6 +256,49 @@ def test_the_admission_policy_keeps_the_platform_to_what_it_owns(platform_kubeco
     assert adopt.returncode != 0 and "is not one" in adopt.stderr, adopt.stderr
 
 
+def test_the_platform_identity_stops_idle_workloads_and_changes_nothing_else_of_a_workload(
+        world, as_platform, platform_kubeconfig):
+    """Idle reclaim's two writes, as the chart's identity: a Kueue Workload's spec.active (the
+    confine-writes policy lets it change that field alone) and a Volcano Command."""
+    from jobs import actions, reclaim
+    from jobs.kinds import for_job
+    from schedulers import kueue, volcano
+    from schedulers.workloads import object_name
+
+    team, h100, a100 = world
+    runs_long = {"GPUPLATFORM_FAKE_DURATION": "900s"}
+    batch = submit(as_platform, team, h100, workers=1, gpus_per_worker=1, env=runs_long)
+    gang = submit(as_platform, team, a100, workers=2, gpus_per_worker=1, env=runs_long)
+    namespace = team.namespace_name
+
+    def workload():
+        return next((w for w in as_platform.list(*kueue.WORKLOAD, namespace=namespace)
+                     if any(r["name"] == object_name(batch) for r in w["metadata"].get("ownerReferences") or ())), None)
+    name = wait_until(workload, timeout=60, message="Kueue's Workload of the batch job")["metadata"]["name"]
+    relabel = _as_platform(platform_kubeconfig, "label", "workload.kueue.x-k8s.io", name, "-n", namespace, "probe=1")
+    assert relabel.returncode != 0 and "spec.active alone" in relabel.stderr, relabel.stderr
+    elsewhere = _as_platform(platform_kubeconfig, "patch", "workload.kueue.x-k8s.io", name, "-n", namespace,
+                             "--type", "merge", "-p", '{"spec": {"queueName": "another"}}')
+    assert elsewhere.returncode != 0, elsewhere.stdout
+
+    try:
+        wait_until(lambda: as_platform.get(*volcano.JOB, object_name(gang), namespace), timeout=60,
+                   message="the Volcano Job")
+        for job in (batch, gang):
+            reclaim.STOPPERS[for_job(job).name](as_platform, job)
+        wait_until(lambda: workload()["spec"].get("active") is False, timeout=30, message="the Workload deactivated")
+        wait_until(lambda: (as_platform.get(*volcano.JOB, object_name(gang), namespace).get("status") or {})
+                   .get("state", {}).get("phase") in ("Aborting", "Aborted"), timeout=90,
+                   message="Volcano aborting the gang on the platform's Command")
+        assert dict(as_platform.forbidden) == {}, as_platform.forbidden
+    finally:
+        owner = team.memberships.get(role="owner").user
+        for job in (batch, gang):
+            job.refresh_from_db()
+            actions.cancel(job, owner)
+            sync_job(as_platform, job)
+
+
 # --- two watchers, one Lease -----------------------------------------------------------------
 def _database_url() -> str:
     s = connection.settings_dict

@@ -24,6 +24,7 @@ from jobs.tasks import reconcile_job
 from quotas.manifests import job_prerequisites
 from quotas.models import Quota, Scheduler
 from quotas.tasks import reconcile_team_quotas, sync_team_quotas, team_ready_for
+from tenants.admission import PLACEMENT_PREFIX, placement
 from tenants.tasks import sync_team
 
 from ..builders import make_flavor, make_job, make_quota
@@ -173,7 +174,8 @@ def test_admission_parameters_that_do_not_name_the_jobs_queue_mean_a_sync(cached
 
     reconcile_job(submitted(team, flavor).pk)
     params = live(cached, "v1", "ConfigMap", "gpuplatform-admission", team.namespace_name)
-    assert params["data"] == {schedulers.queue_name(team.namespace_name, flavor): flavor.name}
+    assert params["data"] == {schedulers.queue_name(team.namespace_name, flavor): flavor.name,
+                              PLACEMENT_PREFIX + flavor.name: placement(flavor)}
 
 
 def test_a_team_that_is_not_ready_is_synced(cached, team, flavor):

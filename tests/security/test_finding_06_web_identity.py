@@ -212,8 +212,10 @@ def test_finding_06_live_the_web_serves_its_pages_as_its_own_identity(identities
 def test_finding_06_live_readyz_reaches_the_cluster_as_the_web(identities, release, client, monkeypatch):
     from cluster import Cluster
     from core import reconcile
+    from gpuplatform import health
 
     web = Cluster(kubeconfig=identities["web"][1])
+    monkeypatch.setattr(health, "cluster_configured", lambda: True)  # imported by name there
     monkeypatch.setattr(reconcile, "cluster_configured", lambda: True)
     monkeypatch.setattr(reconcile, "get_cluster", lambda: web)
     with override_settings(PLATFORM_NAMESPACE=release["namespace"]):
