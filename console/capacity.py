@@ -2,7 +2,9 @@
 promised (the sum of nominal quotas), in use, borrowed and waiting.
 
 Cluster GPUs come from the nodes matching each flavor's node labels (one LIST of Nodes);
-without a configured or reachable cluster the page says so and shows the rest.
+without a configured or reachable cluster the page says so and shows the rest. When idle
+reclaim is paused (metrics missing or stale, or no sweep lately), the page says why: the
+last sweep's word, from the shared cache (``jobs.reclaim.paused``).
 """
 
 from collections import defaultdict
@@ -10,6 +12,7 @@ from dataclasses import dataclass, field
 
 from cluster import ClusterError
 from core.reconcile import NoCluster, current_cluster
+from jobs import reclaim
 from jobs.usage import JobGpus, job_gpus
 from quotas.models import GpuFlavor, Quota
 
@@ -82,7 +85,7 @@ def cluster_gpus(flavors) -> tuple[dict[int, int], str]:
 
 def overview() -> dict:
     """Lines per flavor, per cohort and flavor, and per team quota; plus a note on the
-    cluster's size. Four queries and at most one LIST of Nodes, whatever the number of
+    cluster's size and why idle reclaim is paused, if it is. Four queries and at most one LIST of Nodes, whatever the number of
     teams: quotas are read as plain values, no model per row (`job_gpus` reads the teams'
     ceilings, which tell the waiting jobs that may start from those that never will)."""
     flavors = list(GpuFlavor.objects.all())
@@ -122,6 +125,7 @@ def overview() -> dict:
         "cohorts": [by_cohort[k] for k in sorted(by_cohort, key=lambda k: (k[0], by_cohort[k].flavor.name))],
         "teams": teams,
         "cluster_note": note,
+        "reclaim_paused": reclaim.paused(),
     }
 
 

@@ -37,6 +37,10 @@ UTILIZATION = "DCGM_FI_DEV_GPU_UTIL"  # percent
 GPU_LABELS = ("Hostname", "gpu", "UUID", "GPU_I_ID")
 
 
+# Why a job is not judged yet: it has not run one whole window (no metric is missing).
+TOO_YOUNG = "Running for less than one window."
+
+
 class Window(enum.Enum):
     IDLE = "idle"
     BUSY = "busy"
@@ -128,7 +132,7 @@ def measure(prometheus, jobs, *, now: float, window_seconds: int, lookback_secon
     ends_of = {job.pk: window_ends(now, window_seconds, since[job.pk]) for job in jobs}
     start = min((ends[0] for ends in ends_of.values() if ends), default=None)
     if start is None:  # no job has run a whole window yet
-        return {job.pk: Reading(0, None, None, paused="Running for less than one window.") for job in jobs}
+        return {job.pk: Reading(0, None, None, paused=TOO_YOUNG) for job in jobs}
     end = max(ends[-1] for ends in ends_of.values() if ends)
     try:
         series = prometheus.query_range(promql([job.team.namespace_name for job in jobs], window_seconds),
@@ -149,7 +153,7 @@ def measure(prometheus, jobs, *, now: float, window_seconds: int, lookback_secon
     for job in jobs:
         ends = ends_of[job.pk]
         if not ends:
-            readings[job.pk] = Reading(0, None, None, paused="Running for less than one window.")
+            readings[job.pk] = Reading(0, None, None, paused=TOO_YOUNG)
             continue
         states = window_states(samples.get(job.pk, {}), gpus=job.gpus_in_use, ends=ends,
                                threshold_percent=thresholds[job.pk])

@@ -29,7 +29,9 @@ How a workload is stopped, per kind:
 from __future__ import annotations
 
 import logging
-from datetime import UTC, datetime
+from collections import Counter
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 
 from celery import shared_task
 from django.conf import settings
@@ -165,7 +167,7 @@ def sweep_idle_jobs(cluster, prometheus, now=None) -> dict:
             watched.append(job)
     counts = {"watched": len(watched), "paused": 0, "warned": 0, "cleared": 0, "reclaimed": 0}
     if not watched:
-        _remember(now, counts, "")
+        _remember(now, counts, {})
         return counts
     readings = idle.measure(
         prometheus, watched, now=now.timestamp(), window_seconds=settings.IDLE_GPU_WINDOW_SECONDS,
@@ -185,8 +187,7 @@ def sweep_idle_jobs(cluster, prometheus, now=None) -> dict:
         if moved:
             counts[moved] += 1
     IdleWatch.objects.bulk_update(reads, ["checked_at", "idle_seconds", "paused_reason"])
-    reasons = {reading.paused for reading in readings.values()}
-    _remember(now, counts, reasons.pop() if len(reasons) == 1 else "")
+    _remember(now, counts, Counter(reading.paused for reading in readings.values()))
     return counts
 
 
@@ -215,14 +216,63 @@ def _move(cluster, job: Job, watch: IdleWatch, policy, reading: idle.Reading, no
     return "reclaimed"
 
 
-def _remember(now, counts: dict, why_paused: str) -> None:
-    cache.set(STATUS_KEY, {**counts, "at": now.isoformat(), "why_paused": why_paused}, timeout=24 * 3600)
+def _remember(now, counts: dict, reasons: Counter | dict) -> None:
+    """Keep the sweep's counts and its readings' reasons ("" for a job it could judge)."""
+    paused = {reason: n for reason, n in reasons.items() if reason}
+    why = next(iter(paused)) if len(paused) == 1 and not reasons.get("") else ""
+    cache.set(STATUS_KEY, {**counts, "at": now.isoformat(), "why_paused": why, "paused_because": paused},
+              timeout=24 * 3600)
 
 
 def status() -> dict | None:
     """The last sweep, for the console: when, how many jobs watched, paused, warned,
-    withdrawn and reclaimed, and why every job was paused if one reason paused them all."""
+    withdrawn and reclaimed, why every job was paused if one reason paused them all
+    (``why_paused``), and how many jobs each reason paused (``paused_because``)."""
     return cache.get(STATUS_KEY)
+
+
+@dataclass(frozen=True)
+class Paused:
+    """The console's line when idle reclaim is paused: ``text`` says for how many jobs and
+    why; ``at`` is when the sweep that said so ran."""
+
+    text: str
+    at: datetime
+
+
+# The console's line leaves out what only waits for time to pass: a job younger than one
+# window is paused, but no metric is missing.
+NOT_A_PROBLEM = {idle.TOO_YOUNG}
+
+
+def late_after() -> timedelta:
+    """A sweep older than this means the beat (or its worker) stopped sweeping."""
+    return timedelta(seconds=max(60, 4 * settings.IDLE_GPU_SWEEP_SECONDS))
+
+
+def paused(now=None) -> Paused | None:
+    """Why idle reclaim is paused now, for the quota console (None when it is not): the last
+    sweep's jobs paused by missing or stale metrics and each reason, or no sweep lately."""
+    last = status()
+    if not last or not last.get("watched"):
+        return None
+    now = now or timezone.now()
+    at = datetime.fromisoformat(last["at"])
+    if now - at > late_after():
+        return Paused("Idle-GPU reclaim is paused: no idle sweep has run lately (is the worker's beat running?), "
+                      "so nothing is warned or reclaimed.", at)
+    reasons = Counter({reason: n for reason, n in (last.get("paused_because") or {}).items()
+                       if reason not in NOT_A_PROBLEM})
+    if not reasons:
+        return None
+    count, watched = sum(reasons.values()), last["watched"]
+    which = f"every job it watches ({watched})" if count == watched else f"{count} of the {watched} jobs it watches"
+    if len(reasons) == 1:
+        why = next(iter(reasons))
+    else:
+        why = "; ".join(f"{reason.rstrip('.')} ({n} job{'' if n == 1 else 's'})"
+                        for reason, n in reasons.most_common()) + "."
+    return Paused(f"Idle-GPU reclaim is paused for {which}: {why}", at)
 
 
 @shared_task(**RETRY_POLICY)
