@@ -13,6 +13,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from quotas import actions, audit
 from quotas.forms import ApproveForm, DenyForm
+from quotas.grants import last_day
 from quotas.models import Quota, QuotaGrant, QuotaRequest
 from tenants.roles import is_quota_manager
 
@@ -75,7 +76,11 @@ def request_list(request):
 
 
 def _approve_initial(quota_request: QuotaRequest) -> dict:
-    cpu, memory = Quota.objects.resources_for(quota_request.team, quota_request.flavor, quota_request.gpus)
+    renews = quota_request.renews
+    if renews is not None and renews.gpus == quota_request.gpus:  # a renewal as it stands: the grant's resources
+        cpu, memory = renews.cpu_cores, renews.memory_gib
+    else:
+        cpu, memory = Quota.objects.resources_for(quota_request.team, quota_request.flavor, quota_request.gpus)
     return {"gpus": quota_request.gpus, "borrowing_limit_gpus": quota_request.borrowing_limit_gpus,
             "cpu_cores": cpu, "memory_gib": memory, "starts_on": quota_request.starts_on,
             "ends_on": quota_request.ends_on}
@@ -102,7 +107,8 @@ def _request_page(request, quota_request, approve_form=None, deny_form=None, sta
 @quota_manager_required
 @require_GET
 def request_detail(request, pk):
-    quota_request = get_object_or_404(QuotaRequest.objects.select_related("team", "flavor", "requested_by"), pk=pk)
+    quota_request = get_object_or_404(
+        QuotaRequest.objects.select_related("team", "flavor", "requested_by", "renews"), pk=pk)
     return _request_page(request, quota_request)
 
 
@@ -118,7 +124,7 @@ def request_approve(request, pk):
         grant = actions.approve(
             quota_request, request.user, gpus=data["gpus"], borrowing_limit_gpus=data["borrowing_limit_gpus"],
             starts_on=data["starts_on"], ends_on=data["ends_on"], cpu_cores=data["cpu_cores"],
-            memory_gib=data["memory_gib"], reason=data["reason"].strip(),
+            memory_gib=data["memory_gib"], reason=data["reason"].strip(), renewable=not data["non_renewable"],
         )
     except ValidationError as err:
         for field, errors in err.message_dict.items():
@@ -127,7 +133,12 @@ def request_approve(request, pk):
     if grant is None:
         messages.error(request, f"Request #{quota_request.pk} was already decided.")
         return redirect("console:request", pk=quota_request.pk)
-    messages.success(request, f"Approved request #{quota_request.pk}: grant #{grant.pk} for {quota_request.team.slug}.")
+    if grant.pk == quota_request.renews_id:
+        messages.success(request, f"Approved renewal #{quota_request.pk}: grant #{grant.pk} of "
+                                  f"{quota_request.team.slug} now runs until {last_day(grant.ends_at) or 'no end'}.")
+    else:
+        messages.success(request, f"Approved request #{quota_request.pk}: grant #{grant.pk} for "
+                                  f"{quota_request.team.slug}.")
     return redirect("console:requests")
 
 

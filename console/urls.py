@@ -9,6 +9,8 @@ urlpatterns = [
     path("teams/<slug:slug>/", views.team_detail, name="team"),
     path("teams/<slug:slug>/members/", views.member_add, name="member-add"),
     path("teams/<slug:slug>/members/<int:pk>/remove/", views.member_remove, name="member-remove"),
+    path("teams/<slug:slug>/grants/<int:pk>/", views.grant_detail, name="grant"),
+    path("teams/<slug:slug>/grants/<int:pk>/renew/", views.grant_renew, name="grant-renew"),
     path("quotas/", views.quota_list, name="quotas"),
     # Quota requests from a team page (owners), GPU-hour accounting (everyone, scoped).
     path("quotas/requests/<slug:slug>/new/", views.request_create, name="request-create"),

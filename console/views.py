@@ -17,7 +17,7 @@ from cluster.prometheus import PrometheusUnavailable
 from jobs import gpu_use
 from jobs.models import Job
 from jobs.usage import usage_for
-from quotas.forms import QuotaRequestForm
+from quotas.forms import QuotaRequestForm, RenewalForm
 from quotas.models import QuotaGrant, QuotaRequest
 from tenants.forms import MemberForm
 from tenants.models import Membership, Team
@@ -192,6 +192,53 @@ def request_create(request, slug):
                 return _team_page(request, team)
             return redirect("console:team", slug=team.slug)
     return _team_page(request, team, request_form=form, status=400)
+
+
+def _grant_page(request, team: Team, grant: QuotaGrant, form=None, status=200):
+    """A grant of the team: its numbers and dates, its renewals, and (owners) the renewal
+    form, or why the grant cannot be renewed."""
+    can_request = QuotaRequest.can_request(team, request.user)
+    refusal = grant.why_not_renew()
+    context = {
+        "team": team, "grant": grant, "now": timezone.now(),
+        "renewals": list(grant.renewals.select_related("requested_by", "decided_by", "grant")),
+        "can_request": can_request, "refusal": refusal,
+        "renewal_form": (form or RenewalForm(grant=grant)) if can_request and refusal is None else None,
+        "is_quota_manager": is_quota_manager(request.user),
+    }
+    return render(request, "console/grant_detail.html", context, status=status)
+
+
+def _team_grant(request, slug, pk) -> tuple[Team, QuotaGrant]:
+    team = _team(request, slug)
+    return team, get_object_or_404(QuotaGrant.objects.filter(team=team).select_related("flavor", "request"), pk=pk)
+
+
+@login_required
+@require_GET
+def grant_detail(request, slug, pk):
+    return _grant_page(request, *_team_grant(request, slug, pk))
+
+
+@login_required
+@require_POST
+def grant_renew(request, slug, pk):
+    """An owner asks to carry the grant on (``QuotaRequest.objects.renew`` holds the rules)."""
+    team, grant = _team_grant(request, slug, pk)
+    if not QuotaRequest.can_request(team, request.user):
+        raise PermissionDenied(f"Only owners of {team.slug} can ask to renew its grants.")
+    form = RenewalForm(request.POST, grant=grant)
+    if form.is_valid():
+        try:
+            renewal = QuotaRequest.objects.renew(grant, requested_by=request.user, **form.cleaned_data)
+        except ValidationError as err:
+            for field, errors in err.message_dict.items():
+                form.add_error(field if field in form.fields else None, errors)
+        else:
+            messages.success(request, f"Asked to renew grant #{grant.pk} until {renewal.ends_on}; "
+                                      "a quota manager will decide.")
+            return redirect("console:grant", slug=team.slug, pk=grant.pk)
+    return _grant_page(request, team, grant, form=form, status=400)
 
 
 @login_required

@@ -10,9 +10,20 @@ lists the choices, and "" is none of them (django-filter would quietly not filte
 
 import django_filters
 from django_filters.rest_framework import DjangoFilterBackend
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import exceptions
 
-CHOICE_FILTERS = (django_filters.ChoiceFilter, django_filters.MultipleChoiceFilter)
+CHOICE_FILTERS = (django_filters.ChoiceFilter, django_filters.MultipleChoiceFilter, django_filters.TypedChoiceFilter)
+
+
+@extend_schema_field({"type": "string", "enum": ["true", "false"]})
+class TrueFalseFilter(django_filters.TypedChoiceFilter):
+    """A yes/no filter taking ``true`` or ``false`` only (django-filter's BooleanFilter
+    reads ``null`` and anything else as no filter)."""
+
+    def __init__(self, **kwargs):
+        super().__init__(choices=[("true", "true"), ("false", "false")], coerce=lambda value: value == "true",
+                         **kwargs)
 
 
 class FilterBackend(DjangoFilterBackend):

@@ -17,7 +17,7 @@ from console.api import TeamViewSet
 from core.api_errors import not_found
 from jobs.api import JobViewSet
 from notifications.api import PreferenceViewSet, WebhookViewSet
-from quotas.api import FlavorViewSet, QuotaRequestViewSet
+from quotas.api import FlavorViewSet, QuotaGrantViewSet, QuotaRequestViewSet
 from tenants.api import TokenViewSet
 
 router = SimpleRouter(trailing_slash=False)
@@ -26,6 +26,7 @@ router.register("flavors", FlavorViewSet, basename="flavor")
 router.register("jobs", JobViewSet, basename="job")
 router.register("tokens", TokenViewSet, basename="token")
 router.register("quota-requests", QuotaRequestViewSet, basename="quota-request")
+router.register("quota-grants", QuotaGrantViewSet, basename="quota-grant")
 router.register("notification-preferences", PreferenceViewSet, basename="notification-preference")
 router.register("webhooks", WebhookViewSet, basename="webhook")
 router.register("group-mappings", GroupMappingViewSet, basename="group-mapping")

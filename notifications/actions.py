@@ -175,7 +175,8 @@ def request_decided(request: QuotaRequest) -> Event | None:
     message = request.decision_reason or ""
     return record(
         kind=Kind.QUOTA_REQUEST_DECIDED, key=f"quota-request:{request.pk}:decided", team=request.team,
-        title=f"{request.team.slug}: your request for {request.gpus:+d} {request.flavor.name} GPUs was {said}",
+        title=(f"{request.team.slug}: your renewal of grant #{request.renews_id} was {said}" if request.is_renewal
+               else f"{request.team.slug}: your request for {request.gpus:+d} {request.flavor.name} GPUs was {said}"),
         message=message, path=reverse("console:team", args=[request.team.slug]),
         data={"quota_request": {"id": request.pk, "status": request.status, "gpus": request.gpus,
                                 "flavor": request.flavor.name, "decision_reason": request.decision_reason,
@@ -190,9 +191,10 @@ def _grant_data(grant: QuotaGrant) -> dict:
                       "ends_at": grant.ends_at.isoformat() if grant.ends_at else None}}
 
 
-def _grant_event(grant: QuotaGrant, kind: str, title: str, message: str = "") -> Event | None:
-    return record(kind=kind, key=f"grant:{grant.pk}:{kind.split('.')[1]}", team=grant.team, title=title,
-                  message=message, path=reverse("console:team", args=[grant.team.slug]),
+def _grant_event(grant: QuotaGrant, kind: str, title: str, message: str = "", *, key: str = "",
+                 path: str = "") -> Event | None:
+    return record(kind=kind, key=key or f"grant:{grant.pk}:{kind.split('.')[1]}", team=grant.team, title=title,
+                  message=message, path=path or reverse("console:team", args=[grant.team.slug]),
                   data=_grant_data(grant), people=owners(grant.team))
 
 
@@ -232,10 +234,16 @@ def warn_expiring_grants(now, *, days: int | None = None) -> int:
         if not claimed:
             continue
         days_left = max(0, (grant.ends_at - now).days)
+        # The link is the grant's page, where an owner asks to renew it; a grant extended
+        # since its last warning is warned of again before its new end (its own key).
+        then = "Jobs that need these GPUs after then will wait"
+        told = (f"{then}; ask to renew or extend it from the link." if grant.renewable
+                else f"{then}. This grant is not renewable; ask for a new grant on the team page.")
         _grant_event(grant, Kind.GRANT_ENDING,
                      f"{grant.team.slug}: {grant.gpus:+d} {grant.flavor.name} GPUs end on {_when(grant.ends_at)}",
-                     f"Grant #{grant.pk} ends in {days_left} days. Jobs that need these GPUs after then will "
-                     "wait; ask for an extension on the team page.")
+                     f"Grant #{grant.pk} ends in {days_left} days. {told}",
+                     key=f"grant:{grant.pk}:ending:{grant.ends_at:%Y%m%dT%H%M%S}",
+                     path=reverse("console:grant", args=[grant.team.slug, grant.pk]))
         warned += 1
     return warned
 

@@ -183,7 +183,8 @@ class QuotaRequestAdmin(SimpleHistoryAdmin):
     other numbers approves with them there (the grant records them); nobody rewrites what
     was asked, before or after the decision (``QuotaRequest.save`` refuses it too)."""
 
-    list_display = ["id", "team", "flavor", "gpus", "starts_on", "ends_on", "status", "requested_by", "decided_by"]
+    list_display = ["id", "team", "flavor", "gpus", "starts_on", "ends_on", "renews", "status", "requested_by",
+                    "decided_by"]
     list_filter = ["status", "flavor"]
     search_fields = ["team__slug", "justification"]
     list_select_related = ["team", "flavor", "requested_by", "decided_by"]
@@ -200,8 +201,9 @@ class QuotaRequestAdmin(SimpleHistoryAdmin):
 
 @admin.register(QuotaGrant)
 class QuotaGrantAdmin(FourEyesAdmin):
-    list_display = ["id", "team", "flavor", "gpus", "borrowing_limit_gpus", "starts_at", "ends_at", "applied"]
-    list_filter = ["flavor", "applied"]
+    list_display = ["id", "team", "flavor", "gpus", "borrowing_limit_gpus", "starts_at", "ends_at", "renewable",
+                    "applied"]
+    list_filter = ["flavor", "applied", "renewable"]
     search_fields = ["team__slug", "note"]
     list_select_related = ["team", "flavor"]
     readonly_fields = ["applied", "expiry_warning_sent_at", "request", "granted_by"]

@@ -1,20 +1,25 @@
-"""REST API for GPU flavors (read-only), the quota serializer teams embed, and quota
-requests (owners ask; quota managers decide in the console, not here)."""
+"""REST API for GPU flavors (read-only), the quota serializer teams embed, quota requests
+and the grants they became, with their renewals (owners ask; quota managers decide in the
+console, not here)."""
 
 import django_filters
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.utils import timezone
 from drf_spectacular.extensions import OpenApiSerializerFieldExtension
 from drf_spectacular.plumbing import ResolvedComponent
 from drf_spectacular.utils import extend_schema
 from rest_framework import exceptions, mixins, serializers, status, viewsets
+from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from core.api_errors import RefuseNulMixin, SlugRelatedField
 from core.api_fields import StrictFields
+from core.api_filters import TrueFalseFilter
 from core.api_input import CursorPagination
 from tenants.scoping import TeamField, TeamFilterSet, TeamScopedViewSet
 from tenants.tokens import Scope
 
+from .grants import MAX_GPUS
 from .models import GpuFlavor, Quota, QuotaGrant, QuotaRequest
 
 # The fields an owner fills in, as on the team page's form.
@@ -139,15 +144,19 @@ class QuotaRequestSerializer(StrictFields, serializers.ModelSerializer):
     grant = QuotaGrantSummarySerializer(
         read_only=True, allow_null=True, help_text="The grant an approval created; null until approved."
     )
+    renews = serializers.PrimaryKeyRelatedField(
+        read_only=True, allow_null=True,
+        help_text="The grant this request asks to renew (POST /api/v1/quota-grants/{id}/renew); null: a new grant.")
 
     class Meta:
         model = QuotaRequest
         fields = [
-            "id", "team", *REQUEST_FIELDS, "status", "requested_by", "created_at",
+            "id", "team", *REQUEST_FIELDS, "renews", "status", "requested_by", "created_at",
             "decided_by", "decided_at", "decision_reason", "grant",
         ]
         read_only_fields = [
-            "id", "status", "requested_by", "created_at", "decided_by", "decided_at", "decision_reason", "grant",
+            "id", "renews", "status", "requested_by", "created_at", "decided_by", "decided_at", "decision_reason",
+            "grant",
         ]
         # QuotaRequest.full_clean (inside QuotaRequest.objects.submit) checks the
         # constraints with the model's own messages.
@@ -199,3 +208,85 @@ class QuotaRequestViewSet(TeamScopedViewSet, mixins.CreateModelMixin, mixins.Lis
         created = self.get_queryset().get(pk=created.pk)
         headers = {"Location": f"{request.build_absolute_uri().rstrip('/')}/{created.pk}"}
         return Response(self.get_serializer(created).data, status=status.HTTP_201_CREATED, headers=headers)
+
+
+# --- grants and their renewals -----------------------------------------------------------
+# A team's grants, read by everyone in it; an owner asks here to carry one on past its end
+# (``QuotaRequest.objects.renew`` holds every rule: owners only, renewable grants that have
+# not ended, one pending renewal at a time). The renewal is a quota request, decided in the
+# console under the same four eyes.
+
+
+class QuotaGrantFilter(TeamFilterSet):
+    renewable = TrueFalseFilter(help_text="Only grants that may (true) or may not (false) be renewed.")
+
+    class Meta:
+        model = QuotaGrant
+        fields = ["team", "renewable"]
+
+
+class QuotaGrantSerializer(serializers.ModelSerializer):
+    team = SlugRelatedField(slug_field="slug", read_only=True)
+    flavor = SlugRelatedField(slug_field="name", read_only=True)
+    request = serializers.PrimaryKeyRelatedField(read_only=True, allow_null=True,
+                                                 help_text="The quota request it was granted on; null: by hand.")
+
+    class Meta:
+        model = QuotaGrant
+        fields = ["id", "team", "flavor", "gpus", "borrowing_limit_gpus", "cpu_cores", "memory_gib", "starts_at",
+                  "ends_at", "renewable", "request", "note", "created_at"]
+        read_only_fields = fields
+
+
+class RenewalSerializer(StrictFields, serializers.Serializer):
+    ends_on = serializers.DateField(help_text="The new last day (included).")
+    gpus = serializers.IntegerField(required=False, min_value=-MAX_GPUS, max_value=MAX_GPUS,
+                                    help_text="GPUs for the renewal; the grant's when left out.")
+    justification = serializers.CharField(help_text="Why the team still needs the GPUs.")
+
+    def validate_ends_on(self, ends_on):
+        if ends_on < timezone.localdate():
+            raise serializers.ValidationError("The new last day cannot be in the past.")
+        return ends_on
+
+
+class QuotaGrantPagination(CursorPagination):
+    ordering = "-id"
+    page_size = 50
+    page_size_query_param = "page_size"
+    max_page_size = 200
+
+
+class QuotaGrantViewSet(TeamScopedViewSet, mixins.ListModelMixin, mixins.RetrieveModelMixin):
+    """Quota grants of your teams (of every team for quota managers; of its team for a
+    token), newest first."""
+
+    rows = QuotaGrant.objects.visible_to
+    serializer_class = QuotaGrantSerializer
+    queryset = QuotaGrant.objects.none()  # for the schema; rows and refine are the truth
+    pagination_class = QuotaGrantPagination
+    filterset_class = QuotaGrantFilter
+    required_scopes = {"renew": Scope.SUBMIT}
+
+    def refine(self, grants):
+        return grants.select_related("team", "flavor")
+
+    @extend_schema(request=RenewalSerializer, responses={201: QuotaRequestSerializer})
+    @action(detail=True, methods=["post"])
+    def renew(self, request, pk=None):
+        """Ask to renew or extend the grant until ``ends_on``: a quota request that a quota
+        manager approves (possibly with other dates or numbers) or refuses with a reason."""
+        grant = self.get_object()
+        body = RenewalSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        try:
+            renewal = QuotaRequest.objects.renew(grant, requested_by=request.user, **body.validated_data)
+        except PermissionDenied as err:
+            raise exceptions.PermissionDenied(str(err)) from err
+        except ValidationError as err:
+            raise serializers.ValidationError(err.message_dict) from err
+        renewal = QuotaRequest.objects.select_related("team", "flavor", "requested_by", "decided_by", "grant",
+                                                      "renews").get(pk=renewal.pk)
+        location = request.build_absolute_uri(f"/api/v1/quota-requests/{renewal.pk}")
+        return Response(QuotaRequestSerializer(renewal, context=self.get_serializer_context()).data,
+                        status=status.HTTP_201_CREATED, headers={"Location": location})

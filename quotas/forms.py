@@ -1,4 +1,4 @@
-"""Forms of the quota console: an owner's request, a quota manager's approval or denial."""
+"""Forms of the quota console: an owner's request or renewal, a quota manager's approval or denial."""
 
 from django import forms
 from django.utils import timezone
@@ -45,12 +45,36 @@ class ApproveForm(forms.Form):
     starts_on = forms.DateField(label="First day", widget=DATE)
     ends_on = forms.DateField(label="Last day (included)", widget=DATE, required=False, help_text="Empty means no end.")
     reason = forms.CharField(label="Note to the team", widget=forms.Textarea(attrs={"rows": 2}), required=False)
+    non_renewable = forms.BooleanField(label="Not renewable", required=False,
+                                       help_text="The team cannot ask to carry this grant on past its end.")
 
     def clean(self):
         data = super().clean()
         if data.get("starts_on") and data.get("ends_on") and data["ends_on"] < data["starts_on"]:
             self.add_error("ends_on", "The last day cannot be before the first day.")
         return data
+
+
+class RenewalForm(forms.Form):
+    """An owner's request to carry a grant on past its end: until when, and with how many
+    GPUs (the grant's unless changed)."""
+
+    ends_on = forms.DateField(label="New last day (included)", widget=DATE)
+    gpus = forms.IntegerField(label="GPUs", min_value=-MAX_GPUS, max_value=MAX_GPUS,
+                              help_text="The grant's number unless you ask for another.")
+    justification = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}),
+                                    help_text="Why the team still needs the GPUs, so a quota manager can decide.")
+
+    def __init__(self, *args, grant, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.grant = grant
+        self.fields["gpus"].initial = grant.gpus
+
+    def clean_ends_on(self):
+        ends_on = self.cleaned_data["ends_on"]
+        if ends_on < timezone.localdate():
+            raise forms.ValidationError("The new last day cannot be in the past.")
+        return ends_on
 
 
 class DenyForm(forms.Form):

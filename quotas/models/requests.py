@@ -22,6 +22,9 @@ from tenants.roles import is_quota_manager
 from .. import grants
 from ..grants import MAX_CPU_CORES, MAX_GPUS, MAX_MEMORY_GIB
 
+# "Keep the grant's borrowing limit" (``None`` is a number there: no limit).
+UNCHANGED = object()
+
 
 class QuotaRequestQuerySet(models.QuerySet):
     def visible_to(self, user):
@@ -41,12 +44,40 @@ class QuotaRequestQuerySet(models.QuerySet):
         request.save()
         return request
 
+    def renew(self, grant: "QuotaGrant", *, requested_by, ends_on, justification: str,
+              gpus: int | None = None, borrowing_limit_gpus=UNCHANGED) -> "QuotaRequest":
+        """The one way a renewal is asked for: an owner of the grant's team asks to carry
+        ``grant`` on until ``ends_on`` (its numbers, or others), before it ends. Refused for
+        a grant marked non-renewable, one that has no end or has ended, and while another
+        renewal of it is pending."""
+        now = timezone.now()
+        if not QuotaRequest.can_request(grant.team, requested_by):
+            raise PermissionDenied(f"Only owners of {grant.team.slug} can ask to renew its grants.")
+        refusal = grant.why_not_renew(now)
+        if refusal is not None:
+            raise ValidationError({"renews": refusal})
+        starts_on = grant.renewal_starts_on
+        if ends_on is not None and ends_on < starts_on:
+            raise ValidationError({"ends_on": f"Grant #{grant.pk} already runs until "
+                                              f"{grants.last_day(grant.ends_at)}; pick a later last day."})
+        fields = {"gpus": grant.gpus if gpus is None else gpus,
+                  "borrowing_limit_gpus": (grant.borrowing_limit_gpus if borrowing_limit_gpus is UNCHANGED
+                                           else borrowing_limit_gpus)}
+        with transaction.atomic():
+            # The grant row serialises two renewals asked at once (the constraint is the backstop).
+            QuotaGrant.objects.select_for_update().filter(pk=grant.pk).first()
+            if grant.renewals.pending().exists():
+                raise ValidationError({"renews": f"A renewal of grant #{grant.pk} is already waiting for a "
+                                                 "quota manager."})
+            return self.submit(team=grant.team, requested_by=requested_by, flavor=grant.flavor, renews=grant,
+                               starts_on=starts_on, ends_on=ends_on, justification=justification, **fields)
+
 
 # Far enough for any plan, near enough that date arithmetic never overflows.
 LAST_YEAR = 2999
 # What a request asks for, fixed once it is filed (``QuotaRequest.save``).
 ASKED_FIELDS = ("team_id", "flavor_id", "requested_by_id", "gpus", "borrowing_limit_gpus", "starts_on", "ends_on",
-                "justification", "created_at")
+                "justification", "created_at", "renews_id")
 
 
 def four_eyes_lookback() -> timedelta:
@@ -79,6 +110,10 @@ class QuotaRequest(models.Model):
     starts_on = models.DateField(help_text="First day of the change.")
     ends_on = models.DateField(null=True, blank=True, help_text="Last day of the change; empty means no end.")
     justification = models.TextField(help_text="What the GPUs are for, so a quota manager can decide.")
+    renews = models.ForeignKey(
+        "quotas.QuotaGrant", on_delete=models.RESTRICT, null=True, blank=True, related_name="renewals",
+        help_text="The grant this request asks to carry on past its end; empty for a new grant.",
+    )
     status = models.CharField(max_length=10, choices=Status, default=Status.PENDING, db_index=True)
     decided_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
@@ -107,6 +142,10 @@ class QuotaRequest(models.Model):
                 condition=~Q(status="denied") | ~Q(decision_reason=""),
                 name="quota_request_denial_has_reason",
                 violation_error_message="A denial needs a reason the team can read.",
+            ),
+            models.UniqueConstraint(
+                fields=["renews"], condition=Q(status="pending"), name="quota_request_one_pending_renewal",
+                violation_error_message="A renewal of this grant is already waiting for a quota manager.",
             ),
             models.CheckConstraint(
                 condition=Q(status__in=["pending", "approved", "denied"]),
@@ -163,6 +202,10 @@ class QuotaRequest(models.Model):
     def is_pending(self) -> bool:
         return self.status == self.Status.PENDING
 
+    @property
+    def is_renewal(self) -> bool:
+        return self.renews_id is not None
+
     def clean(self) -> None:
         errors = {}
         if self.ends_on and self.starts_on and self.ends_on < self.starts_on:
@@ -189,7 +232,8 @@ class QuotaRequest(models.Model):
         return locked if locked.is_pending else None
 
     def approve(self, user, *, gpus: int, borrowing_limit_gpus: int | None, starts_on, ends_on,
-                cpu_cores: int, memory_gib: int, reason: str = "", now=None) -> "QuotaGrant | None":
+                cpu_cores: int, memory_gib: int, reason: str = "", renewable: bool = True,
+                now=None) -> "QuotaGrant | None":
         """Approve with the given numbers (the request's or changed ones): record the
         decision and create the grant (`quotas.actions.approve` applies it). Returns the
         grant, or ``None`` when someone else decided first."""
@@ -204,10 +248,18 @@ class QuotaRequest(models.Model):
             locked._history_user = user
             locked.save()
             starts_at, ends_at = grants.window(starts_on, ends_on)
+            numbers = {"gpus": gpus, "borrowing_limit_gpus": borrowing_limit_gpus, "cpu_cores": cpu_cores,
+                       "memory_gib": memory_gib}
+            if locked.renews_id is not None:
+                grant = QuotaGrant.objects.select_for_update().get(pk=locked.renews_id)
+                grant = grant.renew(locked, user, numbers=numbers, starts_at=starts_at, ends_at=ends_at,
+                                    reason=reason, renewable=renewable, now=now)
+                self._take_decision(locked)
+                return grant
             grant = QuotaGrant.objects.add(QuotaGrant(
                 team=self.team, flavor=self.flavor, request=locked, granted_by=user, gpus=gpus,
                 borrowing_limit_gpus=borrowing_limit_gpus, cpu_cores=cpu_cores, memory_gib=memory_gib,
-                starts_at=starts_at, ends_at=ends_at, note=reason,
+                starts_at=starts_at, ends_at=ends_at, note=reason, renewable=renewable,
             ), now=now)
         self._take_decision(locked)
         return grant
@@ -297,6 +349,8 @@ class QuotaGrant(models.Model):
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
     )
     created_at = models.DateTimeField(auto_now_add=True)
+    renewable = models.BooleanField(
+        default=True, help_text="Whether the team may ask to carry this grant on past its end.")
     # Bookkeeping of the sweep: whether the team's Quota row counts this grant right now.
     applied = models.BooleanField(default=False)
     expiry_warning_sent_at = models.DateTimeField(null=True, blank=True)
@@ -322,6 +376,46 @@ class QuotaGrant(models.Model):
     def can_end(user) -> bool:
         """Ending a grant early only takes GPUs away, so any quota manager may, in her team too."""
         return is_quota_manager(user)
+
+    @property
+    def renewal_starts_on(self):
+        """The first day a renewal covers: the day the grant ends on (its end is exclusive)."""
+        return timezone.localtime(self.ends_at).date() if self.ends_at else None
+
+    def why_not_renew(self, now=None) -> str | None:
+        """Why the team cannot ask to renew this grant now; ``None`` when it can."""
+        now = now or timezone.now()
+        if not self.renewable:
+            return f"Grant #{self.pk} is not renewable; ask for a new grant instead."
+        if self.ends_at is None:
+            return f"Grant #{self.pk} has no end; there is nothing to renew."
+        if self.ends_at <= now:
+            return f"Grant #{self.pk} has ended; ask for a new grant instead."
+        return None
+
+    def renew(self, renewal: QuotaRequest, user, *, numbers: dict, starts_at, ends_at, reason: str,
+              renewable: bool, now) -> "QuotaGrant":
+        """Carry this grant (locked by the caller) on as ``renewal`` was approved. With its
+        own numbers from its end, the grant is extended in place: its end moves, and the
+        owners hear again before the new one. With other numbers or another start, it stays
+        as it is and a grant from the approved start (never before this one's end, so the
+        two never add up) carries it on."""
+        if ends_at is not None and ends_at <= self.ends_at:
+            raise ValidationError({"ends_on": f"A renewal ends after grant #{self.pk} does "
+                                              f"({grants.last_day(self.ends_at)})."})
+        if all(getattr(self, name) == value for name, value in numbers.items()) and starts_at <= self.ends_at:
+            self.ends_at, self.renewable = ends_at, renewable
+            self.expiry_warning_sent_at = None
+            self.full_clean(exclude=["team", "flavor"])
+            self._change_reason = f"extended by renewal request #{renewal.pk}"
+            self._history_user = user
+            self.save()
+            return self
+        return QuotaGrant.objects.add(QuotaGrant(
+            team_id=self.team_id, flavor_id=self.flavor_id, request=renewal, granted_by=user,
+            starts_at=max(starts_at, self.ends_at), ends_at=ends_at, note=reason or f"Renews grant #{self.pk}.",
+            renewable=renewable, **numbers,
+        ), now=now)
 
     def end_now(self, user, *, now=None) -> bool:
         """End the grant early (quota managers; `quotas.actions.end_grant` applies it)."""

@@ -3,13 +3,15 @@
 
 import base64
 import json
+from datetime import timedelta
 from urllib.parse import urlencode
 
 import pytest
+from django.utils import timezone
 from drf_spectacular.generators import SchemaGenerator
 
 from notifications.models import Webhook
-from quotas.models import Cohort
+from quotas.models import Cohort, QuotaGrant
 from tenants.models.identities import GroupMapping
 from tenants.tokens import ApiToken
 
@@ -43,7 +45,7 @@ def test_quota_managers_list_group_mappings(client_as, quota_manager, team):
 
 
 @pytest.mark.parametrize("url", ["/api/v1/webhooks", "/api/v1/group-mappings", "/api/v1/jobs", "/api/v1/tokens",
-                                 "/api/v1/quota-requests"])
+                                 "/api/v1/quota-requests", "/api/v1/quota-grants"])
 def test_a_tampered_cursor_is_a_404_in_the_error_shape_on_every_list_by_id(client_as, owner, quota_manager, team, url):
     client = client_as(quota_manager if "group" in url else owner)
     for position in ["not-a-number", "99999999999999999999999", "\x00"]:
@@ -185,7 +187,15 @@ def writable_bodies(team, flavor, hook):
                                                                          "team": "vision"}),
         ("POST", "/api/v1/jobs/{id}/exempt-idle"): (f"/api/v1/jobs/{make_job(team, flavor).pk}/exempt-idle",
                                                     {"reason": "a dataset copy"}),
+        ("POST", "/api/v1/quota-grants/{id}/renew"): (f"/api/v1/quota-grants/{a_grant(team, flavor).pk}/renew",
+                                                      {"ends_on": "2099-01-01", "justification": "x"}),
     }
+
+
+def a_grant(team, flavor) -> QuotaGrant:
+    now = timezone.now()
+    return QuotaGrant.objects.add(QuotaGrant(team=team, flavor=flavor, gpus=2, cpu_cores=8, memory_gib=64,
+                                             starts_at=now, ends_at=now + timedelta(days=30)))
 
 
 @pytest.fixture

@@ -195,7 +195,7 @@ def test_an_owners_request_is_filed_pending_with_its_numbers(client_as, owner, t
     assert data == {
         "id": created.pk, "team": "vision", "flavor": "h100", "gpus": -2, "borrowing_limit_gpus": 4,
         "starts_on": today.isoformat(), "ends_on": None, "justification": "Paper deadline: ViT-L runs.",
-        "status": "pending", "requested_by": "olivia", "created_at": data["created_at"],
+        "renews": None, "status": "pending", "requested_by": "olivia", "created_at": data["created_at"],
         "decided_by": None, "decided_at": None, "decision_reason": "", "grant": None,
     }
     assert (created.team, created.flavor, created.requested_by, created.gpus, created.ends_on) == (team, flavor, owner, -2, None)

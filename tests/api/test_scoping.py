@@ -8,12 +8,14 @@ team's people see it exactly where their role may (webhooks and tokens: the owne
 """
 
 import json
+from datetime import timedelta
 
 import pytest
+from django.utils import timezone
 
 from jobs.models import Job
 from notifications.models import Event, Kind, Webhook, WebhookDelivery
-from quotas.models import QuotaRequest
+from quotas.models import QuotaGrant, QuotaRequest
 from tenants.models import Membership
 from tenants.models.identities import GroupMapping
 from tenants.tokens import ApiToken
@@ -28,7 +30,7 @@ INSIDERS = ("owner", "member", "viewer")
 # Who of the team sees its rows on a route, by the route's first segment under /api/v1/.
 # A route not classified here fails the test once its leak checks have passed.
 SEES = {
-    "teams": INSIDERS, "jobs": INSIDERS, "quota-requests": INSIDERS,
+    "teams": INSIDERS, "jobs": INSIDERS, "quota-requests": INSIDERS, "quota-grants": INSIDERS,
     "webhooks": ("owner",),  # a webhook holds its signing secret
     "tokens": ("owner",),  # one's own tokens
     "group-mappings": (),  # quota managers only
@@ -48,13 +50,16 @@ def world(team, owner, member, viewer, outsider, flavor, fake, settings):
     add_pod(fake, job, f"{MARKER}-train-pod", f"{MARKER} log line\n")
     request = QuotaRequest.objects.create(team=team, flavor=flavor, gpus=4, starts_on="2099-01-01",
                                           justification=f"{MARKER} justification", requested_by=owner)
+    grant = QuotaGrant.objects.add(QuotaGrant(team=team, flavor=flavor, gpus=2, cpu_cores=8, memory_gib=64,
+                                              starts_at=timezone.now(), ends_at=timezone.now() + timedelta(days=30),
+                                              note=f"{MARKER} grant note"))
     hook = Webhook.objects.create(team=team, url=f"http://127.0.0.1:9/{MARKER}", kinds=[Kind.JOB_FAILED],
                                   created_by=owner)
     event = Event.objects.create(kind=Kind.JOB_FAILED, key=f"{MARKER}:1", team=team, title=f"{MARKER} failed")
     delivery = WebhookDelivery.objects.create(webhook=hook, event=event)
     mapping = GroupMapping.objects.create(group=f"{MARKER}-group", role=GroupMapping.Role.MEMBER, team=team)
     token = ApiToken.objects.issue(user=owner, name=f"{MARKER}-token", team=team)[0]
-    ids = {"jobs": job.pk, "quota-requests": request.pk, "webhooks": hook.pk, "group-mappings": mapping.pk,
+    ids = {"jobs": job.pk, "quota-requests": request.pk, "quota-grants": grant.pk, "webhooks": hook.pk, "group-mappings": mapping.pk,
            "tokens": token.pk}
     values = {"slug": team.slug, "name": flavor.name, "kind": "job.started", "delivery_id": delivery.pk}
     return {"ids": ids, "values": values, "team": team, "job": job, "hook": hook}
@@ -100,6 +105,7 @@ def body_of(method: str, path: str, world) -> dict | None:
         ("DELETE", "/api/v1/tokens/{id}"): None,
         ("POST", "/api/v1/quota-requests"): {"team": "vision", "flavor": "h100", "gpus": 8,
                                              "starts_on": "2099-01-01", "justification": "intruder"},
+        ("POST", "/api/v1/quota-grants/{id}/renew"): {"ends_on": "2099-01-01", "justification": "intruder"},
         ("POST", "/api/v1/webhooks"): {"team": "vision", "url": "http://127.0.0.1:9/intruder", "kinds": ["job.failed"]},
         ("PATCH", "/api/v1/webhooks/{id}"): {"url": "http://127.0.0.1:9/intruder", "is_active": False},
         ("DELETE", "/api/v1/webhooks/{id}"): None,
@@ -118,6 +124,7 @@ def snapshot(team) -> dict:
     return {
         "jobs": sorted(Job.objects.filter(team=team).values_list("id", "name", "state")),
         "requests": sorted(QuotaRequest.objects.filter(team=team).values_list("id", "status")),
+        "grants": sorted(QuotaGrant.objects.filter(team=team).values_list("id", "gpus", "ends_at")),
         "webhooks": sorted(Webhook.objects.filter(team=team).values_list("id", "url", "is_active")),
         "deliveries": WebhookDelivery.objects.filter(webhook__team=team).count(),
         "tokens": sorted(ApiToken.objects.filter(team=team).values_list("id", "revoked_at")),
