@@ -11,6 +11,17 @@ from tenants.models import Membership
 from .builders import make_flavor, make_team, make_user
 
 
+# Session fixtures that build a server from source on first use (minutes on a cold machine).
+BUILT_ON_FIRST_USE = frozenset({"kube_cluster", "helm", "hydra"})
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items):
+    """The tests that need one of those run last, each group in its own (random) order, so
+    that scripts/test.sh's background build of them overlaps the rest of the suite."""
+    items.sort(key=lambda item: not BUILT_ON_FIRST_USE.isdisjoint(getattr(item, "fixturenames", ())))
+
+
 @pytest.fixture(autouse=True)
 def fast_password_hashing(settings):
     """Real hashers cost ~0.3 s a user; tests only need passwords to round-trip."""

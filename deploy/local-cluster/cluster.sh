@@ -891,8 +891,10 @@ cmd_reset() {
 lock() {
   mkdir -p "$CACHE_DIR"
   exec 9>"$CACHE_DIR/cluster.lock"
-  command -v flock >/dev/null 2>&1 && flock 9
-  return 0
+  command -v flock >/dev/null 2>&1 || return 0
+  flock -n 9 && return 0
+  log "waiting for another cluster.sh run to finish (a build? logs: $CACHE_DIR/build-logs)"
+  flock 9
 }
 
 # Sourced (keda.sh takes its helpers from here): define, run nothing.
