@@ -6,7 +6,7 @@ from django.conf import settings
 from django.contrib import auth, messages
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied, SuspiciousOperation
+from django.core.exceptions import PermissionDenied, SuspiciousOperation, ValidationError
 from django.http import Http404, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.cache import add_never_cache_headers
@@ -147,7 +147,11 @@ def tokens(request):
     form = TokenForm(request.POST, user=request.user)
     if not form.is_valid():
         return _token_page(request, form, status=400)
-    token, secret = form.save()
+    try:
+        token, secret = form.save()
+    except ValidationError as err:  # one token more than a person may hold (MAX_API_TOKENS_PER_USER)
+        form.add_error(None, err)
+        return _token_page(request, form, status=400)
     return _token_page(request, TokenForm(user=request.user), created=token, secret=secret, status=201)
 
 

@@ -77,6 +77,52 @@ def validate_string_list(value) -> None:
         raise ValidationError("Must be a list of text items.", code="string_list")
 
 
+def _shown(name: str) -> str:
+    return name if len(name) <= 40 else f"{name[:40]}…"
+
+
+@deconstructible
+class TextBounds:
+    """Bounds on the free text of a list (a command, its arguments) or a mapping (the
+    environment): how many items, how many characters each item has (each name and each
+    value of a mapping), how many UTF-8 bytes all of it takes. The shape itself (a list of
+    text, a mapping of text) is another validator's; anything else is left to it."""
+
+    def __init__(self, items: int, item_chars: int, total_bytes: int):
+        self.items, self.item_chars, self.total_bytes = items, item_chars, total_bytes
+
+    def __call__(self, value) -> None:
+        if isinstance(value, dict):
+            noun, texts = "variables", [text for pair in value.items() for text in pair]
+        elif isinstance(value, list):
+            noun, texts = "items", list(value)
+        else:
+            return
+        if len(value) > self.items:
+            raise ValidationError(f"At most {self.items} {noun}; this has {len(value):,}.", code="too_many")
+        if isinstance(value, dict):
+            for name, text in value.items():
+                if isinstance(name, str) and len(name) > self.item_chars:
+                    raise ValidationError(f"A variable name is at most {self.item_chars} characters; "
+                                          f"{_shown(name)} has {len(name):,}.", code="item_too_long")
+                if isinstance(text, str) and len(text) > self.item_chars:
+                    raise ValidationError(f"The value of {_shown(str(name))} is {len(text):,} characters long; "
+                                          f"at most {self.item_chars}.", code="item_too_long")
+        else:
+            for number, text in enumerate(value, start=1):
+                if isinstance(text, str) and len(text) > self.item_chars:
+                    raise ValidationError(f"Item {number} is {len(text):,} characters long; at most "
+                                          f"{self.item_chars}.", code="item_too_long")
+        size = sum(len(text.encode("utf-8", "surrogatepass")) for text in texts if isinstance(text, str))
+        if size > self.total_bytes:
+            raise ValidationError(f"{size:,} bytes in all; at most {self.total_bytes:,} "
+                                  f"({self.total_bytes // 1024} KiB).", code="too_large")
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, TextBounds) and (self.items, self.item_chars, self.total_bytes) == (
+            other.items, other.item_chars, other.total_bytes)
+
+
 def validate_node_labels(value) -> None:
     if not isinstance(value, dict):
         raise ValidationError("Node labels must be a mapping of key to value.", code="labels")

@@ -270,6 +270,13 @@ GRANT_EXPIRY_WARNING_DAYS = env_int("GRANT_EXPIRY_WARNING_DAYS", 7, minimum=1)
 # The unit flavor prices (cost_per_gpu_hour) are in, written after every cost: EUR, USD, credits.
 COST_CURRENCY = env_str("COST_CURRENCY", "EUR")
 
+# --- What one tenant may hold (issue 29, finding 12) -------------------------------------
+# Live (unrevoked, unexpired) API tokens per person, live (not finished) jobs per team, and
+# webhooks per team; one more is refused with an error, in the pages and the API alike.
+MAX_API_TOKENS_PER_USER = env_int("MAX_API_TOKENS_PER_USER", 50, minimum=1)
+MAX_LIVE_JOBS_PER_TEAM = env_int("MAX_LIVE_JOBS_PER_TEAM", 1000, minimum=1)
+MAX_WEBHOOKS_PER_TEAM = env_int("MAX_WEBHOOKS_PER_TEAM", 20, minimum=1)
+
 # --- Processes ---------------------------------------------------------------------------
 # How many web and worker processes share the database; SQLite cannot take several writers.
 WEB_CONCURRENCY = env_int("WEB_CONCURRENCY", 1, minimum=1)

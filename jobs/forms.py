@@ -108,8 +108,9 @@ class EnvField(forms.CharField):
 # Shapes typed in as text: a command line (split as a shell would), NAME=value lines.
 TYPED_AS_TEXT = {spec.LIST: ListField, spec.MAP: EnvField}
 # What the form says beyond the spec's help: how to type it here.
-HOW_TO_TYPE = {"env": "One NAME=value per line. The torchrun variables (MASTER_ADDR, WORLD_SIZE, NNODES, ...) "
-                      "are set by the platform."}
+HOW_TO_TYPE = {"env": f"One NAME=value per line, at most {spec.TEXT_BOUNDS.items} (names and values of "
+                      f"{spec.TEXT_BOUNDS.item_chars} characters, {spec.TEXT_BOUNDS.total_bytes // 1024} KiB in all). "
+                      "The torchrun variables (MASTER_ADDR, WORLD_SIZE, NNODES, ...) are set by the platform."}
 
 
 class JobForm(forms.ModelForm):

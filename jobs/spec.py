@@ -26,6 +26,24 @@ SECTIONS = (JOB, CONTAINER, RESOURCES, SERVING)
 
 
 @dataclass(frozen=True)
+class Bounds:
+    """How much free text a list or mapping holds: items (variables of a mapping), characters
+    of each item (each name and value), UTF-8 bytes in all. The spec is copied into every pod
+    of the job and the API server keeps each object under 1.5 MB: a tenant's text stays small."""
+
+    items: int
+    item_chars: int
+    total_bytes: int
+
+
+# The command, its arguments and the environment: each at most 256 items of 4096 characters
+# and 32 KiB in all (a long configuration belongs in a file of the image or a volume).
+TEXT_BOUNDS = Bounds(items=256, item_chars=4096, total_bytes=32 * 1024)
+_WORDS = (f"At most {TEXT_BOUNDS.items} words of {TEXT_BOUNDS.item_chars} characters, "
+          f"{TEXT_BOUNDS.total_bytes // 1024} KiB in all.")
+
+
+@dataclass(frozen=True)
 class Field:
     name: str
     section: str
@@ -39,6 +57,7 @@ class Field:
     # Asked for (not left to its default) by the form for these kinds.
     required_for: tuple[str, ...] = ()
     listed: bool = False  # a column of the job list (and the admin's)
+    bounds: Bounds | None = None  # a LIST's or MAP's free text (the model's validator reads it)
 
     @property
     def column(self) -> str:
@@ -57,12 +76,14 @@ FIELDS = (
     Field("priority", JOB, "Priority", "A priority class, by name; its value at most the team's ceiling. "
           "Kueue flavors only: Volcano flavors refuse it.", schedulers=(KUEUE,), shape=RELATED, named_by="name"),
     Field("image", CONTAINER, "Image", "A container image, e.g. pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime."),
-    Field("command", CONTAINER, "Command", "The entrypoint, e.g. python or torchrun. Empty: the image's own.",
-          shape=LIST),
-    Field("args", CONTAINER, "Arguments", "Arguments, split like a shell would: quote words with spaces.",
-          shape=LIST),
-    Field("env", CONTAINER, "Environment", "Environment variables, NAME=value. The torchrun variables "
-          "(MASTER_ADDR, WORLD_SIZE, NNODES, NODE_RANK, ...) are set by the platform.", shape=MAP),
+    Field("command", CONTAINER, "Command", "The entrypoint, e.g. python or torchrun. Empty: the image's own. "
+          + _WORDS, shape=LIST, bounds=TEXT_BOUNDS),
+    Field("args", CONTAINER, "Arguments", "Arguments, split like a shell would: quote words with spaces. "
+          + _WORDS, shape=LIST, bounds=TEXT_BOUNDS),
+    Field("env", CONTAINER, "Environment", "Environment variables, NAME=value: at most "
+          f"{TEXT_BOUNDS.items}, names and values of {TEXT_BOUNDS.item_chars} characters, "
+          f"{TEXT_BOUNDS.total_bytes // 1024} KiB in all. The torchrun variables (MASTER_ADDR, WORLD_SIZE, NNODES, NODE_RANK, "
+          "...) are set by the platform.", shape=MAP, bounds=TEXT_BOUNDS),
     Field("workers", RESOURCES, "Workers", "Pods started together (gang-scheduled); each gets the GPUs below.",
           kinds=(TRAINING,), listed=True),
     Field("gpus_per_worker", RESOURCES, "GPUs per worker", "At most the flavor's GPUs per node.", listed=True),

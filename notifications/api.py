@@ -4,6 +4,8 @@ token cannot redirect a team's events. A webhook's signing secret is in one answ
 the one that made it, or that rotated it (both session only); every answer of the
 webhooks' routes carries ``Cache-Control: no-store``."""
 
+from django.core.exceptions import NON_FIELD_ERRORS
+from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import transaction
 from django.utils.cache import add_never_cache_headers
 from drf_spectacular.utils import extend_schema
@@ -12,7 +14,7 @@ from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound, PermissionDenied, Throttled
 from rest_framework.response import Response
 
-from core.api_errors import RefuseNulMixin
+from core.api_errors import NON_FIELD, RefuseNulMixin
 from core.api_fields import StrictFields
 from tenants.auth import token_of
 from tenants.scoping import TeamField, TeamScopedViewSet
@@ -69,7 +71,8 @@ class PreferenceViewSet(SessionWrites, RefuseNulMixin, viewsets.ViewSet):
 class WebhookSerializer(StrictFields, serializers.ModelSerializer):
     team = TeamField()
     kinds = serializers.ListField(child=serializers.ChoiceField(choices=[k.value for k in CHOOSABLE]),
-                                  allow_empty=False)
+                                  allow_empty=False, max_length=len(CHOOSABLE),
+                                  help_text="Each kind of event once.")
     previous_secret_until = serializers.DateTimeField(
         source="previous_signs_until", read_only=True, help_text="After a rotation that kept the previous secret: it signs beside the new one "
         "until then. Null otherwise.")
@@ -92,7 +95,13 @@ class WebhookSerializer(StrictFields, serializers.ModelSerializer):
     def validate(self, attrs):
         # The model's rules, with its messages: the URL's address policy, known kinds.
         current = {f: getattr(self.instance, f) for f in ("team", "url", "kinds", "is_active")} if self.instance else {}
-        Webhook(**{**current, **attrs}).full_clean(exclude=["secret", "created_by", "team"])
+        hook = Webhook(**{**current, **attrs})
+        hook._state.adding = self.instance is None  # the team's cap is for new ones
+        try:
+            hook.full_clean(exclude=["secret", "created_by", "team"])
+        except DjangoValidationError as err:  # a rule of the whole webhook (the team's cap) is no field's
+            raise serializers.ValidationError({NON_FIELD if name == NON_FIELD_ERRORS else name: messages
+                                               for name, messages in err.message_dict.items()}) from None
         return attrs
 
 

@@ -8,11 +8,12 @@ watcher never tells anything twice. Each person who wants that kind of event get
 """
 
 import secrets
+from collections import Counter
 from datetime import timedelta
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.db import models
+from django.db import models, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -177,6 +178,9 @@ def validate_kinds(value) -> None:
     unknown = sorted(set(map(str, value)) - set(CHOOSABLE))
     if unknown:
         raise ValidationError(f"Unknown kinds of event: {', '.join(unknown)}.")
+    twice = sorted(str(kind) for kind, times in Counter(map(str, value)).items() if times > 1)
+    if twice:  # so a webhook names at most every kind once
+        raise ValidationError(f"Name each kind of event once: {', '.join(twice)} more than once.")
 
 
 class WebhookQuerySet(models.QuerySet):
@@ -185,6 +189,17 @@ class WebhookQuerySet(models.QuerySet):
         if not user.is_authenticated:
             return self.none()
         return self.filter(team__memberships__user=user, team__memberships__role=Membership.Role.OWNER)
+
+    def refuse_over_cap(self, team: Team, *, lock: bool = False) -> None:
+        """A team has at most ``MAX_WEBHOOKS_PER_TEAM`` webhooks (each event is sent to every
+        one). ``lock``: the team's row is locked first, in the transaction that adds one, so
+        two additions at once cannot both take the last place."""
+        if lock:
+            Team.objects.select_for_update().filter(pk=team.pk).values_list("pk").first()
+        held, cap = self.filter(team=team).count(), settings.MAX_WEBHOOKS_PER_TEAM
+        if held >= cap:
+            raise ValidationError(f"Team {team.slug} has {held} webhooks, the most a team may have ({cap}); "
+                                  "remove one, or add its events to another, first.", code="too_many_webhooks")
 
 
 class Webhook(models.Model):
@@ -211,6 +226,15 @@ class Webhook(models.Model):
 
     def __str__(self) -> str:
         return f"{self.team.slug}: {self.url}"
+
+    def save(self, *args, **kwargs) -> None:
+        # However it is saved (form, API, admin), a new webhook is counted with the team locked.
+        if self._state.adding:
+            with transaction.atomic():
+                Webhook.objects.refuse_over_cap(self.team, lock=True)
+                super().save(*args, **kwargs)
+        else:
+            super().save(*args, **kwargs)
 
     @staticmethod
     def can_manage(team: Team, user) -> bool:
@@ -244,6 +268,8 @@ class Webhook(models.Model):
         return self.is_active and (kind in self.kinds or kind == Kind.PING)
 
     def clean(self) -> None:
+        if self._state.adding and self.team_id:  # a form's or the API's error; `save` holds the cap
+            Webhook.objects.refuse_over_cap(self.team)
         if self.url:
             try:
                 resolve(self.url)

@@ -9,7 +9,7 @@ from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.cache import add_never_cache_headers
@@ -88,10 +88,14 @@ def webhook_list(request, slug):
     if request.method == "POST":
         if form.is_valid():
             form.instance.created_by = request.user
-            hook = form.save()
-            _show_secret_once(request, hook)
-            messages.success(request, f"Added a webhook for {team.slug}; copy its secret now, it is shown once.")
-            return redirect("notifications:webhook", slug=team.slug, pk=hook.pk)
+            try:
+                hook = form.save()
+            except ValidationError as err:  # another took the team's last place (MAX_WEBHOOKS_PER_TEAM)
+                form.add_error(None, err)
+            else:
+                _show_secret_once(request, hook)
+                messages.success(request, f"Added a webhook for {team.slug}; copy its secret now, it is shown once.")
+                return redirect("notifications:webhook", slug=team.slug, pk=hook.pk)
         status = 400
     hooks = list(team.webhooks.all())
     return _no_store(render(request, "notifications/webhooks.html", {"team": team, "hooks": hooks, "form": form},

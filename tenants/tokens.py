@@ -15,7 +15,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.db import models
+from django.db import models, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -85,8 +85,25 @@ class ApiTokenQuerySet(models.QuerySet):
             expires_at=timezone.now() + lifetime,
         )
         token.full_clean()
-        token.save()
+        with transaction.atomic():
+            self._refuse_over_cap(user)
+            token.save()
         return token, secret
+
+    def live(self, now=None):
+        """Tokens that still open the API: not revoked, not expired."""
+        return self.filter(revoked_at__isnull=True, expires_at__gt=now or timezone.now())
+
+    def _refuse_over_cap(self, user) -> None:
+        """One person holds at most ``MAX_API_TOKENS_PER_USER`` live tokens. Their row is
+        locked while the tokens are counted, so two requests at once cannot both take the last."""
+        people = ApiToken._meta.get_field("user").related_model.objects
+        people.select_for_update().filter(pk=user.pk).values_list("pk").first()
+        held, cap = self.live().filter(user=user).count(), settings.MAX_API_TOKENS_PER_USER
+        if held >= cap:
+            raise ValidationError(
+                f"You have {held} live API tokens, the most one person may hold ({cap}); revoke one you no "
+                "longer use, then create this one.", code="too_many_tokens")
 
     def find(self, secret: str):
         """The token a secret belongs to (revoked or expired ones included), or None."""

@@ -7,10 +7,12 @@ from decimal import Decimal
 from django.conf import settings
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import models, transaction
-from django.db.models import F, Q
+from django.db.models import Count, F, OuterRef, Q, Subquery
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from core.validators import (
+    TextBounds,
     between,
     validate_dns1035_label,
     validate_env,
@@ -25,6 +27,7 @@ from tenants.models import Membership, Team
 from ..autoscaling import unavailable as gpu_scaling_unavailable
 from ..lifecycle import FINAL_STATE_VALUES, FINAL_STATES, NEVER_STARTS_REASONS, WAITING_FOR_QUOTA, State
 from ..queueing import QueueingQuerySet
+from ..spec import BY_NAME as SPEC
 from ..spec import refused_on
 from .moves import JobMoves
 
@@ -68,6 +71,11 @@ def gpus_to_start(kind: str, workers: int, min_replicas: int | None, gpus_per_wo
     return (replicas or 1) * gpus_per_worker
 
 
+def _bounded(name: str) -> TextBounds:
+    bounds = SPEC[name].bounds
+    return TextBounds(bounds.items, bounds.item_chars, bounds.total_bytes)
+
+
 class Autoscale(models.TextChoices):
     """What an inference server's replicas scale on (`jobs.autoscaling`)."""
 
@@ -93,8 +101,23 @@ class JobQuerySet(QueueingQuerySet):
         # No savepoint of its own: nothing in here is caught and carried on from, and the
         # caller's transaction (``jobs.actions.submit``) rolls back as one.
         with transaction.atomic(savepoint=False):
+            self._refuse_over_cap(team)
             job.save_submitted()
         return job
+
+    def _refuse_over_cap(self, team: Team) -> None:
+        """A team holds at most ``MAX_LIVE_JOBS_PER_TEAM`` jobs not finished (drafts count).
+        The team's row is locked while they are counted, in the same one query, so two
+        submissions at once cannot both take the last place."""
+        live = (self.model.objects.live().filter(team=OuterRef("pk")).order_by().values("team")
+                .annotate(n=Count("pk")).values("n"))
+        held = (Team.objects.select_for_update().filter(pk=team.pk)
+                .annotate(live=Coalesce(Subquery(live), 0)).values_list("live", flat=True).first()) or 0
+        cap = settings.MAX_LIVE_JOBS_PER_TEAM
+        if held >= cap:
+            raise ValidationError({"team": (
+                f"Team {team.slug} has {held:,} live jobs, the most a team may have at once ({cap:,}); "
+                "wait for some to finish, or cancel some, then submit again.")}, code="too_many_jobs")
 
 
 class Job(JobMoves, models.Model):
@@ -127,9 +150,11 @@ class Job(JobMoves, models.Model):
     )
 
     image = models.CharField(max_length=512, validators=[validate_image])
-    command = models.JSONField(default=list, blank=True, validators=[validate_string_list])
-    args = models.JSONField(default=list, blank=True, validators=[validate_string_list])
-    env = models.JSONField(default=dict, blank=True, validators=[validate_env])
+    # Bounded as the spec says (`spec.TEXT_BOUNDS`), for the form, the API and the admin alike.
+    command = models.JSONField(default=list, blank=True,
+                               validators=[validate_string_list, _bounded("command")])
+    args = models.JSONField(default=list, blank=True, validators=[validate_string_list, _bounded("args")])
+    env = models.JSONField(default=dict, blank=True, validators=[validate_env, _bounded("env")])
 
     workers = models.PositiveSmallIntegerField(default=1, validators=between(1, MAX_WORKERS))
     gpus_per_worker = models.PositiveSmallIntegerField(default=1, validators=between(1, MAX_GPUS_PER_WORKER))
