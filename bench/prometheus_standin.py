@@ -3,11 +3,13 @@ counts the queries each page sends it) and the page tests'.
 
 It serves /api/v1/query and /api/v1/query_range for GPU series given as labels and a value
 (a number, or a function of unix time), and evaluates the few shapes of PromQL the platform
-sends, no more: a bare selector ``{__name__=~"A|B",label=~"re",...}``, ``avg_over_time(M{...}[W])``
-(the mean of the value at each second of the window) and
-``count by (namespace) (avg_over_time(M{...}[W]) < N)``. Anything else answers 400
-bad_data, as Prometheus answers a query it cannot parse. ``queries`` counts what came in;
-``delay`` makes it slow.
+sends, no more: a bare selector ``{__name__=~"A|B",label=~"re",...}``,
+``avg_over_time(M{...}[W])`` and ``max_over_time(M{...}[W])`` (the mean or highest value at
+each second of the window), ``X * N``, ``X or Y`` (Y's series whose labels X has not),
+``(X)`` and ``count by (namespace) (X < N)``: so the idle rule's
+``max_over_time(ACTIVE{...}[W]) * 100 or max_over_time(UTIL{...}[W])`` too. Anything else
+answers 400 bad_data, as Prometheus answers a query it cannot parse; a ``timeout`` it
+cannot read ("1.5s") too. ``queries`` counts what came in; ``delay`` makes it slow.
 """
 
 from __future__ import annotations
@@ -21,9 +23,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs
 
 _MATCHER = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*"((?:[^"\\]|\\.)*)"\s*(?:,|$)')
-_AVG = re.compile(r"avg_over_time\((?P<metric>[A-Za-z_:][A-Za-z0-9_:]*)?(?P<selector>\{.*\})\[(?P<window>\d+)(?P<unit>[sm])\]\)",
-                  re.S)
-_COUNT = re.compile(r"count by \(namespace\) \((?P<inner>avg_over_time\(.*\)) < (?P<threshold>[0-9.]+)\)", re.S)
+_OVER = re.compile(r"(?P<fn>avg|max)_over_time\((?P<metric>[A-Za-z_:][A-Za-z0-9_:]*)?(?P<selector>\{.*\})"
+                   r"\[(?P<window>\d+)(?P<unit>[sm])\]\)", re.S)
+_COUNT = re.compile(r"count by \(namespace\) \((?P<inner>.*) < (?P<threshold>[0-9.]+)\)", re.S)
+_OR = re.compile(r"(?P<left>.*?) or (?P<right>.*)", re.S)
+_TIMES = re.compile(r"(?P<inner>.*) \* (?P<factor>[0-9.]+)", re.S)
 _UNITS = {"s": 1, "m": 60}
 # Prometheus's durations: whole numbers with units ("1s", "1500ms", "1m30s"), or plain seconds.
 _DURATION = re.compile(r"(\d+(ms|s|m|h|d|w|y))+|\d+(\.\d+)?")
@@ -75,12 +79,17 @@ class StandIn:
         self.series.append(one)
         return one
 
-    def gpu(self, namespace: str, pod: str, gpu: int, *, util=70.0, mem_mib=1024.0, host="gpu-node-0") -> None:
-        """One GPU of ``pod`` as dcgm-exporter reports it: utilization and memory used."""
+    def gpu(self, namespace: str, pod: str, gpu: int, *, util=70.0, mem_mib=1024.0, host="gpu-node-0",
+            active=None) -> None:
+        """One GPU of ``pod`` as dcgm-exporter reports it: utilization and memory used, and
+        with ``active`` (0..1, or a function of time) its profiling metric, the graphics
+        engine's activity."""
         labels = {"namespace": namespace, "pod": pod, "container": "main", "gpu": str(gpu), "Hostname": host,
                   "UUID": f"GPU-{host}-{gpu}", "modelName": "NVIDIA H100 80GB HBM3", "device": f"nvidia{gpu}"}
         self.add(util, __name__="DCGM_FI_DEV_GPU_UTIL", **labels)
         self.add(mem_mib, __name__="DCGM_FI_DEV_FB_USED", **labels)
+        if active is not None:
+            self.add(active, __name__="DCGM_FI_PROF_GR_ENGINE_ACTIVE", **labels)
 
     # --- evaluation ------------------------------------------------------------------
     def _select(self, metric: str | None, selector: str) -> list[GpuSeries]:
@@ -89,32 +98,35 @@ class StandIn:
             matchers.append(("__name__", "=", metric))
         return [s for s in self.series if _matches(s.labels, matchers)]
 
-    def _avg(self, match, t: float) -> list[tuple[dict, float]]:
+    def _over(self, match, t: float) -> list[tuple[dict, float]]:
         window = int(match["window"]) * _UNITS[match["unit"]]
+        reduce = max if match["fn"] == "max" else (lambda values: sum(values) / len(values))
         out = []
         for one in self._select(match["metric"], match["selector"]):
-            if callable(one.value):
-                values = [one.at(t - k) for k in range(window)]
-                mean = sum(values) / len(values)
-            else:  # a steady GPU: its mean is its value
-                mean = float(one.value)
-            labels = {k: v for k, v in one.labels.items() if k != "__name__"}
-            out.append((labels, mean))
+            # A steady GPU's mean and highest are its value; else the value at each second.
+            value = reduce([one.at(t - k) for k in range(window)]) if callable(one.value) else float(one.value)
+            out.append(({k: v for k, v in one.labels.items() if k != "__name__"}, value))
         return out
 
     def instant(self, promql: str, t: float) -> list[tuple[dict, float]]:
         promql = promql.strip()
         if count := _COUNT.fullmatch(promql):
-            inner = _AVG.fullmatch(count["inner"])
-            if inner is None:
-                raise ValueError("cannot parse the inner expression")
             counts: dict = {}
-            for labels, value in self._avg(inner, t):
+            for labels, value in self.instant(count["inner"], t):
                 if value < float(count["threshold"]):
                     counts[labels.get("namespace", "")] = counts.get(labels.get("namespace", ""), 0) + 1
             return [({"namespace": ns}, float(n)) for ns, n in counts.items()]
-        if avg := _AVG.fullmatch(promql):
-            return self._avg(avg, t)
+        if _wrapped(promql):
+            return self.instant(promql[1:-1], t)
+        if either := _OR.fullmatch(promql):
+            left = self.instant(either["left"], t)
+            have = {json.dumps(labels, sort_keys=True) for labels, _ in left}
+            return left + [(labels, v) for labels, v in self.instant(either["right"], t)
+                           if json.dumps(labels, sort_keys=True) not in have]
+        if times := _TIMES.fullmatch(promql):
+            return [(labels, v * float(times["factor"])) for labels, v in self.instant(times["inner"], t)]
+        if over := _OVER.fullmatch(promql):
+            return self._over(over, t)
         return [(s.labels, s.at(t)) for s in self._select(None, promql)]
 
     def evaluate(self, path: str, form: dict) -> tuple[int, dict]:
@@ -140,6 +152,18 @@ class StandIn:
         except (KeyError, ValueError) as err:
             return 400, {"status": "error", "errorType": "bad_data", "error": str(err)}
         return 404, {"status": "error", "errorType": "not_found", "error": path}
+
+
+def _wrapped(text: str) -> bool:
+    """Whether ``text`` is one parenthesised expression, ``(...)`` (not ``(a) or (b)``)."""
+    if not text.startswith("("):
+        return False
+    depth = 0
+    for at, char in enumerate(text):
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if depth == 0:
+            return at == len(text) - 1
+    return False
 
 
 def serve(standin: StandIn | None = None) -> tuple[StandIn, ThreadingHTTPServer]:

@@ -21,7 +21,9 @@ the interval's ``measured_until`` by compare-and-swap first: two samplers never 
 same seconds twice.
 
 ``idle_gpus_now`` counts, per team, the GPUs of its pods that are idle now (one query):
-what the team page and the quota managers' console show.
+what the team page and the quota managers' console show. Idle is the reclaim's one
+definition (`jobs.idle`): the same threshold (``idle_threshold``, `idle.threshold_percent`)
+and, for "now", the same rule on the latest window of ``IDLE_GPU_WINDOW_SECONDS``.
 """
 
 from __future__ import annotations
@@ -41,14 +43,13 @@ from django.utils import timezone
 from cluster.prometheus import Prometheus, PrometheusUnavailable, configured_prometheus
 from tenants.models import Team
 
+from . import idle
 from .models import GpuInterval, GpuUse
 from .telemetry import GPU_UTIL, PodIndex
 
 log = logging.getLogger(__name__)
 
 UTILIZATION = GPU_UTIL  # percent, 0-100, per GPU
-DEFAULT_IDLE_PERCENT = 5.0  # below this a GPU counts idle, unless IDLE_GPU_THRESHOLD_PERCENT says
-IDLE_NOW_WINDOW = "5m"  # "idle now": below the threshold on average over the last five minutes
 # A page waits at most this long for Prometheus (or PROMETHEUS_TIMEOUT_SECONDS if shorter),
 # so with Prometheus slow or away a page still answers within 2 s, saying so. Whole seconds:
 # the door passes its timeout on to Prometheus, whose durations take no "1.5s".
@@ -76,11 +77,9 @@ def unavailable(err: PrometheusUnavailable) -> str:
     return UNAVAILABLE.format(reason=err.reason)
 
 
-def idle_threshold() -> float:
-    """Percent below which a GPU counts idle: the reclaim policy's default when one is set
-    (IDLE_GPU_THRESHOLD_PERCENT), else 5 %."""
-    configured = getattr(settings, "IDLE_GPU_THRESHOLD_PERCENT", None)
-    return float(configured) if configured not in (None, "") else DEFAULT_IDLE_PERCENT
+# Percent below which a GPU counts idle: the reclaim's (the settings' policy, else 5 %), for
+# the pages, the API and the sampler's idle GPU-hours.
+idle_threshold = idle.threshold_percent
 
 
 def window() -> int:
@@ -184,9 +183,9 @@ def sample_quietly(now: datetime | None = None) -> dict:
 
 
 def idle_gpus_now(teams=None, *, prometheus: Prometheus | None = None) -> dict:
-    """Team slug -> GPUs of its pods idle now (below the threshold on average over the last
-    five minutes), teams with none left out; one query. ``teams``: those to ask about
-    (None: every team). Raises ``PrometheusUnavailable``."""
+    """Team slug -> GPUs of its pods idle now (`jobs.idle`'s rule on the latest window:
+    below the threshold all window long), teams with none left out; one query. ``teams``:
+    those to ask about (None: every team). Raises ``PrometheusUnavailable``."""
     prometheus = prometheus or configured_prometheus()
     prefix = settings.TEAM_NAMESPACE_PREFIX
     if teams is None:
@@ -196,8 +195,7 @@ def idle_gpus_now(teams=None, *, prometheus: Prometheus | None = None) -> dict:
         if not namespaces:
             return {}
         selector = _selector(namespaces)
-    samples = prometheus.query(f"count by (namespace) (avg_over_time({UTILIZATION}{{{selector}}}"
-                               f"[{IDLE_NOW_WINDOW}]) < {idle_threshold():g})")
+    samples = prometheus.query(idle.idle_gpus_promql(selector, settings.IDLE_GPU_WINDOW_SECONDS, idle_threshold()))
     counts = {s.labels.get("namespace", "")[len(prefix):]: int(s.value) for s in samples
               if s.labels.get("namespace", "").startswith(prefix) and s.value == s.value}
     counts = {slug: n for slug, n in counts.items() if n > 0}

@@ -17,6 +17,11 @@ complete window: a busy or unknown window ends the run, so the count starts agai
 zero. A job whose latest window is unknown cannot be judged: reclaim pauses for it, and a
 Prometheus that cannot be asked pauses it for every job. Memory held does not make a GPU
 busy: a job that squats on GPU memory at 0 % activity is idle.
+
+The threshold is the policy's (``threshold_percent``: a flavor's or team's, else
+``IDLE_GPU_THRESHOLD_PERCENT``, else 5 % where no policy sets one), and what the pages count
+as a GPU idle now is this same rule on the latest window (``idle_gpus_promql``): the quota
+console's "idle GPUs now" and the reclaim never disagree on what idle is.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from cluster.prometheus import PrometheusUnavailable
+from quotas.models.idle import IdleRules, default_rules
 
 from . import kinds
 
@@ -37,6 +43,8 @@ UTILIZATION = "DCGM_FI_DEV_GPU_UTIL"  # percent
 GPU_LABELS = ("Hostname", "gpu", "UUID", "GPU_I_ID")
 
 
+# The threshold where no policy sets one (reclaim off): what the pages still count idle.
+DEFAULT_THRESHOLD_PERCENT = 5.0
 # Why a job is not judged yet: it has not run one whole window (no metric is missing).
 TOO_YOUNG = "Running for less than one window."
 
@@ -100,15 +108,32 @@ def window_ends(now: float, window_seconds: int, since: float) -> list[float]:
     return [float(end) for end in range(int(first), int(last) + 1, window_seconds)]
 
 
-def promql(namespaces: list[str], window_seconds: int) -> str:
-    """Per GPU, the highest activity (percent) in the window ending at each step: profiling
-    metrics where a GPU has them, its utilization where it does not."""
-    # Namespaces are DNS-1123 labels ([a-z0-9-]): nothing in them a regular expression or a
-    # PromQL string would read as special.
-    where = f'namespace=~"{"|".join(sorted(set(namespaces)))}",pod!=""'
+def threshold_percent(rules: IdleRules | None = None) -> float:
+    """Percent below which a GPU is idle in a window: the policy's (``rules``; by default the
+    settings', ``IDLE_GPU_THRESHOLD_PERCENT``), else ``DEFAULT_THRESHOLD_PERCENT``."""
+    rules = rules or default_rules()
+    return float(rules.threshold_percent) if rules.threshold_percent is not None else DEFAULT_THRESHOLD_PERCENT
+
+
+def activity_promql(where: str, window_seconds: int) -> str:
+    """Per GPU (series ``{where}``), the highest activity (percent) in the window ending at
+    each evaluation: profiling metrics where a GPU has them, its utilization where it does not."""
     span = f"{window_seconds}s"
     return (f"max_over_time({ACTIVITY}{{{where}}}[{span}]) * 100"
             f" or max_over_time({UTILIZATION}{{{where}}}[{span}])")
+
+
+def promql(namespaces: list[str], window_seconds: int) -> str:
+    """The sweep's range query: `activity_promql` for the pods of ``namespaces``."""
+    # Namespaces are DNS-1123 labels ([a-z0-9-]): nothing in them a regular expression or a
+    # PromQL string would read as special.
+    return activity_promql(f'namespace=~"{"|".join(sorted(set(namespaces)))}",pod!=""', window_seconds)
+
+
+def idle_gpus_promql(where: str, window_seconds: int, threshold: float) -> str:
+    """Per namespace, how many GPUs (series ``{where}``) were idle in the latest window: the
+    windows' rule (`window_states`: below the threshold all window long), now."""
+    return f"count by (namespace) (({activity_promql(where, window_seconds)}) < {threshold:g})"
 
 
 def gpu_key(labels: dict[str, str]) -> str:

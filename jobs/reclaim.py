@@ -173,7 +173,7 @@ def sweep_idle_jobs(cluster, prometheus, now=None) -> dict:
         prometheus, watched, now=now.timestamp(), window_seconds=settings.IDLE_GPU_WINDOW_SECONDS,
         lookback_seconds={job.pk: _lookback(rules[(job.team_id, job.flavor_id)], getattr(job, "idle_watch", None), now)
                           for job in watched},
-        thresholds={job.pk: rules[(job.team_id, job.flavor_id)].threshold_percent for job in watched})
+        thresholds={job.pk: idle.threshold_percent(rules[(job.team_id, job.flavor_id)]) for job in watched})
     reads = []
     for job in watched:
         policy, reading = rules[(job.team_id, job.flavor_id)], readings[job.pk]

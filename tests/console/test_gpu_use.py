@@ -12,7 +12,7 @@ from django.urls import reverse
 
 from cluster.prometheus import PrometheusUnavailable
 from console.accounting import CSV_HEADER, flavor_totals, month_window, usage_rows, usage_summary
-from jobs import gpu_use
+from jobs import gpu_use, idle
 from jobs.lifecycle import State
 from jobs.models import GpuInterval, GpuUse
 from tests.standin import gpus_of, standin  # noqa: F401 (the fixture)
@@ -54,7 +54,7 @@ def test_the_idle_threshold_is_the_reclaim_default_when_set(settings):
     settings.IDLE_GPU_THRESHOLD_PERCENT = 12
     assert gpu_use.idle_threshold() == 12.0
     settings.IDLE_GPU_THRESHOLD_PERCENT = None
-    assert gpu_use.idle_threshold() == gpu_use.DEFAULT_IDLE_PERCENT
+    assert gpu_use.idle_threshold() == idle.DEFAULT_THRESHOLD_PERCENT
 
 
 def test_a_sample_across_midnight_is_split_into_the_two_days():
