@@ -1,6 +1,7 @@
 """Django validators for Kubernetes-shaped fields, shared by every app's models."""
 
 import re
+import unicodedata
 
 import jsonschema
 from django.core.exceptions import ValidationError
@@ -51,11 +52,6 @@ def validate_resource_name(value: str) -> None:
             "'nvidia.com/mig-1g.10gb'.",
             code="resource_name",
         )
-
-
-def validate_image(value: str) -> None:
-    if not value or any(ch.isspace() for ch in value):
-        raise ValidationError("An image reference cannot contain spaces.", code="image")
 
 
 def validate_env(value) -> None:
@@ -121,6 +117,105 @@ class TextBounds:
     def __eq__(self, other) -> bool:
         return isinstance(other, TextBounds) and (self.items, self.item_chars, self.total_bytes) == (
             other.items, other.item_chars, other.total_bytes)
+
+
+# --- text that reaches the cluster (issue 29, finding 13) -----------------------------------------
+# An image reference as the container runtimes parse it: distribution/reference's grammar
+# (reference/regexp.go), ASCII only. reference := name [":" tag] ["@" digest];
+# name := [domain "/"] path-component ["/" path-component]*.
+_ALNUM = r"[a-z0-9]+"
+_SEPARATOR = r"(?:[._]|__|-+)"
+_PATH_COMPONENT = rf"{_ALNUM}(?:{_SEPARATOR}{_ALNUM})*"
+_DOMAIN_COMPONENT = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
+_DOMAIN = rf"(?:{_DOMAIN_COMPONENT}(?:\.{_DOMAIN_COMPONENT})*|\[[a-fA-F0-9:]+\])(?::[0-9]+)?"
+_TAG = r"\w[\w.-]{0,127}"
+_DIGEST = r"[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}"
+IMAGE_REFERENCE = re.compile(
+    rf"(?P<name>(?:{_DOMAIN}/)?{_PATH_COMPONENT}(?:/{_PATH_COMPONENT})*)(?::{_TAG})?(?:@{_DIGEST})?", re.ASCII)
+PATH_COMPONENT = re.compile(_PATH_COMPONENT, re.ASCII)
+IMAGE_NAME_MAX_LENGTH = 255  # the grammar's NameTotalLengthMax
+# An absolute URL path with an optional query (RFC 3986: pchar, "/" and "?"), as an HTTP
+# probe sends it: nothing a request line would split on (no space, CR or LF), no fragment.
+_PCHAR = r"(?:[A-Za-z0-9\-._~!$&'()*+,;=:@]|%[0-9A-Fa-f]{2})"
+URL_PATH = re.compile(rf"/(?:{_PCHAR}|/)*(?:\?(?:{_PCHAR}|[/?])*)?", re.ASCII)
+# Free text may hold any printable character, line breaks and tabs included, but none that
+# changes what a reader sees without being seen: control characters (NUL included) and the
+# Unicode format characters (category Cf: the bidirectional embeddings, overrides and
+# isolates of "Trojan Source", zero-width spaces, the BOM, invisible operators...), except
+# the zero-width non-joiner and joiner, which Persian, Indic scripts and emoji need.
+TEXT_WHITESPACE = frozenset("\t\n\r")
+CONTROL_NAMES = {"\x00": "NULL", "\t": "CHARACTER TABULATION", "\n": "LINE FEED", "\r": "CARRIAGE RETURN",
+                 "\x1b": "ESCAPE", "\x7f": "DELETE"}
+JOINERS = frozenset("\u200c\u200d")
+
+
+def hidden_character(text: str) -> tuple[int, str] | None:
+    """The first character of ``text`` that a reader would not see (1-based position)."""
+    for position, char in enumerate(text, start=1):
+        if char.isascii() and (char.isprintable() or char in TEXT_WHITESPACE):
+            continue
+        if unicodedata.category(char) in ("Cc", "Cf", "Cs") and char not in TEXT_WHITESPACE | JOINERS:
+            return position, char
+    return None
+
+
+def describe(char: str) -> str:
+    """U+202E (RIGHT-TO-LEFT OVERRIDE)."""
+    name = unicodedata.name(char, "") or CONTROL_NAMES.get(char, "a control character")
+    return f"U+{ord(char):04X} ({name})"
+
+
+def validate_image(value: str) -> None:
+    if not value or any(ch.isspace() for ch in value):
+        raise ValidationError("An image reference cannot contain spaces or line breaks.", code="image")
+    if not value.isascii() or not value.isprintable():
+        char = next(ch for ch in value if not (ch.isascii() and ch.isprintable()))
+        raise ValidationError(f"An image reference is plain ASCII: {describe(char)} is not allowed.", code="image")
+    match = IMAGE_REFERENCE.fullmatch(value)
+    first, _, rest = match["name"].partition("/") if match else ("", "", "")
+    # As the runtimes read it, a first part is a registry only with a '.' or ':' in it, or as
+    # localhost; else it is part of the repository, lowercase like the rest.
+    if match and rest and not ("." in first or ":" in first or first == "localhost" or first.startswith("[")):
+        match = match if PATH_COMPONENT.fullmatch(first) else None
+    if match is None:
+        raise ValidationError(
+            "Not an image reference: use [registry/]repository[:tag][@digest], the repository in lowercase "
+            "letters, digits and '.', '_' or '-' between them (for example ghcr.io/team/train:1.0).", code="image")
+    if len(match["name"]) > IMAGE_NAME_MAX_LENGTH:
+        raise ValidationError(f"An image's name (before its tag and digest) is at most {IMAGE_NAME_MAX_LENGTH} "
+                              "characters.", code="image")
+
+
+def validate_url_path(value: str) -> None:
+    """An HTTP path the cluster requests (a readiness probe's)."""
+    if not value.startswith("/"):
+        raise ValidationError("A path starts with '/', for example /healthz.", code="url_path")
+    odd = next((ch for ch in value if not (ch.isascii() and ch.isprintable()) or ch == " "), None)
+    if odd is not None:
+        raise ValidationError(f"A path has no spaces, line breaks or other characters outside ASCII: "
+                              f"{describe(odd) if odd != ' ' else 'a space'} is not allowed; percent-encode it "
+                              "(a space is %20).", code="url_path")
+    if not URL_PATH.fullmatch(value):
+        raise ValidationError("Use the characters of a URL path (letters, digits, / and -._~!$&'()*+,;=:@, "
+                              "%XX for any other), then ?query if need be; no #fragment.", code="url_path")
+
+
+def validate_visible_text(value) -> None:
+    """No hidden characters in a list of text (a command, its arguments) or the values of a
+    mapping (the environment); see ``hidden_character``. Other shapes are another validator's."""
+    if isinstance(value, dict):
+        texts = [(f"The value of {_shown(str(name))}", text) for name, text in value.items()]
+    elif isinstance(value, list):
+        texts = [(f"Item {number}", text) for number, text in enumerate(value, start=1)]
+    else:
+        return
+    for where, text in texts:
+        found = hidden_character(text) if isinstance(text, str) else None
+        if found:
+            position, char = found
+            raise ValidationError(
+                f"{where} holds {describe(char)} at character {position}: control and invisible formatting "
+                "characters are refused, so what runs reads as it is shown.", code="hidden_character")
 
 
 def validate_node_labels(value) -> None:

@@ -75,7 +75,8 @@ FIELDS = (
           listed=True),
     Field("priority", JOB, "Priority", "A priority class, by name; its value at most the team's ceiling. "
           "Kueue flavors only: Volcano flavors refuse it.", schedulers=(KUEUE,), shape=RELATED, named_by="name"),
-    Field("image", CONTAINER, "Image", "A container image, e.g. pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime."),
+    Field("image", CONTAINER, "Image", "A container image, e.g. pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime: "
+          "[registry/]repository[:tag][@digest], the repository in lowercase."),
     Field("command", CONTAINER, "Command", "The entrypoint, e.g. python or torchrun. Empty: the image's own. "
           + _WORDS, shape=LIST, bounds=TEXT_BOUNDS),
     Field("args", CONTAINER, "Arguments", "Arguments, split like a shell would: quote words with spaces. "
@@ -98,7 +99,7 @@ FIELDS = (
     Field("max_replicas", SERVING, "Max replicas", "Most replicas the autoscaler may start.", kinds=(INFERENCE,),
           required_for=(INFERENCE,), listed=True),
     Field("readiness_path", SERVING, "Readiness path", "HTTP path that answers 200 once the server is ready, "
-          "e.g. /health.", kinds=(INFERENCE,)),
+          "e.g. /health: the characters of a URL path (%XX for others), at most 200.", kinds=(INFERENCE,)),
     Field("readiness_initial_delay_seconds", SERVING, "Readiness delay (seconds)",
           "How long a replica may load before its readiness counts (0 to 3600 s).", kinds=(INFERENCE,)),
     Field("autoscaling_target_cpu_percent", SERVING, "Autoscale at CPU %",

@@ -72,13 +72,26 @@ class SystemNamespaceTeam(Exception):
     """The job's team owns a system namespace: its workloads are never touched."""
 
 
+class InvalidSpec(Exception):
+    """The job holds a setting its validators refuse (a row from before a rule): it is never
+    rendered, so the cluster never gets it."""
+
+    def __init__(self, problems: dict[str, list[str]]):
+        said = " ".join(f"{name}: {' '.join(messages)}" for name, messages in sorted(problems.items()))
+        super().__init__(f"Refused before reaching the cluster: {said} Submit the job again with this corrected.")
+
+
 def _desired(job: Job) -> list[dict] | None:
     plan = job.cluster_plan()
     if plan is Job.Plan.LEAVE:
         return None
     if job.team.owns_system_namespace:  # never touch workloads in the cluster's own namespaces
         raise SystemNamespaceTeam(f"The team's namespace {job.team.namespace_name} is a system namespace.")
-    return render_job(job) if plan is Job.Plan.APPLY else []
+    if plan is not Job.Plan.APPLY:
+        return []
+    if problems := job.spec_problems():
+        raise InvalidSpec(problems)
+    return render_job(job)
 
 
 def _queues_first(cluster, job: Job) -> Outcome:
@@ -92,6 +105,10 @@ def _queues_first(cluster, job: Job) -> Outcome:
 def _refused(job: Job, err: Exception, outcome: Outcome) -> Outcome | None:
     if isinstance(err, Superseded):
         log.info("job %s moved on while it was being applied; its own reconcile takes over", job.pk)
+        return Outcome()
+    if isinstance(err, InvalidSpec):
+        if not job.is_final:
+            job.transition(State.FAILED, reason="InvalidSpec", message=str(err))
         return Outcome()
     if isinstance(err, SystemNamespaceTeam):
         if job.state == State.CANCELLING:

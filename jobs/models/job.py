@@ -18,6 +18,8 @@ from core.validators import (
     validate_env,
     validate_image,
     validate_string_list,
+    validate_url_path,
+    validate_visible_text,
 )
 from quotas.grants import MAX_GPUS_PER_NODE
 from quotas.models import GpuFlavor, PriorityClass
@@ -28,7 +30,7 @@ from ..autoscaling import unavailable as gpu_scaling_unavailable
 from ..lifecycle import FINAL_STATE_VALUES, FINAL_STATES, NEVER_STARTS_REASONS, WAITING_FOR_QUOTA, State
 from ..queueing import QueueingQuerySet
 from ..spec import BY_NAME as SPEC
-from ..spec import refused_on
+from ..spec import RELATED, refused_on
 from .moves import JobMoves
 
 JOB_NAME_MAX_LENGTH = 40
@@ -151,10 +153,12 @@ class Job(JobMoves, models.Model):
 
     image = models.CharField(max_length=512, validators=[validate_image])
     # Bounded as the spec says (`spec.TEXT_BOUNDS`), for the form, the API and the admin alike.
+    # No hidden characters either (`core.validators.hidden_character`): what runs reads as shown.
     command = models.JSONField(default=list, blank=True,
-                               validators=[validate_string_list, _bounded("command")])
-    args = models.JSONField(default=list, blank=True, validators=[validate_string_list, _bounded("args")])
-    env = models.JSONField(default=dict, blank=True, validators=[validate_env, _bounded("env")])
+                               validators=[validate_string_list, _bounded("command"), validate_visible_text])
+    args = models.JSONField(default=list, blank=True,
+                            validators=[validate_string_list, _bounded("args"), validate_visible_text])
+    env = models.JSONField(default=dict, blank=True, validators=[validate_env, _bounded("env"), validate_visible_text])
 
     workers = models.PositiveSmallIntegerField(default=1, validators=between(1, MAX_WORKERS))
     gpus_per_worker = models.PositiveSmallIntegerField(default=1, validators=between(1, MAX_GPUS_PER_WORKER))
@@ -174,7 +178,7 @@ class Job(JobMoves, models.Model):
     port = models.PositiveIntegerField(null=True, blank=True, validators=between(1, 65535))
     min_replicas = models.PositiveSmallIntegerField(null=True, blank=True, validators=between(1, MAX_REPLICAS))
     max_replicas = models.PositiveSmallIntegerField(null=True, blank=True, validators=between(1, MAX_REPLICAS))
-    readiness_path = models.CharField(max_length=200, blank=True, default="")
+    readiness_path = models.CharField(max_length=200, blank=True, default="", validators=[validate_url_path])
     readiness_initial_delay_seconds = models.PositiveIntegerField(
         default=30, validators=between(0, MAX_PROBE_DELAY_SECONDS)
     )
@@ -367,6 +371,18 @@ class Job(JobMoves, models.Model):
                 if field.is_relation and field.is_cached(self) and getattr(self, field.name) is not None}
         super().clean_fields(exclude={*(exclude or ()), *held})
 
+    def spec_problems(self) -> dict[str, list[str]]:
+        """What the validators of the spec's own fields refuse in this job, by field: nothing
+        for a job the form or the API took, but a row written before a rule (or behind the
+        model's back) may hold text the cluster must never get. The reconcile asks before it
+        renders (`jobs.tasks`). No query: related rows are not looked at."""
+        own = {field.name for field in SPEC.values() if field.shape != RELATED}
+        try:
+            self.clean_fields(exclude=[field.name for field in self._meta.concrete_fields if field.name not in own])
+        except ValidationError as err:
+            return err.message_dict
+        return {}
+
     def validate_constraints(self, exclude=None) -> None:
         # The check constraints restate for the database what the fields' validators and
         # ``clean`` already say, with the same limits (tests/jobs/test_model_constraints.py
@@ -411,8 +427,6 @@ class Job(JobMoves, models.Model):
                 errors["max_replicas"] = "Must be at least the minimum number of replicas."
             if self.workers != 1:
                 errors["workers"] = "Inference scales with replicas; leave workers at 1."
-            if self.readiness_path and not self.readiness_path.startswith("/"):
-                errors["readiness_path"] = "A path starts with '/', for example /healthz."
             if self.autoscale_metric == self.Autoscale.GPU and (why := gpu_scaling_unavailable()):
                 errors["autoscale_metric"] = why
         if errors:

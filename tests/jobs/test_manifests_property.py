@@ -19,9 +19,18 @@ from ..security import assert_hardened
 dns_label = st.from_regex(r"\A[a-z]([-a-z0-9]{0,38}[a-z0-9])?\Z")
 # Any DNS-1123 label, digits first too: the model decides which a job may be called.
 job_name = st.from_regex(r"\A[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?\Z")
-text = st.text(st.characters(exclude_categories=("Cs",)), max_size=40)
+# Any printable text of any script, tabs, line breaks and the zero-width joiners; the model
+# refuses control and other invisible formatting characters (core.validators.hidden_character).
+text = st.text(st.characters(exclude_categories=("Cs", "Cc", "Cf"), include_characters="\t\n\r\u200c\u200d"),
+               max_size=40)
 env_name = st.from_regex(r"\A[A-Za-z_][A-Za-z0-9_]{0,20}\Z")
-image = st.text(string.ascii_letters + string.digits + "./:-_@", min_size=1, max_size=60)
+# References of the distribution grammar, half the time; else any ASCII the model may refuse.
+_component = st.from_regex(r"\A[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*\Z").filter(lambda c: len(c) <= 30)
+_reference = st.builds(
+    lambda registry, path, tag: registry + "/".join(path) + tag,
+    st.sampled_from(["", "ghcr.io/", "localhost:5000/", "nvcr.io:443/"]), st.lists(_component, min_size=1, max_size=3),
+    st.sampled_from(["", ":1", ":2.5.1-cuda12.4", ":latest", "@sha256:" + "a" * 64]))
+image = _reference | st.text(string.ascii_letters + string.digits + "./:-_@", min_size=1, max_size=60)
 
 FLAVORS = [
     GpuFlavor(name="h100", resource_name="nvidia.com/gpu", gpu_memory_gib=80, gpus_per_node=8,

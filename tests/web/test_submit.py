@@ -108,7 +108,7 @@ def test_bad_fields_are_explained_and_what_was_typed_is_kept(client_for, owner, 
     assert "The job was not submitted" in html
     assert "Use lowercase letters, digits and" in html and "63" not in html.split("Use lowercase letters")[1][:200]
     assert "Line 1 should look like NAME=value." in html
-    assert "An image reference cannot contain spaces." in html
+    assert "An image reference cannot contain spaces or line breaks." in html
     assert 'value="Bad_Name"' in html and 'value="my image"' in html and "EPOCHS 3</textarea>" in html
     assert 'value="train.py --lr &#x27;1e-4 warm&#x27;"' in html
     assert not Job.objects.exists()
