@@ -9,7 +9,7 @@ each second of the window), ``X * N``, ``X or Y`` (Y's series whose labels X has
 ``(X)`` and ``count by (namespace) (X < N)``: so the idle rule's
 ``max_over_time(ACTIVE{...}[W]) * 100 or max_over_time(UTIL{...}[W])`` too. Anything else
 answers 400 bad_data, as Prometheus answers a query it cannot parse; a ``timeout`` it
-cannot read ("1.5s") too. ``queries`` counts what came in; ``delay`` makes it slow.
+refuses ("1.5s", "0ms") too (``timeout_refused``). ``queries`` counts what came in; ``delay`` makes it slow.
 """
 
 from __future__ import annotations
@@ -29,8 +29,12 @@ _COUNT = re.compile(r"count by \(namespace\) \((?P<inner>.*) < (?P<threshold>[0-
 _OR = re.compile(r"(?P<left>.*?) or (?P<right>.*)", re.S)
 _TIMES = re.compile(r"(?P<inner>.*) \* (?P<factor>[0-9.]+)", re.S)
 _UNITS = {"s": 1, "m": 60}
-# Prometheus's durations: whole numbers with units ("1s", "1500ms", "1m30s"), or plain seconds.
-_DURATION = re.compile(r"(\d+(ms|s|m|h|d|w|y))+|\d+(\.\d+)?")
+# Prometheus's API reads a duration parameter (web/api/v1's parseDuration) as a number of
+# seconds ("1.5") or as whole numbers with units, largest first and each once
+# (model.ParseDuration: "1500ms", "1m30s"); so "1.5s" and "30s1m" are refused.
+_SECONDS = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
+_UNITS_IN_ORDER = (("y", 365 * 86400), ("w", 7 * 86400), ("d", 86400), ("h", 3600), ("m", 60), ("s", 1), ("ms", 0.001))
+_WITH_UNITS = re.compile("".join(rf"(?:(\d+){unit})?" for unit, _ in _UNITS_IN_ORDER))
 
 
 def _matchers(text: str) -> list[tuple[str, str, str]]:
@@ -132,9 +136,8 @@ class StandIn:
     def evaluate(self, path: str, form: dict) -> tuple[int, dict]:
         with self._lock:
             self.queries += 1
-        if "timeout" in form and not _DURATION.fullmatch(form["timeout"]):  # as Prometheus refuses "1.5s"
-            return 400, {"status": "error", "errorType": "bad_data",
-                         "error": f'invalid parameter "timeout": cannot parse "{form["timeout"]}" to a valid duration'}
+        if refused := timeout_refused(form):
+            return 400, {"status": "error", "errorType": "bad_data", "error": refused}
         try:
             if path == "/api/v1/query":
                 at = float(form.get("time", time.time()))
@@ -152,6 +155,29 @@ class StandIn:
         except (KeyError, ValueError) as err:
             return 400, {"status": "error", "errorType": "bad_data", "error": str(err)}
         return 404, {"status": "error", "errorType": "not_found", "error": path}
+
+
+def duration_seconds(text: str) -> float | None:
+    """Seconds of a duration as Prometheus's API reads one; None when it cannot."""
+    if _SECONDS.fullmatch(text):
+        return float(text)
+    found = _WITH_UNITS.fullmatch(text)
+    if not text or found is None:
+        return None
+    return sum(int(n) * seconds for n, (_, seconds) in zip(found.groups(), _UNITS_IN_ORDER, strict=True) if n)
+
+
+def timeout_refused(form: dict) -> str:
+    """Why Prometheus would refuse the query's ``timeout`` (its words), or "" when it would not."""
+    text = form.get("timeout", "")
+    if not text:
+        return ""
+    seconds = duration_seconds(text)
+    if seconds is None:
+        return f'invalid parameter "timeout": cannot parse "{text}" to a valid duration'
+    if seconds <= 0:
+        return f'invalid parameter "timeout": timeout must be positive, got {text}'
+    return ""
 
 
 def _wrapped(text: str) -> bool:

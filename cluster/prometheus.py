@@ -52,13 +52,20 @@ class Series:
 Moment = datetime | float  # a datetime (aware) or unix seconds
 
 
+def timeout_text(seconds: float) -> str:
+    """A timeout as Prometheus reads one, in whole milliseconds ("1500ms"; at least 1): its
+    API refuses a fraction with a unit ("1.5s") and a timeout that is not positive."""
+    return f"{max(1, round(seconds * 1000))}ms"
+
+
 class Prometheus:
     """One Prometheus (or an API-compatible store: Thanos, Mimir, VictoriaMetrics) at `url`.
 
     Authentication: a bearer `token`, or `username` + `password` (basic), or none; `ca_file`
     verifies an https server against that CA bundle instead of the system's. A query takes at
     most `timeout` seconds of waiting for the server, connecting and reading included; the
-    same timeout is passed to Prometheus so it gives up evaluating too.
+    same timeout is passed to Prometheus (in milliseconds, `timeout_text`) so it gives up
+    evaluating too.
     """
 
     def __init__(
@@ -122,7 +129,7 @@ class Prometheus:
 
     # --- the transport -----------------------------------------------------------------
     def _post(self, path: str, form: dict) -> dict:
-        form = {**form, "timeout": f"{self.timeout:g}s"}
+        form = {**form, "timeout": timeout_text(self.timeout)}
         deadline = time.monotonic() + self.timeout
         try:
             with self._session().post(

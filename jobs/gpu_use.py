@@ -51,9 +51,9 @@ log = logging.getLogger(__name__)
 
 UTILIZATION = GPU_UTIL  # percent, 0-100, per GPU
 # A page waits at most this long for Prometheus (or PROMETHEUS_TIMEOUT_SECONDS if shorter),
-# so with Prometheus slow or away a page still answers within 2 s, saying so. Whole seconds:
-# the door passes its timeout on to Prometheus, whose durations take no "1.5s".
-PAGE_SECONDS = 1
+# so with Prometheus slow or away a page still answers within 2 s, saying so. The door
+# passes it on to Prometheus in milliseconds ("1500ms"), which it reads, fraction and all.
+PAGE_SECONDS = 1.5
 UNAVAILABLE = "GPU metrics unavailable: {reason}"
 
 

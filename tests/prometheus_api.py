@@ -4,9 +4,10 @@
 Prometheus of deploy/local-cluster.
 
 It evaluates what the platform sends, a bare selector `{label=~"re",label="v",...}`
-(matched whole, as Prometheus matches), and answers anything else 400 bad_data. Each series
-is labels plus a value, or a function of time for range queries. `requests` records what came in
-(path and form); `delay`, `trickle` and `answer` make it slow, drip-feed or say something else.
+(matched whole, as Prometheus matches), and answers anything else 400 bad_data, as it
+does a ``timeout`` Prometheus refuses ("1.5s"). Each series is labels plus a value, or a
+function of time for range queries. `requests` records what came in (path and form);
+`delay`, `trickle` and `answer` make it slow, drip-feed or say something else.
 
     from tests.prometheus_api import prometheus_api  # the fixture
 """
@@ -22,6 +23,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs
 
 import pytest
+
+from bench.prometheus_standin import timeout_refused
 
 _MATCHER = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*"((?:[^"\\]|\\.)*)"\s*(?:,|$)')
 
@@ -74,6 +77,8 @@ class PrometheusApi:
         return one
 
     def evaluate(self, path: str, form: dict) -> tuple[int, dict]:
+        if refused := timeout_refused(form):  # what Prometheus refuses: "1.5s", "0ms"
+            return 400, {"status": "error", "errorType": "bad_data", "error": refused}
         try:
             matchers = parse_selector(form["query"])
         except (KeyError, ValueError) as err:

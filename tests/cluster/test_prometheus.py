@@ -8,7 +8,9 @@ import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
+import requests
 
+from bench.prometheus_standin import duration_seconds
 from cluster.prometheus import (
     NOT_CONFIGURED,
     Prometheus,
@@ -16,8 +18,11 @@ from cluster.prometheus import (
     Sample,
     configured_prometheus,
     prometheus_from_settings,
+    timeout_text,
 )
+from jobs import gpu_use
 from tests.prometheus_api import prometheus_api  # noqa: F401 (the fixture)
+from tests.standin import standin  # noqa: F401 (the fixture)
 
 
 def test_query_reads_an_instant_vector_into_samples(prometheus_api):
@@ -33,7 +38,43 @@ def test_query_sends_the_time_asked_for_and_its_own_timeout(prometheus_api):
     path, form = prometheus_api.requests[0]
     assert path == "/api/v1/query"
     assert float(form["time"]) == at.timestamp()
-    assert form["timeout"] == "3s"
+    assert form["timeout"] == "3000ms"
+
+
+def test_a_fractional_timeout_is_sent_in_milliseconds_and_answered(prometheus_api):
+    prometheus_api.add(1.0, __name__="x")
+    [sample] = Prometheus(prometheus_api.url, timeout=1.5).query('{__name__="x"}')
+    assert sample.value == 1.0 and prometheus_api.requests[0][1]["timeout"] == "1500ms"
+    assert timeout_text(0.0001) == "1ms"  # never "0ms", which Prometheus refuses
+
+
+@pytest.mark.parametrize(("sent", "seconds"), [
+    ("1.5", 1.5), ("2", 2.0), ("1500ms", 1.5), ("1m30s", 90.0), ("1h", 3600.0),
+    ("1.5s", None), ("30s1m", None), ("1s1s", None), ("ms", None), ("1.5ms", None),
+])
+def test_the_stand_ins_read_a_duration_as_prometheus_does(sent, seconds):
+    # web/api/v1's parseDuration: seconds as a number, or model.ParseDuration's units,
+    # largest first and each once.
+    assert duration_seconds(sent) == seconds
+
+
+@pytest.mark.parametrize("refused", ["1.5s", "0ms", "0", "-1"])
+def test_the_stand_in_refuses_a_timeout_prometheus_refuses(prometheus_api, refused):
+    answer = requests.post(prometheus_api.url + "/api/v1/query", data={"query": '{__name__="x"}', "timeout": refused},
+                           timeout=5)
+    assert answer.status_code == 400 and answer.json()["errorType"] == "bad_data"
+    assert '"timeout"' in answer.json()["error"]
+
+
+def test_a_page_waits_a_fraction_of_a_second_and_prometheus_is_told_so(settings, standin):  # noqa: F811
+    settings.PROMETHEUS_TIMEOUT_SECONDS = 2
+    prometheus_from_settings.cache_clear()
+    gpu_use._with_timeout.cache_clear()
+    standin.add(3.0, __name__="x")
+    prometheus = gpu_use.for_pages()
+    assert prometheus.timeout == gpu_use.PAGE_SECONDS == 1.5
+    [sample] = prometheus.query('{__name__="x"}')  # the stand-in refuses what Prometheus refuses
+    assert sample.value == 3.0
 
 
 def test_not_a_number_comes_back_as_nan(prometheus_api):
