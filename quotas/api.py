@@ -21,6 +21,7 @@ from tenants.tokens import Scope
 
 from .grants import MAX_GPUS
 from .models import GpuFlavor, Quota, QuotaGrant, QuotaRequest
+from .models.requests import MAX_JUSTIFICATION
 
 # The fields an owner fills in, as on the team page's form.
 REQUEST_FIELDS = ["flavor", "gpus", "borrowing_limit_gpus", "starts_on", "ends_on", "justification"]
@@ -242,7 +243,7 @@ class RenewalSerializer(StrictFields, serializers.Serializer):
     ends_on = serializers.DateField(help_text="The new last day (included).")
     gpus = serializers.IntegerField(required=False, min_value=-MAX_GPUS, max_value=MAX_GPUS,
                                     help_text="GPUs for the renewal; the grant's when left out.")
-    justification = serializers.CharField(help_text="Why the team still needs the GPUs.")
+    justification = serializers.CharField(max_length=MAX_JUSTIFICATION, help_text="Why the team still needs the GPUs.")
 
     def validate_ends_on(self, ends_on):
         if ends_on < timezone.localdate():

@@ -5,6 +5,7 @@ from django.utils import timezone
 
 from .grants import MAX_CPU_CORES, MAX_GPUS, MAX_MEMORY_GIB
 from .models import GpuFlavor, QuotaRequest
+from .models.requests import MAX_JUSTIFICATION
 
 DATE = forms.DateInput(attrs={"type": "date"})
 
@@ -62,7 +63,7 @@ class RenewalForm(forms.Form):
     ends_on = forms.DateField(label="New last day (included)", widget=DATE)
     gpus = forms.IntegerField(label="GPUs", min_value=-MAX_GPUS, max_value=MAX_GPUS,
                               help_text="The grant's number unless you ask for another.")
-    justification = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}),
+    justification = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), max_length=MAX_JUSTIFICATION,
                                     help_text="Why the team still needs the GPUs, so a quota manager can decide.")
 
     def __init__(self, *args, grant, **kwargs):

@@ -10,6 +10,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.validators import MaxLengthValidator
 from django.db import models, transaction
 from django.db.models import F, Q
 from django.utils import timezone
@@ -21,6 +22,9 @@ from tenants.roles import is_quota_manager
 
 from .. import grants
 from ..grants import MAX_CPU_CORES, MAX_GPUS, MAX_MEMORY_GIB
+
+# What an owner may write to a quota manager (a request's or a renewal's justification).
+MAX_JUSTIFICATION = 4000
 
 # "Keep the grant's borrowing limit" (``None`` is a number there: no limit).
 UNCHANGED = object()
@@ -109,7 +113,8 @@ class QuotaRequest(models.Model):
     )
     starts_on = models.DateField(help_text="First day of the change.")
     ends_on = models.DateField(null=True, blank=True, help_text="Last day of the change; empty means no end.")
-    justification = models.TextField(help_text="What the GPUs are for, so a quota manager can decide.")
+    justification = models.TextField(validators=[MaxLengthValidator(MAX_JUSTIFICATION)],
+                                     help_text="What the GPUs are for, so a quota manager can decide.")
     renews = models.ForeignKey(
         "quotas.QuotaGrant", on_delete=models.RESTRICT, null=True, blank=True, related_name="renewals",
         help_text="The grant this request asks to carry on past its end; empty for a new grant.",

@@ -5,12 +5,14 @@ any number of live jobs and webhooks, and a webhook stored 50,000 copies of one 
 Now what a tenant types has bounds, declared once in the job spec (``jobs.spec.TEXT_BOUNDS``:
 the command, its arguments and the environment each at most 256 items of 4096 characters and
 32 KiB in all) and held by the model's validators, so the form and the API say the same field
-error. What a tenant holds has caps from settings: ``MAX_API_TOKENS_PER_USER`` live tokens a
-person, ``MAX_LIVE_JOBS_PER_TEAM`` jobs not finished and ``MAX_WEBHOOKS_PER_TEAM`` webhooks a
-team; one more is refused (400 in the error shape, an error on the page) and nothing is made.
-Each count is taken with the owner's row locked, so two requests at once cannot both take the
+error; a quota request's justification (what an owner writes to a quota manager, a
+renewal's too) is at most ``MAX_JUSTIFICATION`` (4000) characters. What a tenant holds has
+caps from settings: ``MAX_API_TOKENS_PER_USER`` live tokens a person,
+``MAX_LIVE_JOBS_PER_TEAM`` jobs not finished and ``MAX_WEBHOOKS_PER_TEAM`` webhooks a team;
+one more is refused (400 in the error shape, an error on the page) and nothing is made. Each
+count is taken with the owner's row locked, so two requests at once cannot both take the
 last place. A webhook names each kind of event once. Test events and resends by hand were
-limited by finding 5 (``WEBHOOK_PINGS_PER_HOUR``, 297c619); the last test here holds that."""
+limited by finding 5 (``WEBHOOK_PINGS_PER_HOUR``, 297c619); a test here holds that."""
 
 import importlib
 import shlex
@@ -28,11 +30,14 @@ from jobs import spec
 from jobs.lifecycle import State
 from jobs.models import Job
 from notifications.models import Kind, Webhook, WebhookDelivery
+from quotas import actions as quota_actions
+from quotas.models import QuotaRequest
+from quotas.models.requests import MAX_JUSTIFICATION
 from tenants.models import Membership
 from tenants.tokens import ApiToken
 from tests.api.conftest import JOB_BODY, client_as, issue_token  # noqa: F401 (client_as: a fixture)
 
-from ..builders import make_job, make_quota, make_team
+from ..builders import make_job, make_quota, make_team, make_user
 
 pytestmark = pytest.mark.django_db
 
@@ -291,3 +296,33 @@ def test_finding_12_test_events_by_hand_were_limited_by_finding_5(client_for, ow
     for _ in range(4):
         web.post(f"/notifications/teams/{team.slug}/webhooks/{hook.pk}/ping/")
     assert WebhookDelivery.objects.filter(event__kind=Kind.PING).count() == 2
+
+
+# --- what an owner writes to a quota manager ---------------------------------------------------
+def test_finding_12_a_quota_requests_justification_is_bounded_in_the_api_and_the_form(client_as, client_for, owner,
+                                                                                      team, flavor):
+    today = timezone.localdate()
+    body = {"team": team.slug, "flavor": flavor.name, "gpus": 8, "starts_on": today.isoformat(),
+            "ends_on": (today + timedelta(days=30)).isoformat(), "justification": "x" * (MAX_JUSTIFICATION + 1)}
+    api = client_as(owner).post("/api/v1/quota-requests", body)
+    assert api.status_code == 400 and list(api.json()["fields"]) == ["justification"]
+    assert "4000 characters" in api.json()["fields"]["justification"][0]
+    page = client_for(owner).post(reverse("console:request-create", args=[team.slug]),
+                                  {**body, "flavor": flavor.pk})
+    assert page.status_code == 400 and "4000 characters" in page.content.decode()
+    assert not QuotaRequest.objects.exists()
+    assert client_as(owner).post("/api/v1/quota-requests",
+                                 {**body, "justification": "x" * MAX_JUSTIFICATION}).status_code == 201
+
+
+def test_finding_12_a_renewals_justification_is_bounded_too(client_as, owner, team, flavor, monkeypatch):
+    monkeypatch.setattr("quotas.actions.enqueue", lambda task, pk: None)
+    now = timezone.now()
+    grant = quota_actions.grant(team=team, flavor=flavor, gpus=8, cpu_cores=96, memory_gib=960,
+                                granted_by=make_user("ruth", quota_manager=True),
+                                starts_at=now - timedelta(days=1), ends_at=now + timedelta(days=5))
+    body = {"ends_on": (timezone.localdate() + timedelta(days=40)).isoformat(),
+            "justification": "x" * (MAX_JUSTIFICATION + 1)}
+    response = client_as(owner).post(f"/api/v1/quota-grants/{grant.pk}/renew", body)
+    assert response.status_code == 400 and list(response.json()["fields"]) == ["justification"]
+    assert not QuotaRequest.objects.exists()
