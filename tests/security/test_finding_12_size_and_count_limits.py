@@ -15,12 +15,14 @@ last place. A webhook names each kind of event once. Test events and resends by 
 limited by finding 5 (``WEBHOOK_PINGS_PER_HOUR``, 297c619); a test here holds that."""
 
 import importlib
+import io
 import shlex
 from datetime import timedelta
 
 import pytest
 from django.apps import apps
 from django.core.exceptions import ValidationError
+from django.core.management import CommandError, call_command
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
@@ -213,6 +215,14 @@ def test_finding_12_a_person_at_the_tokens_cap_is_refused_on_the_tokens_page(cli
     html = page.content.decode()
     assert "You have 1 live API tokens, the most one person may hold (1)" in html
     assert 'value="ci of repo x"' in html
+    assert ApiToken.objects.filter(user=owner).count() == 1
+
+
+def test_finding_12_create_token_is_held_to_the_same_cap(owner, team, settings):
+    settings.MAX_API_TOKENS_PER_USER = 1
+    call_command("create_token", owner.username, "--team", team.slug, stdout=io.StringIO(), stderr=io.StringIO())
+    with pytest.raises(CommandError, match=r"^You have 1 live API tokens, the most one person may hold \(1\)"):
+        call_command("create_token", owner.username, "--team", team.slug)
     assert ApiToken.objects.filter(user=owner).count() == 1
 
 

@@ -38,8 +38,10 @@ class Command(BaseCommand):
                 user=user, team=team_obj, scopes=scopes, name=name or "created by create_token",
                 lifetime=timedelta(days=expires),
             )
-        except (PermissionDenied, ValidationError) as err:
+        except PermissionDenied as err:
             raise CommandError(str(err)) from err
+        except ValidationError as err:  # the scopes, or one token more than MAX_API_TOKENS_PER_USER
+            raise CommandError(" ".join(err.messages)) from err
         self.stderr.write(
             f"Token {token.prefix}… for {user.username} ({team or 'all teams'}; {', '.join(token.scopes)}), "
             f"expires {token.expires_at:%Y-%m-%d}. It is shown only now:"
