@@ -242,7 +242,7 @@ def idle_rows(planned, states: dict[int, str], watches: dict[int, tuple], grace:
                         + (f" after {reclaimed - warned:.0f}s" if warned and reclaimed else ""))
     return [
         Row("busy jobs reclaimed", str(len(busy_reclaimed)) + (f" ({', '.join(busy_reclaimed)})" if busy_reclaimed else "")
-            + f" of {len(busy)} (steady, bursty)", not busy_reclaimed and bool(busy)),
+            + f" of {len(busy)} (steady, bursty, one busy rank)", not busy_reclaimed and bool(busy)),
         Row(f"idle jobs reclaimed within grace + one sweep ({grace:g}+{sweep:g}s)",
             f"{on_time} of {len(idle)}" + (f" ({'; '.join(late)})" if late else ""), bool(idle) and on_time == len(idle)),
     ]

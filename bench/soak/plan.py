@@ -14,8 +14,8 @@ On top of jobs at random times, scenes make sure the run exercises what it claim
 - scale: one inference service per scheduler is scaled by an "HPA" (field manager
   soak-hpa, scale subresource) and must keep that replica count;
 - idle GPUs: Volcano jobs whose fake GPUs the exporter reports idle (at 1 %, or at 0 % with
-  their memory held) must be reclaimed, and busy ones (steady, or bursty with gaps shorter
-  than a window) never (``IDLE_SCENES``; checks.idle_rows).
+  their memory held) must be reclaimed, and busy ones (steady, bursty with gaps shorter
+  than a window, or a gang with one busy rank) never (``IDLE_SCENES``; checks.idle_rows).
 
 Nothing is submitted or cancelled inside a quiet window (see ``quiet_windows``).
 """
@@ -48,7 +48,14 @@ IDLE_SCENES = {
     "idle-memory-squatting": {"GPU_SIM_UTIL": "0", "GPU_SIM_MEM_MIB": "60000"},
     "busy-steady": {"GPU_SIM_UTIL": "80"},
     "busy-bursty": {"GPU_SIM_UTIL": _BURSTS},
+    # A gang whose rank 0 (the master: RANK from Volcano's pytorch plugin) is busy and the
+    # other rank idle: one busy rank keeps the job busy.
+    "busy-one-rank": {"GPU_SIM_UTIL": "rank0=90;*=1"},
 }
+# Scenes run as gangs of this many workers (the others as one); the one-busy-rank gang in
+# nlp, whose A100s no other scene holds for the whole run.
+SCENE_WORKERS = {"idle": 2, "busy-one-rank": 2}
+SCENE_TEAMS = {"busy-one-rank": "nlp"}
 
 
 @dataclass
@@ -157,11 +164,11 @@ def build(profile: Profile) -> list[Planned]:
     # scale: one inference service per scheduler, scaled by the "HPA" and kept to the end.
     for label in ("kueue-inference", "volcano-inference"):
         add(label, "vision", profile.at(0.03), "scale", scale=True, seconds=1, max_replicas=SCALED_REPLICAS)
-    # idle GPUs: one Volcano job of each scene (a two-worker gang for the idle one), all
-    # longer than the soak: only a reclaim ends the idle ones.
+    # idle GPUs: one Volcano job of each scene (two-worker gangs for the idle and the
+    # one-busy-rank ones), all longer than the soak: only a reclaim ends the idle ones.
     for i, (scene, env) in enumerate(IDLE_SCENES.items()):
-        item = add("volcano-training", "vision", profile.at(0.01) + i, scene, seconds=long_run,
-                   workers=2 if scene == "idle" else 1, gpus=1)
+        item = add("volcano-training", SCENE_TEAMS.get(scene, "vision"), profile.at(0.01) + i, scene,
+                   seconds=long_run, workers=SCENE_WORKERS.get(scene, 1), gpus=1)
         item.body["env"].update(env)
     # The rest at random times until SUBMIT_UNTIL.
     for label, (kind, _) in KINDS.items():

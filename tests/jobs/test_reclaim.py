@@ -275,3 +275,21 @@ def test_a_note_on_a_running_job_tells_nobody_it_started(team, flavor):
     job = running(team, flavor)
     job.note("KeptAsCreated", "The cluster keeps this job as it was created.")
     assert not Event.objects.filter(job=job, kind=Kind.JOB_STARTED).exists()
+
+
+@pytest.mark.parametrize(("rank0", "warned"), [(90.0, 0), (1.0, 1)], ids=["one busy rank", "every rank idle"])
+def test_a_volcano_gang_with_one_busy_rank_is_never_warned(team, fake, rank0, warned):
+    # The soak's busy-one-rank scene: GPU_SIM_UTIL="rank0=90;*=1" on a gang, the exporter
+    # giving the master (RANK 0) 90 % and the workers 1 %; the same gang all at 1 % is idle.
+    volcano = make_flavor("a100-vc", scheduler=Scheduler.VOLCANO)
+    gang = running(team, volcano, workers=3)
+    on_cluster(fake, gang)
+    name, namespace = object_name(gang), team.namespace_name
+    dcgm = FakeDcgm([FakeGpu(namespace, f"{name}-master-0", hostname="n0", activity=steady(rank0))]
+                    + [FakeGpu(namespace, f"{name}-worker-{i}", hostname=f"n{i + 1}", activity=steady(1.0))
+                       for i in range(2)])
+    counts = [sweep(fake, dcgm, seconds) for seconds in (20, 40, 70, 100)]
+    assert sum(c["warned"] for c in counts) == warned and counts[0]["watched"] == 1
+    gang.refresh_from_db()
+    assert (gang.state == State.RECLAIMED) is bool(warned)
+    assert bool(fake.stored("bus.volcano.sh/v1alpha1", "Command")) is bool(warned)

@@ -136,6 +136,7 @@ func (e *Exporter) holderOf(pod *corev1.Pod, c corev1.Container) holder {
 	if pod.Status.StartTime != nil {
 		h.started = pod.Status.StartTime.Time
 	}
+	rank, known := rankOf(pod, c)
 	for _, env := range c.Env {
 		var limit float64
 		switch env.Name {
@@ -146,7 +147,7 @@ func (e *Exporter) holderOf(pod *corev1.Pod, c corev1.Container) holder {
 		default:
 			continue
 		}
-		p, err := parseProfile(env.Value, limit)
+		r, err := parseRanked(env.Value, limit)
 		if err != nil {
 			where := fmt.Sprintf("%s/%s %s=%q", pod.Namespace, pod.Name, env.Name, env.Value)
 			if !e.warned[where] {
@@ -156,12 +157,31 @@ func (e *Exporter) holderOf(pod *corev1.Pod, c corev1.Container) holder {
 			continue
 		}
 		if env.Name == "GPU_SIM_UTIL" {
-			h.util = p
+			h.util = r.of(rank, known)
 		} else {
-			h.mem = p
+			h.mem = r.of(rank, known)
 		}
 	}
 	return h
+}
+
+// IndexAnnotation is the completion index the Job controller gives each pod of an Indexed Job.
+const IndexAnnotation = "batch.kubernetes.io/job-completion-index"
+
+// rankOf is the pod's rank in its gang (see `profile`): the container's RANK env, else the
+// pod's completion index; known is false when it has neither.
+func rankOf(pod *corev1.Pod, c corev1.Container) (int, bool) {
+	for _, env := range c.Env {
+		if env.Name == "RANK" {
+			if n, err := strconv.Atoi(strings.TrimSpace(env.Value)); err == nil && n >= 0 {
+				return n, true
+			}
+		}
+	}
+	if n, err := strconv.Atoi(pod.Annotations[IndexAnnotation]); err == nil && n >= 0 {
+		return n, true
+	}
+	return 0, false
 }
 
 type metric struct {

@@ -180,3 +180,32 @@ func TestBadEnvFallsBackToTheDefault(t *testing.T) {
 		t.Fatalf("got %v", got)
 	}
 }
+
+func TestAGangsRanksReportTheirOwnProfile(t *testing.T) {
+	// One env for the whole gang (a Volcano Job's tasks share their template): rank 0 busy,
+	// the others idle. RANK is what Volcano's pytorch plugin gives each pod.
+	e := NewExporter(t.Logf)
+	nodes := []*corev1.Node{node("h100-0", h100, map[string]string{"nvidia.com/gpu": "8"})}
+	profile := "rank0=90;*=1"
+	pods := []*corev1.Pod{
+		pod("gang-master-0", "h100-0", t0, "nvidia.com/gpu", 1, "GPU_SIM_UTIL", profile, "RANK", "0"),
+		pod("gang-worker-0", "h100-0", t0, "nvidia.com/gpu", 1, "GPU_SIM_UTIL", profile, "RANK", "1"),
+		pod("gang-worker-1", "h100-0", t0, "nvidia.com/gpu", 1, "GPU_SIM_UTIL", profile, "RANK", "2"),
+		pod("indexed-0-abcde", "h100-0", t0, "nvidia.com/gpu", 1, "GPU_SIM_UTIL", profile),
+		pod("indexed-1-fghij", "h100-0", t0, "nvidia.com/gpu", 1, "GPU_SIM_UTIL", profile),
+		pod("no-rank", "h100-0", t0, "nvidia.com/gpu", 1, "GPU_SIM_UTIL", "rank0=90"),
+	}
+	pods[3].Annotations = map[string]string{IndexAnnotation: "0"}
+	pods[4].Annotations = map[string]string{IndexAnnotation: "1"}
+	out := scrape(t, e, nodes, pods, t0.Add(time.Minute))
+	for name, want := range map[string]string{"gang-master-0": "} 90", "gang-worker-0": "} 1", "gang-worker-1": "} 1",
+		"indexed-0-abcde": "} 90", "indexed-1-fghij": "} 1", "no-rank": "} 70"} {
+		got := lines(out, "DCGM_FI_DEV_GPU_UTIL{", `pod="`+name+`"`)
+		if len(got) != 1 || !strings.HasSuffix(got[0], want) {
+			t.Errorf("%s: got %v, want %q", name, got, want)
+		}
+	}
+	if got := lines(out, "DCGM_FI_PROF_GR_ENGINE_ACTIVE{", `pod="gang-worker-1"`); !strings.HasSuffix(got[0], "} 0.01") {
+		t.Errorf("the engine's activity follows: %v", got)
+	}
+}

@@ -10,6 +10,13 @@ import (
 
 // A profile is what a pod's container env says its GPUs report: a steady value ("90") or
 // steps counted from the pod's start ("0:90,600:2": 90 for ten minutes, then 2).
+//
+// The pods of one gang share their env, so a profile may also differ per rank:
+// "rank0=90;*=1" (rank 0 at 90, every other rank at 1), each entry `rankN=PROFILE` or
+// `*=PROFILE`, separated by ";". A pod's rank is its RANK env (what Volcano's pytorch
+// plugin sets: the master 0, the workers 1, 2, ...), else its
+// batch.kubernetes.io/job-completion-index annotation (an Indexed batch Job's pods); a pod
+// whose rank no entry names, and no "*", gets the default.
 type profile []step
 
 type step struct {
@@ -17,7 +24,58 @@ type step struct {
 	value float64
 }
 
-// parseProfile reads GPU_SIM_UTIL / GPU_SIM_MEM_MIB. Values must be within [0, max].
+// ranked is a profile per rank: byRank[N] for rank N, other ("*") for the rest (nil: none).
+type ranked struct {
+	byRank map[int]profile
+	other  profile
+}
+
+// parseRanked reads GPU_SIM_UTIL / GPU_SIM_MEM_MIB, per rank or one profile for all.
+func parseRanked(text string, max float64) (ranked, error) {
+	if !strings.Contains(text, "=") {
+		p, err := parseProfile(text, max)
+		return ranked{other: p}, err
+	}
+	r := ranked{byRank: map[int]profile{}}
+	for _, entry := range strings.Split(text, ";") {
+		who, what, ok := strings.Cut(strings.TrimSpace(entry), "=")
+		who = strings.TrimSpace(who)
+		if !ok {
+			return ranked{}, fmt.Errorf("%q is not rankN=PROFILE or *=PROFILE", entry)
+		}
+		p, err := parseProfile(what, max)
+		if err != nil {
+			return ranked{}, fmt.Errorf("%s: %w", who, err)
+		}
+		if who == "*" {
+			if r.other != nil {
+				return ranked{}, fmt.Errorf("* given twice")
+			}
+			r.other = p
+			continue
+		}
+		n, err := strconv.Atoi(strings.TrimPrefix(who, "rank"))
+		if !strings.HasPrefix(who, "rank") || err != nil || n < 0 {
+			return ranked{}, fmt.Errorf("%q is not rankN (N from 0) or *", who)
+		}
+		if _, twice := r.byRank[n]; twice {
+			return ranked{}, fmt.Errorf("%s given twice", who)
+		}
+		r.byRank[n] = p
+	}
+	return r, nil
+}
+
+// of is the profile for a pod of rank `rank` (known: whether the pod has one); nil when
+// none applies (the default does).
+func (r ranked) of(rank int, known bool) profile {
+	if p, ok := r.byRank[rank]; ok && known {
+		return p
+	}
+	return r.other
+}
+
+// parseProfile reads one profile. Values must be within [0, max].
 func parseProfile(text string, max float64) (profile, error) {
 	text = strings.TrimSpace(text)
 	if text == "" {

@@ -44,3 +44,36 @@ func TestBadProfilesAreRefused(t *testing.T) {
 		}
 	}
 }
+
+func TestPerRankProfiles(t *testing.T) {
+	r, err := parseRanked("rank0=90; rank2=0:50,10:5 ;*=1", 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		rank  int
+		known bool
+		at    time.Duration
+		want  float64
+	}{{0, true, 0, 90}, {1, true, 0, 1}, {2, true, 0, 50}, {2, true, 15 * time.Second, 5}, {7, true, 0, 1},
+		{0, false, 0, 1}} { // a pod without a rank: "*"
+		if got := r.of(c.rank, c.known).at(c.at); got != c.want {
+			t.Errorf("rank %d (known %v) at %v: got %v, want %v", c.rank, c.known, c.at, got, c.want)
+		}
+	}
+	if r, _ := parseRanked("rank0=90", 100); r.of(1, true) != nil || r.of(0, true).at(0) != 90 {
+		t.Errorf("without *, another rank has no profile (the default applies): %v", r)
+	}
+	if r, _ := parseRanked("42", 100); r.of(3, true).at(0) != 42 || r.of(0, false).at(0) != 42 {
+		t.Errorf("one profile is every rank's: %v", r)
+	}
+}
+
+func TestBadPerRankProfilesAreRefused(t *testing.T) {
+	for _, text := range []string{"rank0=", "rank=5", "rankx=5", "rank-1=5", "0=5", "rank0=90;rank0=1", "*=1;*=2",
+		"rank0=90;", "rank0=101", "rank0:90", "rank0=90,*=1"} {
+		if _, err := parseRanked(text, 100); err == nil {
+			t.Errorf("%q: accepted", text)
+		}
+	}
+}
