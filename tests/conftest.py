@@ -10,7 +10,6 @@ from tenants.models import Membership
 
 from .builders import make_flavor, make_team, make_user
 
-
 # Session fixtures that build a server from source on first use (minutes on a cold machine).
 BUILT_ON_FIRST_USE = frozenset({"kube_cluster", "helm", "hydra"})
 
