@@ -7,8 +7,7 @@ from decimal import Decimal
 from django.conf import settings
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import models, transaction
-from django.db.models import Count, F, OuterRef, Q, Subquery
-from django.db.models.functions import Coalesce
+from django.db.models import F, Q
 from django.utils import timezone
 
 from core.validators import (
@@ -109,13 +108,11 @@ class JobQuerySet(QueueingQuerySet):
 
     def _refuse_over_cap(self, team: Team) -> None:
         """A team holds at most ``MAX_LIVE_JOBS_PER_TEAM`` jobs not finished (drafts count).
-        The team's row is locked while they are counted, in the same one query, so two
-        submissions at once cannot both take the last place."""
-        live = (self.model.objects.live().filter(team=OuterRef("pk")).order_by().values("team")
-                .annotate(n=Count("pk")).values("n"))
-        held = (Team.objects.select_for_update().filter(pk=team.pk)
-                .annotate(live=Coalesce(Subquery(live), 0)).values_list("live", flat=True).first()) or 0
-        cap = settings.MAX_LIVE_JOBS_PER_TEAM
+        The team's row is locked first, so two submissions at once cannot both take the last
+        place. The count is a statement of its own: one counting in the locking statement
+        would read the snapshot taken before it waited, without the job that held the lock."""
+        Team.objects.select_for_update().filter(pk=team.pk).values_list("pk").first()
+        held, cap = self.model.objects.live().filter(team=team).count(), settings.MAX_LIVE_JOBS_PER_TEAM
         if held >= cap:
             raise ValidationError({"team": (
                 f"Team {team.slug} has {held:,} live jobs, the most a team may have at once ({cap:,}); "

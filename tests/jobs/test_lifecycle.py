@@ -39,8 +39,8 @@ def test_a_submission_is_stored_as_submit_would_leave_a_draft_in_one_insert(team
     with CaptureQueriesContext(connection) as queries:
         job = Job.objects.submit(team=team, submitter=member, flavor=flavor, name="direct", image=twin.image)
     writes = [q["sql"].split()[0] for q in queries.captured_queries if '"jobs_job"' in q["sql"].split(" WHERE ")[0]]
-    # The live-name check, the team's row locked with its live jobs counted (in a subquery:
-    # MAX_LIVE_JOBS_PER_TEAM), then the one write of the job.
+    # The live-name check, the team's live jobs counted once its row is locked
+    # (MAX_LIVE_JOBS_PER_TEAM), then the one write of the job.
     assert writes == ["SELECT", "SELECT", "INSERT"]
     job.refresh_from_db()
     assert (job.state, job.reason, job.message) == (twin.state, twin.reason, twin.message) == (

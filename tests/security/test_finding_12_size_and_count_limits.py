@@ -17,13 +17,14 @@ limited by finding 5 (``WEBHOOK_PINGS_PER_HOUR``, 297c619); a test here holds th
 import importlib
 import io
 import shlex
+import threading
 from datetime import timedelta
 
 import pytest
 from django.apps import apps
 from django.core.exceptions import ValidationError
 from django.core.management import CommandError, call_command
-from django.db import connection
+from django.db import connection, connections
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
@@ -181,8 +182,9 @@ def test_finding_12_the_cap_is_per_team_and_frees_up_as_jobs_end(client_as, owne
 def test_finding_12_the_live_jobs_are_counted_with_the_team_row_locked(client_as, owner, team, flavor):
     with CaptureQueriesContext(connection) as queries:
         assert client_as(owner).post("/api/v1/jobs", JOB_BODY).status_code == 201
-    locking = [q["sql"] for q in queries if "FOR UPDATE" in q["sql"] and '"tenants_team"' in q["sql"]]
-    assert len(locking) == 1 and "jobs_job" in locking[0]  # the lock and the count: one query
+    sql = [q["sql"] for q in queries]
+    lock = next(i for i, q in enumerate(sql) if "FOR UPDATE" in q and '"tenants_team"' in q)
+    assert any("COUNT(" in q and '"jobs_job"' in q for q in sql[lock + 1:])  # counted once it holds the lock
 
 
 # --- API tokens per person -----------------------------------------------------------------------
@@ -336,3 +338,54 @@ def test_finding_12_a_renewals_justification_is_bounded_too(client_as, owner, te
     response = client_as(owner).post(f"/api/v1/quota-grants/{grant.pk}/renew", body)
     assert response.status_code == 400 and list(response.json()["fields"]) == ["justification"]
     assert not QuotaRequest.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_finding_12_two_submissions_at_once_cannot_both_take_the_last_place(team, flavor, member, owner, settings,
+                                                                           monkeypatch):
+    """The first holds the team's row between its count and its insert; the second waits on
+    that lock (seen in pg_stat_activity, not guessed by a sleep), then counts the first's job."""
+    if connection.vendor != "postgresql":
+        pytest.skip("row locks are PostgreSQL's")
+    settings.MAX_LIVE_JOBS_PER_TEAM = 1
+    go, first_counted = threading.Event(), threading.Event()
+    save_submitted = Job.save_submitted
+
+    def held_open(job):  # the first submission pauses after its count, inside its transaction
+        if job.name == "first":
+            first_counted.set()
+            assert go.wait(60)
+        save_submitted(job)
+
+    monkeypatch.setattr(Job, "save_submitted", held_open)
+    outcome = {}
+
+    def submit(name, person):
+        try:
+            Job.objects.submit(team=team, submitter=person, flavor=flavor, name=name, image="ghcr.io/x/train:1")
+            outcome[name] = "submitted"
+        except ValidationError as err:
+            outcome[name] = err.message_dict["team"][0]
+        finally:
+            connections.close_all()
+
+    first = threading.Thread(target=submit, args=("first", owner))
+    first.start()
+    assert first_counted.wait(60)
+    second = threading.Thread(target=submit, args=("second", member))
+    second.start()
+    with connection.cursor() as cursor:  # until the second waits for the team's row
+        for _ in range(600):
+            cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                           "AND wait_event_type = 'Lock'")
+            if cursor.fetchone()[0] or not second.is_alive():
+                break
+            threading.Event().wait(0.05)
+    waited = second.is_alive()
+    go.set()
+    first.join(60)
+    second.join(60)
+    assert waited, "the second submission did not wait for the first's lock"
+    assert outcome["first"] == "submitted"
+    assert outcome["second"].startswith("Team vision has 1 live jobs, the most a team may have at once (1)")
+    assert list(Job.objects.values_list("name", flat=True)) == ["first"]
