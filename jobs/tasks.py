@@ -90,6 +90,12 @@ def _desired(job: Job) -> list[dict] | None:
     if plan is not Job.Plan.APPLY:
         return []
     if problems := job.spec_problems():
+        if job.state != State.SUBMITTED:
+            # Already on the cluster, from before the rule: a sweep never stops a running job
+            # for it. Its objects stay as they were created, never re-rendered.
+            log.warning("job %s holds text its validators now refuse (%s); its objects are left as they are",
+                        job.pk, ", ".join(sorted(problems)))
+            return None
         raise InvalidSpec(problems)
     return render_job(job)
 

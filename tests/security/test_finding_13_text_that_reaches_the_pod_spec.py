@@ -175,6 +175,25 @@ def test_finding_13_a_job_stored_with_such_text_is_never_rendered_nor_applied(fa
     assert [o for o in fake.stored() if o["kind"] in kinds] == []
 
 
+def test_finding_13_a_job_already_on_the_cluster_is_left_running_as_it_was_created(fake, monkeypatch, team,
+                                                                                   flavor, quota):
+    """A row from before the rules whose job already runs: the sweep neither re-renders it
+    nor stops it (a three-day training job is not killed by an upgrade)."""
+    job = make_job(team, flavor, name="running")
+    job.submit()
+    reconcile_job(job.pk)
+    job.refresh_from_db()
+    created = [o["metadata"]["name"] for o in fake.stored(kind="Job")]
+    assert job.state == State.QUEUED and created
+    Job.objects.filter(pk=job.pk).update(image="pytorch/pytorch\u202e:2")
+    rendered = []
+    monkeypatch.setattr(tasks, "render_job", lambda job: rendered.append(job.pk) or [])
+    reconcile_job(job.pk)
+    job.refresh_from_db()
+    assert rendered == [] and job.state == State.QUEUED
+    assert [o["metadata"]["name"] for o in fake.stored(kind="Job")] == created
+
+
 def test_finding_13_a_job_that_passes_its_validators_is_rendered_and_applied(fake, team, flavor, quota):
     job = make_job(team, flavor, name="fine", args=["--prompt", "می\u200cخواهم"])
     job.submit()
