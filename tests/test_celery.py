@@ -15,9 +15,17 @@ def test_task_round_trip_through_redis():
     from celery.contrib.testing.worker import start_worker
 
     queue = f"round-trip-{uuid.uuid4().hex[:12]}"
-    with start_worker(app, pool="solo", perform_ping_check=False, loglevel="WARNING", queues=[queue]):
-        result = ping.apply_async(queue=queue)
-        assert result.get(timeout=20) == "pong"
+    # A worker given queues selects them for the app itself, and for good: every later worker
+    # of this process would consume that queue alone, never the default (the live tests'
+    # workers after this one saw no task at all). Put the app's selection back.
+    selected = app.amqp.queues._consume_from
+    try:
+        with start_worker(app, pool="solo", perform_ping_check=False, loglevel="WARNING", queues=[queue]):
+            result = ping.apply_async(queue=queue)
+            assert result.get(timeout=20) == "pong"
+    finally:
+        app.amqp.queues._consume_from = selected
+    assert app.conf.task_default_queue in app.amqp.queues.consume_from
 
 
 def test_filesystem_broker_keeps_control_folder_in_spool(tmp_path):

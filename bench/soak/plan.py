@@ -42,7 +42,7 @@ APISERVER_RESTART_AT = 0.60
 SCALE_AT = 0.15
 SCALED_REPLICAS = 3
 # scene -> the env that steers its GPUs in the local cluster's exporter (GPU_SIM_*).
-_BURSTS = ",".join(f"{t}:{90 if t % 6 == 0 else 0}" for t in range(0, 3600, 2))  # 2 s at 90 % every 6 s
+_BURSTS = "0:90,2:0/6"  # 2 s at 90 % every 6 s, for as long as the job runs
 IDLE_SCENES = {
     "idle": {"GPU_SIM_UTIL": "1"},
     "idle-memory-squatting": {"GPU_SIM_UTIL": "0", "GPU_SIM_MEM_MIB": "60000"},

@@ -9,7 +9,9 @@ import (
 )
 
 // A profile is what a pod's container env says its GPUs report: a steady value ("90") or
-// steps counted from the pod's start ("0:90,600:2": 90 for ten minutes, then 2).
+// steps counted from the pod's start ("0:90,600:2": 90 for ten minutes, then 2). Steps
+// followed by "/SECONDS" repeat with that period ("0:90,2:0/6": 2 s at 90 every 6 s, for as
+// long as the pod runs).
 //
 // The pods of one gang share their env, so a profile may also differ per rank:
 // "rank0=90;*=1" (rank 0 at 90, every other rank at 1), each entry `rankN=PROFILE` or
@@ -17,7 +19,12 @@ import (
 // plugin sets: the master 0, the workers 1, 2, ...), else its
 // batch.kubernetes.io/job-completion-index annotation (an Indexed batch Job's pods); a pod
 // whose rank no entry names, and no "*", gets the default.
-type profile []step
+type profile = *timeline
+
+type timeline struct {
+	steps []step
+	every time.Duration // the period the steps repeat with; 0: they do not
+}
 
 type step struct {
 	from  time.Duration
@@ -86,9 +93,16 @@ func parseProfile(text string, max float64) (profile, error) {
 		if err != nil {
 			return nil, err
 		}
-		return profile{{0, v}}, nil
+		return &timeline{steps: []step{{0, v}}}, nil
 	}
-	var p profile
+	p := &timeline{}
+	if steps, period, repeats := strings.Cut(text, "/"); repeats {
+		seconds, err := strconv.ParseFloat(strings.TrimSpace(period), 64)
+		if err != nil || seconds <= 0 {
+			return nil, fmt.Errorf("%q: %q is not a period in seconds above 0", text, period)
+		}
+		text, p.every = steps, time.Duration(seconds*float64(time.Second))
+	}
 	for _, part := range strings.Split(text, ",") {
 		at, val, ok := strings.Cut(strings.TrimSpace(part), ":")
 		if !ok {
@@ -102,9 +116,12 @@ func parseProfile(text string, max float64) (profile, error) {
 		if err != nil {
 			return nil, err
 		}
-		p = append(p, step{time.Duration(seconds * float64(time.Second)), v})
+		p.steps = append(p.steps, step{time.Duration(seconds * float64(time.Second)), v})
 	}
-	sort.SliceStable(p, func(i, j int) bool { return p[i].from < p[j].from })
+	sort.SliceStable(p.steps, func(i, j int) bool { return p.steps[i].from < p.steps[j].from })
+	if p.every > 0 && p.steps[len(p.steps)-1].from >= p.every {
+		return nil, fmt.Errorf("%q: a step at or after the period", text)
+	}
 	return p, nil
 }
 
@@ -117,10 +134,13 @@ func value(text string, max float64) (float64, error) {
 }
 
 // at is the profile's value `elapsed` after the pod started: the last step begun by then
-// (the first step's value before it begins).
-func (p profile) at(elapsed time.Duration) float64 {
-	v := p[0].value
-	for _, s := range p {
+// (the first step's value before it begins), in the period's time for a repeating one.
+func (p *timeline) at(elapsed time.Duration) float64 {
+	if p.every > 0 {
+		elapsed %= p.every
+	}
+	v := p.steps[0].value
+	for _, s := range p.steps {
 		if s.from > elapsed {
 			break
 		}

@@ -37,8 +37,25 @@ func TestStepsInAnyOrderAndBeforeTheFirst(t *testing.T) {
 	}
 }
 
+func TestStepsRepeatWithTheirPeriod(t *testing.T) {
+	p, err := parseProfile("0:90,2:0/6", 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		at   time.Duration
+		want float64
+	}{{0, 90}, {1 * time.Second, 90}, {2 * time.Second, 0}, {5 * time.Second, 0}, {6 * time.Second, 90},
+		{3*time.Hour + 1*time.Second, 90}, {3*time.Hour + 3*time.Second, 0}} {
+		if got := p.at(c.at); got != c.want {
+			t.Errorf("at %v: got %v, want %v", c.at, got, c.want)
+		}
+	}
+}
+
 func TestBadProfilesAreRefused(t *testing.T) {
-	for _, text := range []string{"", "busy", "101", "-1", "0:90,x:2", "0-90", "10:"} {
+	for _, text := range []string{"", "busy", "101", "-1", "0:90,x:2", "0-90", "10:", "0:90/0", "0:90/x",
+		"0:90,6:0/6"} {
 		if _, err := parseProfile(text, 100); err == nil {
 			t.Errorf("%q: accepted", text)
 		}
