@@ -177,7 +177,9 @@ class QuotaRequestSerializer(StrictFields, serializers.ModelSerializer):
         return starts_on
 
 
-class QuotaRequestPagination(CursorPagination):
+class NewestFirst(CursorPagination):
+    """Quota requests and grants, newest first."""
+
     ordering = "-id"
     page_size = 50
     page_size_query_param = "page_size"
@@ -193,7 +195,7 @@ class QuotaRequestViewSet(TeamScopedViewSet, mixins.CreateModelMixin, mixins.Lis
     rows = QuotaRequest.objects.visible_to
     serializer_class = QuotaRequestSerializer
     queryset = QuotaRequest.objects.none()  # for the schema; rows and refine are the truth
-    pagination_class = QuotaRequestPagination
+    pagination_class = NewestFirst
     filterset_class = QuotaRequestFilter
     required_scopes = {"create": Scope.SUBMIT}
 
@@ -251,13 +253,6 @@ class RenewalSerializer(StrictFields, serializers.Serializer):
         return ends_on
 
 
-class QuotaGrantPagination(CursorPagination):
-    ordering = "-id"
-    page_size = 50
-    page_size_query_param = "page_size"
-    max_page_size = 200
-
-
 class QuotaGrantViewSet(TeamScopedViewSet, mixins.ListModelMixin, mixins.RetrieveModelMixin):
     """Quota grants of your teams (of every team for quota managers; of its team for a
     token), newest first."""
@@ -265,7 +260,7 @@ class QuotaGrantViewSet(TeamScopedViewSet, mixins.ListModelMixin, mixins.Retriev
     rows = QuotaGrant.objects.visible_to
     serializer_class = QuotaGrantSerializer
     queryset = QuotaGrant.objects.none()  # for the schema; rows and refine are the truth
-    pagination_class = QuotaGrantPagination
+    pagination_class = NewestFirst
     filterset_class = QuotaGrantFilter
     required_scopes = {"renew": Scope.SUBMIT}
 

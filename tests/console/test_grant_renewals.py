@@ -17,18 +17,12 @@ from quotas.models import QuotaGrant, QuotaRequest
 from tenants.models import Membership
 
 from ..builders import make_user
+from .test_four_eyes import reconciles  # noqa: F401
 from .test_grant_sweep import DAY, clock, cluster_queue_gpus, inline_tasks, run_sweep  # noqa: F401
 
 MIDNIGHT = datetime(2026, 12, 1, tzinfo=UTC)  # grants from whole days, as approvals make them
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def reconciles(monkeypatch):
-    sent = []
-    monkeypatch.setattr("quotas.actions.enqueue", lambda task, pk: sent.append(pk))
-    return sent
 
 
 @pytest.fixture
