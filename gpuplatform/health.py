@@ -3,7 +3,9 @@
 - ``/healthz``: the process lives and answers (liveness; touches nothing else).
 - ``/readyz``: the database and the Celery broker can be reached (readiness: 503 if not);
   the cluster is reported but not required, since the platform's pages and API work
-  without it and the sweep catches up once it is back.
+  without it and the sweep catches up once it is back. So is the admission policy that
+  guards team namespaces (``team_policy``): the installer's to apply, never the platform's
+  (``tenants.admission``), so a missing one, or one of another version, is only reported here.
 - ``/metrics``: Prometheus text format, only with ``Authorization: Bearer $METRICS_TOKEN``
   (404 while METRICS_TOKEN is unset): job counts and waiting times read from the database
   plus this process's counters (``gpuplatform.metrics``).
@@ -24,6 +26,7 @@ from django.http import HttpResponse, JsonResponse
 
 from cluster import ClusterError, NotFound
 from core.reconcile import NoCluster, cluster_configured, current_cluster
+from tenants import admission
 
 from .celery import app as celery_app
 
@@ -48,24 +51,45 @@ def _broker() -> str:
         return f"unreachable: {err.__class__.__name__}"
 
 
-def _cluster() -> str:
+def _reason(err: Exception) -> str:
+    return str(getattr(err, "status", None) or err.__class__.__name__)
+
+
+def _team_policy(cluster) -> str:
+    installed = {}
+    for obj in admission.render_admission():
+        try:
+            installed[obj["kind"]] = cluster.get(obj["apiVersion"], obj["kind"], obj["metadata"]["name"])
+        except NotFound:
+            installed[obj["kind"]] = None
+    return admission.drift(installed)
+
+
+def _cluster() -> dict[str, str]:
     if not cluster_configured():
-        return "not configured"
-    result = ["timeout"]
+        return {"cluster": "not configured", "team_policy": "not configured"}
+    result = {"cluster": "timeout", "team_policy": "timeout"}
 
     def probe():
         try:
-            current_cluster().get("v1", "Namespace", settings.PLATFORM_NAMESPACE)
-            result[0] = "ok"
-        except NotFound:
-            result[0] = "ok"  # reached; the namespace is only a cheap thing to ask for
+            cluster = current_cluster()
+            try:
+                cluster.get("v1", "Namespace", settings.PLATFORM_NAMESPACE)
+            except NotFound:
+                pass  # reached; the namespace is only a cheap thing to ask for
+            result["cluster"] = "ok"
         except (ClusterError, NoCluster) as err:
-            result[0] = f"unreachable: {getattr(err, 'status', None) or err.__class__.__name__}"
+            result["cluster"] = result["team_policy"] = f"unreachable: {_reason(err)}"
+            return
+        try:
+            result["team_policy"] = _team_policy(cluster)
+        except ClusterError as err:
+            result["team_policy"] = f"unknown: {_reason(err)}"
 
     thread = threading.Thread(target=probe, daemon=True, name="readyz-cluster")
     thread.start()
     thread.join(CHECK_TIMEOUT_SECONDS)
-    return result[0]
+    return dict(result)
 
 
 def healthz(request) -> HttpResponse:
@@ -75,7 +99,7 @@ def healthz(request) -> HttpResponse:
 def readyz(request) -> JsonResponse:
     checks = {"database": _database(), "broker": _broker()}
     ready = all(value == "ok" for value in checks.values())
-    body = {"status": "ok" if ready else "unavailable", **checks, "cluster": _cluster()}
+    body = {"status": "ok" if ready else "unavailable", **checks, **_cluster()}
     return JsonResponse(body, status=200 if ready else 503)
 
 

@@ -26,7 +26,9 @@ Where each right comes from:
   `bind` on the team roles' names would let the platform write any rules into a Role of
   that name, Secrets included, in any namespace, and bind it to itself.
 
-Nothing here reads Secrets, writes nodes, or uses a wildcard. The watcher's Lease is not
+Nothing here reads Secrets, writes nodes, or uses a wildcard, and nothing touches admission
+policies: Kubernetes runs no admission policy on their writes and RBAC cannot limit `create`
+by name, so the team-workloads policy is the installer's (`tenants.admission`). The watcher's Lease is not
 cluster-wide: a Role in the platform's namespace (`LEASE_RULES`).
 
 The web pods are internet-facing and have an identity of their own (the chart's web
@@ -35,12 +37,14 @@ and API call through `cluster/`:
 - in each team namespace, through a Role the platform writes there (`tenants.manifests.
   WEB_TEAM_RULES`): a job's pods and their logs (`jobs.logs`, the jobs API's logs) and an
   inference server's Deployment (its replicas);
-- cluster-wide (`WEB_CLUSTER_RULES`): nodes, listed by the capacity page, and Kueue's
-  pending workloads of a ClusterQueue (`jobs.pending`, queue positions);
+- cluster-wide (`WEB_CLUSTER_RULES`): nodes, listed by the capacity page, Kueue's
+  pending workloads of a ClusterQueue (`jobs.pending`, queue positions), and the team
+  admission policy and its binding, by name, which /readyz compares with this version's
+  (`team_policy`; the chart installs them, `tenants.admission`);
 - its own namespace's Namespace object (`web_namespace_rules`), which /readyz reads to say
   the cluster answers.
 No ConfigMaps, no Secrets, no port-forward, no writes, nothing outside team namespaces but
-those two reads. (The platform's identity holds `create pods/portforward` only to write the
+those reads. (The platform's identity holds `create pods/portforward` only to write the
 team editor Role; the chart's admission policy refuses it every CONNECT.)
 """
 
@@ -53,9 +57,12 @@ from core.owners import registered
 from jobs.pending import VISIBILITY_GROUP
 from jobs.reclaim import RIGHTS as RECLAIM_RIGHTS
 from jobs.watcher import WATCHED
+from tenants.admission import API as ADMISSION_API
+from tenants.admission import POLICY_NAME
 from tenants.manifests import WEB_TEAM_RULES
 from tenants.manifests import _rules as team_role_rules
 
+ADMISSION_GROUP = ADMISSION_API.rpartition("/")[0]
 APPLY = {"get", "list", "create", "patch", "delete"}
 CACHED = set(WatchCache.VERBS)
 WATCH = {"list", "watch"}
@@ -74,6 +81,8 @@ LEASE_RULES = [
 WEB_CLUSTER_RULES = [
     {"apiGroups": [""], "resources": ["nodes"], "verbs": ["list"]},
     {"apiGroups": [VISIBILITY_GROUP], "resources": ["clusterqueues/pendingworkloads"], "verbs": ["get"]},
+    {"apiGroups": [ADMISSION_GROUP], "resources": ["validatingadmissionpolicies", "validatingadmissionpolicybindings"],
+     "resourceNames": [POLICY_NAME], "verbs": ["get"]},
 ]
 
 

@@ -11,12 +11,12 @@ from collections import defaultdict
 import schedulers
 from cluster.quantity import canonical, gib
 from core.ownership import owned
-from tenants.admission import ADMISSION_KINDS, PARAMS_NAME, render_admission, render_admission_params
+from tenants.admission import PARAMS_NAME, render_admission_params
 from tenants.models import SystemNamespace
 
 from .models import Cohort, GpuFlavor, PriorityClass, Quota
 
-CLUSTER_KINDS = [*schedulers.all_kinds("cluster_kinds"), *ADMISSION_KINDS]
+CLUSTER_KINDS = schedulers.all_kinds("cluster_kinds")
 # The team's quota objects: a team-quota reconcile prunes these kinds by the team's label.
 # The ConfigMap is the admission policy's parameters: the queues the team may name.
 QUOTA_KINDS = [("v1", "ResourceQuota"), ("v1", "ConfigMap"), *schedulers.all_kinds("queue_kinds")]
@@ -89,8 +89,7 @@ def job_prerequisites(team, flavor) -> list[tuple[str, str, str | None, str]]:
 
 
 def render_cluster(flavors: list[GpuFlavor], cohorts: list[Cohort], priorities: list[PriorityClass]) -> list[dict]:
-    """Cluster-wide objects of every scheduler (Kueue: ResourceFlavors, Cohorts, priorities)
-    and the admission policy that guards team namespaces."""
-    return [*(obj for scheduler in schedulers.SCHEDULERS.values()
-              for obj in scheduler.cluster_objects(flavors, cohorts, priorities)),
-            *render_admission()]
+    """Cluster-wide objects of every scheduler (Kueue: ResourceFlavors, Cohorts, priorities).
+    The admission policy that guards team namespaces is the installer's (`tenants.admission`)."""
+    return [obj for scheduler in schedulers.SCHEDULERS.values()
+            for obj in scheduler.cluster_objects(flavors, cohorts, priorities)]

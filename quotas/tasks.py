@@ -114,7 +114,7 @@ def reconcile_team_quotas_soon(team: Team) -> None:
     enqueue(reconcile_team_quotas, team.pk)
 
 
-# ResourceFlavors, Cohorts, WorkloadPriorityClasses, the admission policy and its binding.
+# ResourceFlavors, Cohorts, WorkloadPriorityClasses (the admission policy is the installer's: tenants.admission).
 CLUSTER_OBJECTS = Owner(
     name="cluster objects", scope=Scope.CLUSTER, kinds=tuple(CLUSTER_KINDS),
     load=lambda keys: [THE_CLUSTER], keys=lambda: [THE_CLUSTER], key=lambda item: THE_CLUSTER,

@@ -1,5 +1,12 @@
 """The cluster's own guard for team namespaces: a ValidatingAdmissionPolicy (CEL, built into
-Kubernetes) that the platform renders and reconciles. Pure: rows in, dicts out.
+Kubernetes) and its binding, rendered here and installed by whoever installs the platform, with
+the installer's rights: the Helm chart ships them as ``files/team-workloads.yaml`` (written by
+``manage.py team_policy --write``; tests/install/test_chart.py fails when it drifts), and the
+local cluster's ``up`` applies that file as cluster admin. The platform's own identity never
+writes admission policies: Kubernetes runs no admission policy on writes of admission policies,
+and RBAC cannot limit ``create`` by name, so a right to write its own would be a right to
+install one that denies every write in the cluster. It keeps only each team's parameters (the
+ConfigMap below) up to date. Pure: rows in, dicts out.
 
 RBAC already keeps members to reading (``tenants.manifests``). The policy holds whoever
 writes into a team namespace, a person or a controller someone else gave rights there, to
@@ -49,7 +56,6 @@ PARAMS_NAME = "gpuplatform-admission"  # a ConfigMap in each team namespace: que
 # ...and "_placement.<flavor>" -> the flavor's placement, as tokens between '|' (no queue name
 # starts with '_', and no label or toleration field holds '|').
 PLACEMENT_PREFIX = "_placement."
-ADMISSION_KINDS = [(API, "ValidatingAdmissionPolicy"), (API, "ValidatingAdmissionPolicyBinding")]
 # What the policy matches: every built-in kind that makes pods, and Volcano's Job.
 MATCHED_RESOURCES = {"": ["pods", "pods/ephemeralcontainers", "replicationcontrollers", "services"],
                      "apps": ["daemonsets", "deployments", "replicasets", "statefulsets"],
@@ -228,8 +234,9 @@ def _resource_rules() -> list[dict]:
 
 
 def render_admission() -> list[dict]:
-    """The policy and its binding to every team namespace (cluster-wide, reconciled with the
-    cluster objects)."""
+    """The policy and its binding to every team namespace: the same whatever the teams and
+    flavors, so rendered once, for the installer (not labelled as the platform's: it neither
+    applies nor prunes them)."""
     policy = {
         "apiVersion": API, "kind": "ValidatingAdmissionPolicy", "metadata": {"name": POLICY_NAME},
         "spec": {
@@ -257,7 +264,7 @@ def render_admission() -> list[dict]:
             }},
         },
     }
-    return [owned(policy), owned(binding)]
+    return [policy, binding]
 
 
 def render_admission_params(team, queues: dict[str, str], flavors=()) -> dict:
@@ -267,3 +274,27 @@ def render_admission_params(team, queues: dict[str, str], flavors=()) -> dict:
     return owned({"apiVersion": "v1", "kind": "ConfigMap",
                   "metadata": {"name": PARAMS_NAME, "namespace": team.namespace_name},
                   "data": dict(sorted(data.items()))}, team=team.slug)
+
+
+def _within(want, live) -> bool:
+    """Whether ``live`` holds everything ``want`` says (the API server adds its defaults)."""
+    if isinstance(want, dict):
+        return isinstance(live, dict) and all(key in live and _within(value, live[key]) for key, value in want.items())
+    if isinstance(want, list):
+        return (isinstance(live, list) and len(want) == len(live)
+                and all(_within(w, found) for w, found in zip(want, live, strict=True)))
+    return want == live
+
+
+def drift(installed: dict[str, dict | None]) -> str:
+    """How the cluster's policy and binding (kind -> the live object, None when missing) stand
+    against this version's rendering: "ok", or which is missing or differs. The platform
+    only reads them (/readyz), it never writes them."""
+    wrong = []
+    for want in render_admission():
+        found = installed.get(want["kind"])
+        if found is None:
+            wrong.append(f"{want['kind']} {POLICY_NAME} missing")
+        elif not _within(want["spec"], found.get("spec")):
+            wrong.append(f"{want['kind']} {POLICY_NAME} differs from this version's")
+    return "ok" if not wrong else "; ".join(wrong) + ": install this version's chart (docs/install.md)"

@@ -39,8 +39,7 @@ def test_render_job_prints_the_jobs_objects(demo, capsys):
 
 def test_render_cluster_output_is_schema_valid(demo, capsys):
     printed = render("cluster", capsys=capsys)
-    assert {o["kind"] for o in printed} == {"ResourceFlavor", "Cohort", "WorkloadPriorityClass",
-                                            "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
+    assert {o["kind"] for o in printed} == {"ResourceFlavor", "Cohort", "WorkloadPriorityClass"}
     for obj in printed:
         validate(obj)
 

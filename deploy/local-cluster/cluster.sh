@@ -615,6 +615,15 @@ metadata:
 EOF
 }
 
+# The admission policy that guards team namespaces and its binding, from the file the Helm
+# chart installs them from (rendered from tenants/admission.py by `manage.py team_policy
+# --write`), applied as the cluster admin: the platform's identity never writes admission
+# policies. Every `up` applies it, so a changed policy reaches a running cluster at its next `up`.
+TEAM_POLICY="$HERE/../helm/gpuplatform/files/team-workloads.yaml"
+apply_team_policy() {
+  kubectl_ apply --server-side --force-conflicts --field-manager gpuplatform-install -f "$TEAM_POLICY" >/dev/null
+}
+
 gomodcache_or_die() {
   if command -v go >/dev/null 2>&1; then go env GOMODCACHE; else echo "${GOMODCACHE:-$HOME/go/pkg/mod}"; fi
 }
@@ -810,6 +819,7 @@ cmd_up() {
   start_apiserver
   start_controllers
   apply_crds
+  apply_team_policy
   apply_nodes
   start_kueue
   start_volcano

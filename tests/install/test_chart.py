@@ -172,3 +172,40 @@ def test_the_admission_policy_confines_every_write_the_cluster_role_allows(defau
         'request.userInfo.username == "system:serviceaccount:gpuplatform-system:gp-gpuplatform"')
     binding = find(defaults, "ValidatingAdmissionPolicyBinding", "-confine-writes")
     assert binding["spec"] == {"policyName": policy["metadata"]["name"], "validationActions": ["Deny"]}
+
+
+# --- the team-workloads admission policy: the installer's, never the platform's -----------
+def test_the_charts_team_policy_file_is_what_the_code_renders():
+    from tenants.management.commands.team_policy import CHART_FILE, rendered
+
+    assert (CHART / ".." / ".." / ".." / CHART_FILE).resolve().read_text() == rendered(), (
+        f"{CHART_FILE} differs from tenants/admission.py: run `python manage.py team_policy --write`")
+
+
+def test_the_chart_installs_the_team_policy_and_keeps_it_on_uninstall(rendered):
+    from tenants.admission import POLICY_NAME, render_admission
+
+    installed = {o["kind"]: o for o in rendered if o["metadata"]["name"] == POLICY_NAME}
+    assert set(installed) == {"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
+    for want in render_admission():
+        got = installed[want["kind"]]
+        assert got["spec"] == want["spec"], want["kind"]
+        assert got["metadata"]["annotations"] == {"helm.sh/resource-policy": "keep"}
+        assert got["metadata"]["labels"]["app.kubernetes.io/instance"] == "gp"
+
+
+def test_no_identity_of_the_chart_may_write_admission_policies(defaults):
+    """RBAC cannot limit `create` by name and no admission policy sees these writes: any right
+    to write one is a right to deny every write in the cluster. The platform's identity holds
+    none; the web's reads the team policy and binding, by name, for /readyz."""
+    from gpuplatform.rbac import WEB_CLUSTER_RULES
+    from tenants.admission import POLICY_NAME
+
+    assert not {key for key in required() if key[0] == "admissionregistration.k8s.io"}
+    web = find(defaults, "ClusterRole", "-web")
+    assert web["rules"] == WEB_CLUSTER_RULES  # resourceNames included
+    for role in [o for o in defaults if o["kind"] in ("ClusterRole", "Role")]:
+        for rule in role["rules"]:
+            if "admissionregistration.k8s.io" in rule["apiGroups"]:
+                assert role is web and rule["verbs"] == ["get"] and rule["resourceNames"] == [POLICY_NAME], (
+                    role["metadata"]["name"], rule)

@@ -46,7 +46,36 @@ def test_readyz_reports_database_and_broker_and_the_cluster_without_requiring_it
     settings.KUBECONFIG = "/nonexistent/kubeconfig"
     response = Client(HTTP_HOST="10.1.2.3").get("/readyz")
     assert response.status_code == 200, response.json()
-    assert response.json() == {"status": "ok", "database": "ok", "broker": "ok", "cluster": "not configured"}
+    assert response.json() == {"status": "ok", "database": "ok", "broker": "ok", "cluster": "not configured",
+                               "team_policy": "not configured"}
+
+
+def test_readyz_reports_whether_the_team_admission_policy_is_this_versions_without_requiring_it(fake, monkeypatch):
+    """The installer applies it (the chart); the platform only reads it and says how it stands."""
+    import copy
+
+    from gpuplatform import health
+    from tenants.admission import POLICY_NAME, render_admission
+
+    monkeypatch.setattr(health, "cluster_configured", lambda: True)  # imported by name there
+
+    def team_policy():
+        response = Client().get("/readyz")
+        assert response.status_code == 200, response.json()
+        return response.json()["team_policy"]
+
+    assert team_policy() == (f"ValidatingAdmissionPolicy {POLICY_NAME} missing; ValidatingAdmissionPolicyBinding "
+                             f"{POLICY_NAME} missing: install this version's chart (docs/install.md)")
+    policy, binding = render_admission()
+    served = copy.deepcopy(binding)
+    served["spec"]["matchResources"].update({"objectSelector": {}, "matchPolicy": "Equivalent"})  # server defaults
+    fake.apply([policy, served])
+    assert team_policy() == "ok"
+    older = copy.deepcopy(policy)
+    older["spec"]["validations"] = older["spec"]["validations"][:-1]  # a rule this version added
+    fake.apply([older])
+    assert team_policy() == (f"ValidatingAdmissionPolicy {POLICY_NAME} differs from this version's: "
+                             "install this version's chart (docs/install.md)")
 
 
 def test_readyz_is_unavailable_when_the_broker_cannot_be_reached(monkeypatch):

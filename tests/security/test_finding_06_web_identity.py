@@ -9,8 +9,10 @@ platform writes into each, tenants.manifests.WEB_TEAM_RULES), nodes and Kueue's 
 workloads cluster-wide, its own Namespace object for /readyz. The platform's identity keeps
 `create pods/portforward` (it writes the team editor Role, which grants it), but the chart's
 no-connect policy refuses it, and the web, every CONNECT; the confining policy covers every
-write it may make (the watcher's Lease included) and lets it write only its own admission
-policy and binding, by name, bound to its own namespaces, matching team workload kinds only.
+write it may make (the watcher's Lease included). It holds no right on admission policies or
+their bindings at all (Kubernetes runs no admission policy on their writes, and RBAC cannot
+limit `create` by name): the chart installs the team-workloads policy with the installer's
+rights (templates/team-workloads.yaml, from tenants/admission.py).
 
 Rendered by real Helm, then live on the local cluster as the chart's identities
 (tests/install/test_chart_live.py installs the chart the same way)."""
@@ -27,10 +29,11 @@ from django.test import override_settings
 from django.urls import reverse
 
 from gpuplatform.rbac import WEB_CLUSTER_RULES, flatten, web_namespace_rules
-from tenants.admission import POLICY_NAME
+from jobs.manifests import render_job
+from tenants.admission import POLICY_NAME, render_admission
 from tenants.manifests import WEB_READER_ROLE, WEB_TEAM_RULES, render_web_reader
 
-from ..builders import make_team
+from ..builders import make_job, make_team
 from ..cluster.conftest import (  # noqa: F401  (fixtures)
     api_client,
     kube_cluster,
@@ -39,6 +42,7 @@ from ..cluster.conftest import (  # noqa: F401  (fixtures)
     watcher,
     world,
 )
+from ..cluster.test_no_way_around_the_queues import member_cluster  # noqa: F401  (fixture)
 from ..install.conftest import helm, template  # noqa: F401  (fixture)
 from ..install.test_chart_live import kubectl, release  # noqa: F401  (release: the chart installed, once here)
 
@@ -157,12 +161,17 @@ def test_finding_06_live_the_web_identity_reads_team_pods_and_logs_only(release,
         ("get", "pods/log", "-n", "kube-system"), ("get", "pods/log", "-n", release["namespace"]),
         ("create", "jobs.batch", "-n", ns), ("patch", "deployments.apps", "-n", ns), ("delete", "pods", "-n", ns),
         ("create", "namespaces"), ("create", "validatingadmissionpolicies.admissionregistration.k8s.io"),
+        ("list", "validatingadmissionpolicies.admissionregistration.k8s.io"),
+        ("get", f"validatingadmissionpolicies.admissionregistration.k8s.io/{release['sa']}-confine-writes"),
+        ("patch", f"validatingadmissionpolicies.admissionregistration.k8s.io/{POLICY_NAME}"),
         ("watch", "pods", "-n", ns), ("get", "namespaces/default"),
     ]
     can = [("list", "pods", "-n", ns), ("get", "pods", "-n", ns), ("get", "pods/log", "-n", ns),
            ("get", "deployments.apps", "-n", ns), ("list", "nodes"),
            ("get", "clusterqueues.visibility.kueue.x-k8s.io", "--subresource", "pendingworkloads"),
-           ("get", f"namespaces/{release['namespace']}", "-n", release["namespace"])]
+           ("get", f"namespaces/{release['namespace']}", "-n", release["namespace"]),
+           ("get", f"validatingadmissionpolicies.admissionregistration.k8s.io/{POLICY_NAME}"),
+           ("get", f"validatingadmissionpolicybindings.admissionregistration.k8s.io/{POLICY_NAME}")]
     wrong = ([("may", *c) for c in cannot if _can(kube_cluster, user, *c)]
              + [("may not", *c) for c in can if not _can(kube_cluster, user, *c)])
     assert wrong == [], wrong
@@ -220,7 +229,7 @@ def test_finding_06_live_readyz_reaches_the_cluster_as_the_web(identities, relea
     monkeypatch.setattr(reconcile, "get_cluster", lambda: web)
     with override_settings(PLATFORM_NAMESPACE=release["namespace"]):
         body = client.get("/readyz").json()
-    assert body["cluster"] == "ok", body
+    assert body["cluster"] == "ok" and body["team_policy"] == "ok", body  # the chart's, as this version renders it
     assert dict(web.forbidden) == {}
 
 
@@ -262,12 +271,33 @@ def _as_platform(platform_kubeconfig, *args, manifest=None):
                           capture_output=True, text=True, timeout=120)
 
 
+ADMISSION_RESOURCES = ["validatingadmissionpolicies.admissionregistration.k8s.io",
+                       "validatingadmissionpolicybindings.admissionregistration.k8s.io",
+                       "mutatingadmissionpolicies.admissionregistration.k8s.io",
+                       "validatingwebhookconfigurations.admissionregistration.k8s.io",
+                       "mutatingwebhookconfigurations.admissionregistration.k8s.io"]
+
+
+def _get(kube_cluster, kind, name) -> dict:
+    return yaml.safe_load(kubectl(kube_cluster, "get", kind, name, "-o", "yaml").stdout)
+
+
 @pytest.mark.cluster
 @pytest.mark.django_db(transaction=True)
-@pytest.mark.xfail(strict=True, reason="not done: Kubernetes runs no ValidatingAdmissionPolicy on writes of admission "
-                   "policies and bindings, so the chart's policy cannot confine them by name; RBAC resourceNames is next")
-def test_finding_06_live_the_platform_cannot_install_a_foreign_admission_policy(identities, web_team):
-    kubeconfig = identities["platform"][1]
+def test_finding_06_live_the_platform_cannot_install_a_foreign_admission_policy(identities, release, kube_cluster,
+                                                                                 web_team, live, member_cluster):
+    """Kubernetes runs no admission policy on writes of admission policies and RBAC cannot
+    limit `create` by name, so the platform's identity holds no right on them at all: the chart
+    installs the team policy with the installer's rights, and it still holds team namespaces."""
+    from ..cluster.test_no_way_around_the_queues import POD, denied_by_policy, refused
+
+    team, h100, _ = web_team
+    kubeconfig, platform = identities["platform"][1], identities["platform"][0]
+    user = f"system:serviceaccount:{release['namespace']}:{platform}"
+    may = [(verb, resource) for resource in ADMISSION_RESOURCES
+           for verb in ("create", "update", "patch", "delete", "deletecollection")
+           if _can(kube_cluster, user, verb, resource)]
+    assert may == [], may
     labels = {"app.kubernetes.io/managed-by": "gpuplatform"}
     deny_all = {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
                 "metadata": {"name": "deny-every-configmap", "labels": labels},
@@ -275,28 +305,46 @@ def test_finding_06_live_the_platform_cannot_install_a_foreign_admission_policy(
                     {"apiGroups": ["*"], "apiVersions": ["*"], "operations": ["*"], "resources": ["*"]}]},
                          "validations": [{"expression": "false"}]}}
     foreign = _as_platform(kubeconfig, "create", "-f", "-", manifest=deny_all)
-    assert foreign.returncode != 0 and "its own admission policy" in foreign.stderr, foreign.stderr
+    assert foreign.returncode != 0 and 'cannot create resource "validatingadmissionpolicies"' in foreign.stderr, (
+        foreign.stderr)
     binding = {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
                "metadata": {"name": "deny-everywhere", "labels": labels},
                "spec": {"policyName": POLICY_NAME, "validationActions": ["Deny"]}}
     foreign_binding = _as_platform(kubeconfig, "create", "-f", "-", manifest=binding)
-    assert foreign_binding.returncode != 0 and "its own admission policy" in foreign_binding.stderr
-    # its own objects, turned against the cluster: bound everywhere, or matching everything
+    assert foreign_binding.returncode != 0, foreign_binding.stdout
+    assert 'cannot create resource "validatingadmissionpolicybindings"' in foreign_binding.stderr
+    # the team policy, turned against the cluster: bound everywhere, matching everything, gone
     everywhere = _as_platform(kubeconfig, "patch", "validatingadmissionpolicybinding", POLICY_NAME, "--type", "json",
                               "-p", '[{"op": "remove", "path": "/spec/matchResources/namespaceSelector"}]')
-    assert everywhere.returncode != 0 and "namespaces it made" in everywhere.stderr, everywhere.stderr
+    assert everywhere.returncode != 0 and "cannot patch resource" in everywhere.stderr, everywhere.stderr
     everything = _as_platform(kubeconfig, "patch", "validatingadmissionpolicy", POLICY_NAME, "--type", "json",
                               "-p", '[{"op": "add", "path": "/spec/matchConstraints/resourceRules/-", "value": '
                                     '{"apiGroups": [""], "apiVersions": ["*"], "operations": ["CREATE"], '
                                     '"resources": ["configmaps"]}}]')
-    assert everything.returncode != 0 and "team workload kinds only" in everything.stderr, everything.stderr
-    # the chart's own policies are not the platform's to change or delete
-    for name in ("confine-writes", "no-connect"):
-        gone = _as_platform(kubeconfig, "delete", "validatingadmissionpolicy", f"{identities['platform'][0]}-{name}")
-        assert gone.returncode != 0, gone.stdout
-    # and its own, as it renders them, still pass
-    same = _as_platform(kubeconfig, "label", "validatingadmissionpolicy", POLICY_NAME, "probe=1")
-    assert same.returncode == 0, same.stderr
+    assert everything.returncode != 0 and "cannot patch resource" in everything.stderr, everything.stderr
+    # neither the team policy nor the chart's own policies are the platform's to delete
+    for kind, name in [("validatingadmissionpolicy", POLICY_NAME), ("validatingadmissionpolicybinding", POLICY_NAME),
+                       *(("validatingadmissionpolicy", f"{platform}-{own}") for own in ("confine-writes", "no-connect"))]:
+        gone = _as_platform(kubeconfig, "delete", kind, name)
+        assert gone.returncode != 0 and "cannot delete resource" in gone.stderr, (kind, name, gone.stderr)
+    # the team policy is the chart's (this release took it over), as the code renders it ...
+    [policy, policy_binding] = render_admission()
+    installed = _get(kube_cluster, "validatingadmissionpolicy", POLICY_NAME)
+    assert installed["metadata"]["annotations"]["meta.helm.sh/release-name"] == release["name"]
+    for field in ("validations", "variables", "matchConditions", "paramKind", "failurePolicy"):
+        assert installed["spec"][field] == policy["spec"][field], field
+    installed_binding = _get(kube_cluster, "validatingadmissionpolicybinding", POLICY_NAME)
+    assert installed_binding["metadata"]["annotations"]["meta.helm.sh/release-name"] == release["name"]
+    assert installed_binding["spec"]["paramRef"] == policy_binding["spec"]["paramRef"]
+    assert (installed_binding["spec"]["matchResources"]["namespaceSelector"]
+            == policy_binding["spec"]["matchResources"]["namespaceSelector"])
+    # ... and it still holds team namespaces: a member cannot create a workload (RBAC), and
+    # the cluster admin, whom RBAC does not stop, cannot create one off the queues
+    ns = team.namespace_name
+    refused(member_cluster, POD, ns)
+    [batch_job] = [o for o in render_job(make_job(team, h100, name="around")) if o["kind"] == "Job"]
+    del batch_job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"]
+    assert "Kueue queue" in denied_by_policy(live, batch_job, ns)
 
 
 @pytest.mark.cluster
