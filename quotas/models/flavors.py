@@ -18,6 +18,7 @@ from core.validators import (
     validate_taints,
     validate_tolerations,
 )
+from core.words import say_seconds
 
 from ..grants import MAX_GPUS_PER_NODE
 
@@ -25,16 +26,6 @@ MAX_GPU_MEMORY_GIB = 4096
 # A job's maximum runtime: a minute to a leap year (far inside Kubernetes' int32 seconds).
 MIN_RUNTIME_SECONDS = 60
 MAX_RUNTIME_SECONDS = 366 * 24 * 3600
-
-
-def say_seconds(seconds: int) -> str:
-    """A runtime as a person writes it: "36 h", "90 min", "45 s" (with the seconds when uneven)."""
-    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
-        if seconds >= size and seconds % size == 0:
-            return f"{seconds // size} {unit}"
-    if seconds >= 3600:
-        return f"{seconds / 3600:.1f} h ({seconds:,} s)"
-    return f"{seconds:,} s"
 
 
 class RuntimeLimits(models.Model):

@@ -165,3 +165,35 @@ def test_gpuctl_says_spans_as_the_job_page_does(seconds, said):
     from jobs.templatetags.job_time import duration
 
     assert _span(seconds) == said == duration(timedelta(seconds=seconds))
+
+
+def test_the_form_refuses_over_the_cap_on_the_field_and_keeps_the_input(team, owner, capped, client_for):
+    from django.urls import reverse
+
+    from tests.builders import make_quota
+
+    make_quota(team, capped)
+    data = dict(team=team.pk, kind="training", name="long", flavor=capped.pk, priority="",
+                image="pytorch/pytorch:2.5.1", command="python", args="train.py", env="", workers=1,
+                gpus_per_worker=1, cpu_per_worker=8, memory_per_worker_gib=64, max_runtime_seconds=3 * DAY)
+    response = client_for(owner).post(reverse("jobs:submit"), data)
+    assert response.status_code == 400 and not Job.objects.exists()
+    assert "the max runtime cap of flavor h100" in response.context["form"].errors["max_runtime_seconds"][0]
+    assert f'value="{3 * DAY}"' in response.content.decode()
+
+
+def test_quota_managers_set_the_limits_in_the_admin(quota_manager, client_for, short):
+    from django.urls import reverse
+
+    client = client_for(quota_manager)
+    url = reverse("admin:quotas_priorityclass_change", args=[short.pk])
+    assert 'name="max_runtime_cap_seconds"' in client.get(url).content.decode()
+    response = client.post(url, {"name": "short", "value": 0, "description": "",
+                                 "default_max_runtime_seconds": 2 * DAY, "max_runtime_cap_seconds": DAY})
+    assert response.status_code == 200  # the form again, with the error
+    assert "The default (2 d) is longer than the cap (1 d)." in response.content.decode()
+    response = client.post(url, {"name": "short", "value": 0, "description": "",
+                                 "default_max_runtime_seconds": HOUR, "max_runtime_cap_seconds": DAY})
+    assert response.status_code == 302
+    short.refresh_from_db()
+    assert (short.default_max_runtime_seconds, short.max_runtime_cap_seconds) == (HOUR, DAY)
