@@ -197,3 +197,23 @@ def test_quota_managers_set_the_limits_in_the_admin(quota_manager, client_for, s
     assert response.status_code == 302
     short.refresh_from_db()
     assert (short.default_max_runtime_seconds, short.max_runtime_cap_seconds) == (HOUR, DAY)
+
+
+def test_gpuctl_status_prints_the_max_runtime_and_the_time_left(team, flavor, member, capsys):
+    """What `gpuctl status` prints from the API's own body for a running job."""
+    from types import SimpleNamespace
+
+    from gpuctl.cli import _status
+
+    job = running(team, flavor, timedelta(minutes=30), max_runtime_seconds=2 * HOUR)
+    api = APIClient()
+    api.force_login(member)
+
+    class Client:  # gpuctl's client, answered by the API in-process
+        def get(self, path):
+            return api.get(f"/api/v1/{path}").json()
+
+    _status(Client(), SimpleNamespace(id=job.pk, output="text"))
+    printed = capsys.readouterr().out
+    assert "max runtime: 2 h 00 min, 1 h 29 min" in printed or "max runtime: 2 h 00 min, 1 h 30 min" in printed
+    assert "left (counted from admission)" in printed
