@@ -35,8 +35,9 @@ and API call through `cluster/`:
 - in each team namespace, through a Role the platform writes there (`tenants.manifests.
   WEB_TEAM_RULES`): a job's pods and their logs (`jobs.logs`, the jobs API's logs) and an
   inference server's Deployment (its replicas);
-- cluster-wide (`WEB_CLUSTER_RULES`): nodes, listed by the capacity page, and Kueue's
-  pending workloads of a ClusterQueue (`jobs.pending`, queue positions);
+- cluster-wide (`WEB_CLUSTER_RULES`): nodes, listed by the capacity page, Kueue's
+  pending workloads of a ClusterQueue (`jobs.pending`, queue positions), and ClusterQueues,
+  listed for their fair-sharing status (`quotas.fairshare`, the team and capacity pages);
 - its own namespace's Namespace object (`web_namespace_rules`), which /readyz reads to say
   the cluster answers.
 No ConfigMaps, no Secrets, no port-forward, no writes, nothing outside team namespaces but
@@ -74,6 +75,7 @@ LEASE_RULES = [
 WEB_CLUSTER_RULES = [
     {"apiGroups": [""], "resources": ["nodes"], "verbs": ["list"]},
     {"apiGroups": [VISIBILITY_GROUP], "resources": ["clusterqueues/pendingworkloads"], "verbs": ["get"]},
+    {"apiGroups": ["kueue.x-k8s.io"], "resources": ["clusterqueues"], "verbs": ["list"]},
 ]
 
 

@@ -16,8 +16,9 @@ its own ClusterQueue per flavor, so it has nothing to order here). Our cohorts h
 so a Cohort's own weightedShare is always 0 (Kueue computes it against a parent) and is not
 shown.
 
-`sentence` is pure (tested from given statuses); `fair_shares` reads the ClusterQueues through
-the door (the watch cache when the process has one).
+`sentence` is pure (tested from given statuses); `fair_shares` lists our ClusterQueues through
+the door (one LIST a page, as the capacity page lists Nodes: the web's identity may list
+ClusterQueues, gpuplatform/rbac.py, and keeps no watch cache).
 """
 
 from dataclasses import dataclass
@@ -155,7 +156,7 @@ def fair_shares(teams, named=lambda slug: True, cluster=None) -> tuple[list[Fair
         return [], ""
     try:
         cluster = cluster or current_cluster()
-        queues = cluster.snapshot(selector(), [CLUSTER_QUEUE]).items()
+        queues = cluster.list(*CLUSTER_QUEUE, label_selector=selector())
     except NoCluster:
         return [], "No cluster is configured, so Kueue's fair-sharing status cannot be read."
     except ClusterError as err:
