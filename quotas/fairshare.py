@@ -120,15 +120,19 @@ def sentence(team: str, members: list[Member], cohort: str, flavor: str, named=l
              for m in ordered]
     before = [who(m) for m in ordered if (m.share or 0) > me.share]
     after = [who(m) for m in ordered if (m.share or 0) < me.share]
-    if before and not after:
-        order = f"so its jobs go first when it and {_join(before)} both wait"
-    elif after and not before:
-        order = (f"so {_join(after)} go{'es' if len(after) == 1 else ''} first when both wait, and team {team}'s "
-                 "borrowed GPUs are the first taken back")
-    elif before and after:
+    ties = [who(m) for m in ordered if (m.share or 0) == me.share]
+    if before and after:
         order = f"so when they all wait its jobs go after {_join(after)}'s and before {_join(before)}'s"
+    elif before:
+        order = f"so its jobs go first when it and {_join(before)} both wait"
+    elif after:
+        order = f"so {_join(after)} go{'es' if len(after) == 1 else ''} first when both wait"
+        if not ties and me.share:
+            order += f", and team {team}'s borrowed GPUs are the first taken back"
     else:
         order = "so neither goes first by share"
+    if ties and (before or after):
+        order += f"; it ties with {_join(ties)}"
     return f"{head}; that is {_join(parts)}, {order}."
 
 

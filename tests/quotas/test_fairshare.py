@@ -46,6 +46,13 @@ B = Member("vision", Decimal(2), 150, borrowed_gpus=6, nominal_gpus=8)
      "Team vision has weight 1 and borrows 2 GPUs of h100 beyond its quota of 0: Kueue's weighted share 200 "
      "(the cohort's spare GPUs it uses, per mille, divided by its weight); that is the same as team nlp's 200 "
      "(weight 1), so neither goes first by share."),
+    ("a tie behind a lender",
+     "vision", [Member("nlp", Decimal(1), 125, 1, 2), Member("vision", Decimal(1), 125, 1, 2),
+                Member("lend", Decimal(1), 0, 0, 4)],
+     "Team vision has weight 1 and borrows 1 GPU of h100 beyond its quota of 2: Kueue's weighted share 125 "
+     "(the cohort's spare GPUs it uses, per mille, divided by its weight); that is more than team lend's 0 "
+     "(weight 1) and the same as team nlp's 125 (weight 1), so team lend goes first when both wait; it ties "
+     "with team nlp."),
     ("fair sharing off: Kueue gives no share",
      "vision", [Member("nlp", Decimal(1), None), Member("vision", Decimal(2), None)],
      "Kueue's fair sharing is off on this cluster: the spare h100 GPUs of cohort labs go to whoever asks first, "
