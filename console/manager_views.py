@@ -15,10 +15,11 @@ from quotas import actions, audit
 from quotas.forms import ApproveForm, DenyForm
 from quotas.grants import last_day
 from quotas.models import Quota, QuotaGrant, QuotaRequest
+from tenants.models import Team
 from tenants.roles import is_quota_manager
 
 from . import capacity, decision
-from .views import gpu_use_context
+from .views import fair_share_context, gpu_use_context
 
 RECENT_DECISIONS = 20
 TEAMS_PER_PAGE = 50
@@ -59,6 +60,7 @@ def capacity_page(request):
         "teams": [line for line in data["teams"] if line.label in shown],
         "team_totals": page.object_list, "page": page, "q": search, "query": query.urlencode(),
         **gpu_use_context(top=IDLE_TEAMS),
+        **fair_share_context(request, Team.objects.filter(slug__in=shown)),
     }
     return render(request, "console/capacity.html", context)
 

@@ -17,6 +17,7 @@ from cluster.prometheus import PrometheusUnavailable
 from jobs import gpu_use
 from jobs.models import Job
 from jobs.usage import usage_for
+from quotas.fairshare import fair_shares
 from quotas.forms import QuotaRequestForm, RenewalForm
 from quotas.models import QuotaGrant, QuotaRequest
 from tenants.forms import MemberForm
@@ -91,6 +92,17 @@ def gpu_use_context(teams=None, *, top: int | None = None) -> dict:
     return context
 
 
+def fair_share_context(request, teams) -> dict:
+    """Kueue's fair share of each of ``teams``' cohort quotas in words; other teams of a cohort
+    are named only to those who may see them."""
+    if is_quota_manager(request.user):
+        named = lambda slug: True  # noqa: E731 - quota managers see every team
+    else:
+        named = set(Team.objects.visible_to(request.user).values_list("slug", flat=True)).__contains__
+    shares, problem = fair_shares(teams, named=named)
+    return {"fair_shares": shares, "fair_share_problem": problem}
+
+
 def _team(request, slug) -> Team:
     return get_object_or_404(Team.objects.visible_to(request.user), slug=slug)
 
@@ -109,7 +121,7 @@ def _team_page(request, team: Team, form=None, status=200, request_form=None):
         **team_quota_context(request, team, request_form),
     }
     if not request.htmx:  # the page, not one of its parts
-        context.update(gpu_use_context([team]))
+        context.update(gpu_use_context([team]), **fair_share_context(request, [team]))
     if request.htmx and request.htmx.target == "quota-requests":
         return render(request, "console/partials/team_requests.html", context, status=status)
     if request.htmx and request.htmx.target == "members":

@@ -191,6 +191,10 @@ def _status(client: Client, args) -> int:
     print(f"job {job['id']}  {job['team']}/{job['name']}  ({job['kind']}, {job['flavor']}, {job['total_gpus']} GPUs)")
     print(f"state: {job['state']}" + (f"  {job['reason']}: {job['message']}" if job["reason"] else ""))
     print(f"image: {job['image']}  submitted by {job['submitter'] or '-'} at {job['submitted_at'] or '-'}")
+    if job.get("max_runtime_seconds"):
+        left = job.get("runtime_left_seconds")
+        print(f"max runtime: {_span(job['max_runtime_seconds'])}"
+              + (f", {_span(left)} left (counted from admission)" if left is not None else ""))
     idle = job.get("idle") or {}
     if idle.get("idle_gpu_hours") is not None and job["state"] == "reclaimed":
         print(f"reclaimed at {idle['reclaim_at']}: {idle['idle_gpu_hours']} idle GPU-hours")
@@ -203,6 +207,18 @@ def _status(client: Client, args) -> int:
     for event in events:
         print(f"  {event['created_at']}  {event['from_state'] or '-':>10} -> {event['to_state']:<10} {event['reason']}")
     return EXIT["ok"]
+
+
+def _span(seconds: int) -> str:
+    """Seconds as the job page says them: "1 d 2 h", "2 h 05 min", "3 min 12 s", "45 s"."""
+    days, rest = divmod(max(int(seconds), 0), 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, seconds = divmod(rest, 60)
+    if days:
+        return f"{days} d {hours} h"
+    if hours:
+        return f"{hours} h {minutes:02d} min"
+    return f"{minutes} min {seconds:02d} s" if minutes else f"{seconds} s"
 
 
 def _list(client: Client, args) -> int:

@@ -38,9 +38,10 @@ and API call through `cluster/`:
   WEB_TEAM_RULES`): a job's pods and their logs (`jobs.logs`, the jobs API's logs) and an
   inference server's Deployment (its replicas);
 - cluster-wide (`WEB_CLUSTER_RULES`): nodes, listed by the capacity page, Kueue's
-  pending workloads of a ClusterQueue (`jobs.pending`, queue positions), and the team
-  admission policy and its binding, by name, which /readyz compares with this version's
-  (`team_policy`; the chart installs them, `tenants.admission`);
+  pending workloads of a ClusterQueue (`jobs.pending`, queue positions), ClusterQueues,
+  listed for their fair-sharing status (`quotas.fairshare`, the team and capacity pages),
+  and the team admission policy and its binding, by name, which /readyz compares with this
+  version's (`team_policy`; the chart installs them, `tenants.admission`);
 - its own namespace's Namespace object (`web_namespace_rules`), which /readyz reads to say
   the cluster answers.
 No ConfigMaps, no Secrets, no port-forward, no writes, nothing outside team namespaces but
@@ -83,6 +84,7 @@ WEB_CLUSTER_RULES = [
     {"apiGroups": [VISIBILITY_GROUP], "resources": ["clusterqueues/pendingworkloads"], "verbs": ["get"]},
     {"apiGroups": [ADMISSION_GROUP], "resources": ["validatingadmissionpolicies", "validatingadmissionpolicybindings"],
      "resourceNames": [POLICY_NAME], "verbs": ["get"]},
+    {"apiGroups": ["kueue.x-k8s.io"], "resources": ["clusterqueues"], "verbs": ["list"]},
 ]
 
 

@@ -208,10 +208,13 @@ class JobDetailSerializer(JobSerializer):
 
     gpu_utilization = serializers.SerializerMethodField()
     idle = serializers.SerializerMethodField()
+    runtime_left_seconds = serializers.SerializerMethodField(
+        help_text="Seconds before the max runtime stops the job, counted from its admission; null without a "
+                  "limit, before admission and once it ended.")
 
     class Meta(JobSerializer.Meta):
-        fields = [*JobSerializer.Meta.fields, "gpu_utilization", "idle"]
-        read_only_fields = [*JobSerializer.Meta.read_only_fields, "gpu_utilization", "idle"]
+        fields = [*JobSerializer.Meta.fields, "gpu_utilization", "idle", "runtime_left_seconds"]
+        read_only_fields = [*JobSerializer.Meta.read_only_fields, "gpu_utilization", "idle", "runtime_left_seconds"]
 
     @extend_schema_field(GpuUtilizationSerializer)
     def get_gpu_utilization(self, job) -> dict:
@@ -221,9 +224,13 @@ class JobDetailSerializer(JobSerializer):
     def get_idle(self, job) -> dict:
         return IdleSerializer(IdleWatch.summary(job, IdlePolicy.objects.rules(job.team, job.flavor, cached=True))).data
 
+    def get_runtime_left_seconds(self, job) -> int | None:
+        left = job.runtime_left()
+        return None if left is None else int(left.total_seconds())
+
     def to_representation(self, job: Job) -> dict:
         return {**super().to_representation(job), "gpu_utilization": self.get_gpu_utilization(job),
-                "idle": self.get_idle(job)}
+                "idle": self.get_idle(job), "runtime_left_seconds": self.get_runtime_left_seconds(job)}
 
 
 class JobEventSerializer(serializers.ModelSerializer):

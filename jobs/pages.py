@@ -60,6 +60,7 @@ def _status_context(request, job: Job) -> dict:
         "can_cancel": job.can_cancel(request.user),
         "queue_wait": job.queue_wait(now),
         "run_time": job.run_time(now),
+        "runtime_left": job.runtime_left(now),
         "gpu_hours": job.gpu_hours(now),
         # A flash ("Submitted ...") tells what just happened: the poll clears it once the job
         # has moved on from the state the page showed with it.

@@ -91,7 +91,8 @@ FIELDS = (
     Field("cpu_per_worker", RESOURCES, "CPU cores per worker", "0.1 to 1024 cores.", shape=DECIMAL),
     Field("memory_per_worker_gib", RESOURCES, "Memory per worker (GiB)", "1 to 16384 GiB."),
     Field("max_runtime_seconds", RESOURCES, "Max runtime (seconds)",
-          "Stop the job after this long (60 s to 366 days); empty means no limit.", kinds=(TRAINING,)),
+          "Stop the job after this long, counted from its admission (60 s to 366 days). Empty: the default "
+          "of its flavor and priority class, if quota managers set one; at most their cap.", kinds=(TRAINING,)),
     Field("port", SERVING, "Port", "The port the server listens on.", kinds=(INFERENCE,),
           required_for=(INFERENCE,)),
     Field("min_replicas", SERVING, "Min replicas", "Replicas kept running (at least 1).", kinds=(INFERENCE,),

@@ -11,6 +11,7 @@ import re
 from cluster.fields import FieldRules
 from cluster.quantity import canonical, gib
 from core.ownership import JOB_LABEL, owned
+from core.words import say_seconds
 
 from .base import EXCEEDS_QUOTA, Observation, Phase, Scheduler, queue_name, times_of
 from .workloads import (
@@ -238,7 +239,8 @@ def observe_training(job, workload: dict | None, batch_job: dict | None) -> Obse
         # "DeactivatedDueToMaximumExecutionTimeExceeded" (older releases: the bare cause).
         reason = evicted.get("reason", "")
         if reason.endswith("MaximumExecutionTimeExceeded"):
-            return seen(Phase.FAILED, "MaxRuntimeExceeded", "Stopped: the job ran longer than its max runtime.",
+            limit = f" of {say_seconds(job.max_runtime_seconds)}" if job.max_runtime_seconds else ""
+            return seen(Phase.FAILED, "MaxRuntimeExceeded", f"Stopped: the job ran longer than its max runtime{limit}.",
                         evicted)
         if reason.startswith("Deactivated"):
             return seen(Phase.FAILED, "Deactivated",

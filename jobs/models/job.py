@@ -21,7 +21,7 @@ from core.validators import (
     validate_visible_text,
 )
 from quotas.grants import MAX_GPUS_PER_NODE
-from quotas.models import GpuFlavor, PriorityClass
+from quotas.models import MAX_RUNTIME_SECONDS, MIN_RUNTIME_SECONDS, GpuFlavor, PriorityClass, runtime_limits
 from schedulers.workloads import GPU_RUNTIME_ENV_NAMES, GPU_RUNTIME_ENV_PREFIXES
 from tenants.models import Membership, Team
 
@@ -41,8 +41,6 @@ MAX_REPLICAS = 512
 MAX_GPUS_PER_WORKER = MAX_GPUS_PER_NODE
 MAX_CPU_PER_WORKER = 1024
 MAX_MEMORY_PER_WORKER_GIB = 16 * 1024
-MIN_RUNTIME_SECONDS = 60
-MAX_RUNTIME_SECONDS = 366 * 24 * 3600
 MAX_PROBE_DELAY_SECONDS = 3600
 # How long a finished training job's objects stay on the cluster, so its logs can be read.
 RETAIN_FINISHED = timedelta(days=1)
@@ -168,7 +166,8 @@ class Job(JobMoves, models.Model):
     )
     max_runtime_seconds = models.PositiveIntegerField(
         null=True, blank=True, validators=between(MIN_RUNTIME_SECONDS, MAX_RUNTIME_SECONDS),
-        help_text="Stop the job after this long; empty means no limit.",
+        help_text="Stop the job after this long, counted from its admission; empty means no limit (a submission "
+                  "without one gets its flavor's and priority class's default).",
     )
 
     # Inference only.
@@ -392,6 +391,26 @@ class Job(JobMoves, models.Model):
         if Job.objects.live().filter(team_id=self.team_id, name=self.name).exclude(pk=self.pk).exists():
             raise ValidationError({"name": LIVE_NAME_TAKEN}, code="unique")
 
+    def _runtime_within_limits(self) -> str:
+        """Give a training job without a max runtime the default of its flavor and priority
+        class; say why a longer one than their cap is refused ("" when it is not)."""
+        limits = runtime_limits(self.flavor, self.priority if self.priority_id else None)
+        if self.max_runtime_seconds is None:
+            self.max_runtime_seconds = limits.default
+        return limits.refusal(self.max_runtime_seconds)
+
+    def runtime_left(self, now=None) -> timedelta | None:
+        """How long the job may still run before its max runtime stops it: counted from its
+        admission, as Kueue counts (None without a limit, before admission, once ended)."""
+        if not self.max_runtime_seconds or self.admitted_at is None or self.is_final:
+            return None
+        used = (now or timezone.now()) - self.admitted_at
+        return max(timedelta(seconds=self.max_runtime_seconds) - used, timedelta(0))
+
+    @property
+    def max_runtime(self) -> timedelta | None:
+        return timedelta(seconds=self.max_runtime_seconds) if self.max_runtime_seconds else None
+
     def clean(self) -> None:
         errors: dict[str, str] = {}
         flavor = self.flavor if self.flavor_id else None
@@ -413,6 +432,8 @@ class Job(JobMoves, models.Model):
         if runtime:
             errors["env"] = (f"{', '.join(runtime)} would be read by the GPU runtime and could expose GPUs this "
                              "job was not given; the platform assigns GPUs from the flavor. Remove it.")
+        if self.kind == self.Kind.TRAINING and flavor and (why := self._runtime_within_limits()):
+            errors["max_runtime_seconds"] = why
         if self.kind == self.Kind.INFERENCE:
             if self.port is None:
                 errors["port"] = "An inference server needs the port it listens on."

@@ -9,13 +9,25 @@ Django finds an app's models in ``<app>.models``, so this package imports them; 
 of the app imports back from here (a submodule imports its sibling, e.g. ``.flavors``).
 """
 
-from .flavors import MAX_GPU_MEMORY_GIB, Cohort, GpuFlavor, PriorityClass, Scheduler, Sharing
+from .flavors import (
+    MAX_GPU_MEMORY_GIB,
+    MAX_RUNTIME_SECONDS,
+    MIN_RUNTIME_SECONDS,
+    Cohort,
+    GpuFlavor,
+    Limits,
+    PriorityClass,
+    Scheduler,
+    Sharing,
+    runtime_limits,
+    say_seconds,
+)
 from .idle import Action, IdlePolicy, IdleRules
 from .quotas import Quota, QuotaQuerySet
 from .requests import QuotaGrant, QuotaGrantQuerySet, QuotaRequest, QuotaRequestQuerySet
 
 __all__ = [
-    "MAX_GPU_MEMORY_GIB", "Action", "Cohort", "GpuFlavor", "IdlePolicy", "IdleRules", "PriorityClass", "Quota",
+    "MAX_GPU_MEMORY_GIB", "MAX_RUNTIME_SECONDS", "MIN_RUNTIME_SECONDS", "Action", "Cohort", "GpuFlavor", "IdlePolicy", "IdleRules", "Limits", "PriorityClass", "Quota",
     "QuotaGrant", "QuotaGrantQuerySet", "QuotaQuerySet", "QuotaRequest", "QuotaRequestQuerySet", "Scheduler",
-    "Sharing",
+    "Sharing", "runtime_limits", "say_seconds",
 ]

@@ -1,5 +1,9 @@
-"""GPU flavors (hardware pools), the cohorts quotas borrow in, and priority classes."""
+"""GPU flavors (hardware pools), the cohorts quotas borrow in, and priority classes; the
+maximum runtime a training job on them gets by default and may ask for at most."""
 
+from dataclasses import dataclass
+
+from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator
 from django.db import models
 from django.db.models import Q
@@ -14,10 +18,70 @@ from core.validators import (
     validate_taints,
     validate_tolerations,
 )
+from core.words import say_seconds
 
 from ..grants import MAX_GPUS_PER_NODE
 
 MAX_GPU_MEMORY_GIB = 4096
+# A job's maximum runtime: a minute to a leap year (far inside Kubernetes' int32 seconds).
+MIN_RUNTIME_SECONDS = 60
+MAX_RUNTIME_SECONDS = 366 * 24 * 3600
+
+
+class RuntimeLimits(models.Model):
+    """What quota managers set on a flavor and on a priority class for training jobs: the
+    maximum runtime a job without one gets, and the most a job may ask for. A job on both
+    gets the tighter of each (`runtime_limits`)."""
+
+    default_max_runtime_seconds = models.PositiveIntegerField(
+        null=True, blank=True, validators=between(MIN_RUNTIME_SECONDS, MAX_RUNTIME_SECONDS),
+        verbose_name="default max runtime (seconds)",
+        help_text="Given to training jobs that set none; empty: no default.")
+    max_runtime_cap_seconds = models.PositiveIntegerField(
+        null=True, blank=True, validators=between(MIN_RUNTIME_SECONDS, MAX_RUNTIME_SECONDS),
+        verbose_name="max runtime cap (seconds)",
+        help_text="The longest max runtime a training job may ask for; empty: no cap.")
+
+    class Meta:
+        abstract = True
+
+    def clean(self) -> None:
+        super().clean()
+        default, cap = self.default_max_runtime_seconds, self.max_runtime_cap_seconds
+        if default is not None and cap is not None and default > cap:
+            raise ValidationError({"default_max_runtime_seconds": (
+                f"The default ({say_seconds(default)}) is longer than the cap ({say_seconds(cap)}).")})
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The maximum runtime rules for one job: its default and its cap (seconds, or None),
+    and where the cap comes from, in words ("flavor h100")."""
+
+    default: int | None = None
+    cap: int | None = None
+    cap_from: str = ""
+
+    def refusal(self, asked: int | None) -> str:
+        """Why ``asked`` seconds is refused ("" when it is not)."""
+        if asked is None or self.cap is None or asked <= self.cap:
+            return ""
+        return (f"At most {say_seconds(self.cap)} ({self.cap:,} s): the max runtime cap of {self.cap_from}, "
+                f"set by quota managers. Ask for less, or ask a quota manager.")
+
+
+def runtime_limits(flavor, priority) -> Limits:
+    """The tighter default and the tighter cap of a job's flavor and priority class (either
+    may be None); a default above the cap is the cap."""
+    sources = [(f"{kind} {row.name}", row) for kind, row in (("flavor", flavor), ("priority class", priority))
+               if row is not None]
+    caps = [(row.max_runtime_cap_seconds, name) for name, row in sources if row.max_runtime_cap_seconds]
+    defaults = [row.default_max_runtime_seconds for _, row in sources if row.default_max_runtime_seconds]
+    cap, cap_from = min(caps) if caps else (None, "")
+    default = min(defaults) if defaults else None
+    if default is not None and cap is not None:
+        default = min(default, cap)
+    return Limits(default, cap, cap_from)
 
 
 # Which scheduler governs a flavor: one choice per module in `schedulers/`.
@@ -38,7 +102,7 @@ class Sharing(models.TextChoices):
 UNATTRIBUTABLE = frozenset({Sharing.TIME_SLICING, Sharing.MPS})
 
 
-class GpuFlavor(models.Model):
+class GpuFlavor(RuntimeLimits):
     """A pool of identical GPU nodes, governed by exactly one scheduler."""
 
     name = models.CharField(max_length=63, unique=True, validators=[validate_dns1123_label])
@@ -112,7 +176,7 @@ class Cohort(models.Model):
         return self.name
 
 
-class PriorityClass(models.Model):
+class PriorityClass(RuntimeLimits):
     """A named priority for workloads; higher values may preempt lower ones."""
 
     name = models.CharField(max_length=63, unique=True, validators=[validate_dns1123_label])

@@ -82,6 +82,7 @@ def test_the_capacity_page_pins_its_queries(client_for, quota_manager, busy, set
     for index in range(5):
         make_quota(make_team(f"extra{index}"), busy.quotas.first().flavor, nominal_gpus=1)
     # 12, and 4 for this month's allocated vs used GPU-hours per flavor (console.accounting.
-    # flavor_totals: its aggregate in a savepoint without JIT, the measured use, the names).
-    with django_assert_max_num_queries(16):
+    # flavor_totals: its aggregate in a savepoint without JIT, the measured use, the names),
+    # and 1 for the cohort quotas of the page's teams whose fair share Kueue is asked for.
+    with django_assert_max_num_queries(17):
         client.get(reverse("console:capacity"))
