@@ -351,11 +351,11 @@ def test_finding_12_two_submissions_at_once_cannot_both_take_the_last_place(team
     go, first_counted = threading.Event(), threading.Event()
     save_submitted = Job.save_submitted
 
-    def held_open(job):  # the first submission pauses after its count, inside its transaction
+    def held_open(job, because=None):  # the first submission pauses after its count, inside its transaction
         if job.name == "first":
             first_counted.set()
             assert go.wait(60)
-        save_submitted(job)
+        save_submitted(job, because)
 
     monkeypatch.setattr(Job, "save_submitted", held_open)
     outcome = {}
