@@ -17,6 +17,7 @@ from jobs.tasks import reconcile_job, release_at_cap
 from quotas.models import MemberCap, PriorityClass
 
 from ..builders import make_flavor, make_job, make_quota
+from ..locks import waits_for_a_lock
 
 pytestmark = pytest.mark.django_db
 
@@ -268,14 +269,7 @@ def test_two_submissions_at_once_cannot_both_take_the_persons_last_gpus(team, fl
     assert first_counted.wait(60)
     second = threading.Thread(target=run, args=("second",))
     second.start()
-    with connection.cursor() as cursor:
-        for _ in range(600):
-            cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-                           "AND wait_event_type = 'Lock'")
-            if cursor.fetchone()[0] or not second.is_alive():
-                break
-            threading.Event().wait(0.05)
-    waited = second.is_alive()
+    waited = waits_for_a_lock(second)
     go.set()
     first.join(60)
     second.join(60)
