@@ -14,6 +14,7 @@ from jobs.caps import RELEASED
 from jobs.lifecycle import AT_PERSONAL_CAP, State
 from jobs.models import Job
 from jobs.tasks import reconcile_job, release_at_cap
+from jobs.usage import usage_of
 from quotas.models import MemberCap, PriorityClass
 
 from ..builders import make_flavor, make_job, make_quota
@@ -58,6 +59,7 @@ def test_a_job_over_the_cap_waits_with_the_reason_and_is_in_no_queue(cap, team, 
     assert third.at_personal_cap and third.get_state_display() == "At cap"
     assert third.queue_position() is None  # in no scheduler's queue, so ahead of nobody either
     assert first.queue_position() == 0 and second.queue_position() == 1
+    assert usage_of(team, flavor).queued == 2  # not queued demand of the team either
     assert list(third.events.values_list("reason", flat=True)) == [AT_PERSONAL_CAP]
 
 
