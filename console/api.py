@@ -1,12 +1,19 @@
-"""REST API for teams, with their quotas and what their jobs use of them."""
+"""REST API for teams, with their quotas and what their jobs use of them, and the per-person
+caps their owners set (docs/caps.md)."""
 
+from django.contrib.auth import get_user_model
 from rest_framework import mixins, serializers
 
+from core.api_errors import SlugRelatedField
+from core.api_fields import StrictFields
 from core.api_input import CursorPagination
+from jobs import actions
+from jobs.models import Job
 from jobs.usage import job_gpus
 from quotas.api import QuotaSerializer
+from quotas.models import GpuFlavor, MemberCap
 from tenants.models import Team
-from tenants.scoping import TeamScopedViewSet
+from tenants.scoping import TeamField, TeamFilterSet, TeamScopedViewSet, teams_of
 
 
 class TeamSerializer(serializers.ModelSerializer):
@@ -18,13 +25,44 @@ class TeamSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
+class MyCapSerializer(serializers.Serializer):
+    """A cap that holds you in the team, on one flavor, and what you hold under it."""
+
+    flavor = serializers.CharField(source="cap.flavor.name")
+    max_gpus = serializers.IntegerField(source="cap.max_gpus")
+    max_jobs = serializers.IntegerField(source="cap.max_jobs", allow_null=True)
+    team_default = serializers.BooleanField(source="cap.is_default",
+                                            help_text="True: the team's default for everyone; false: your own.")
+    held_gpus = serializers.IntegerField(help_text="GPUs of your jobs on the cluster and not finished.")
+    held_jobs = serializers.IntegerField()
+    waiting_jobs = serializers.IntegerField(help_text="Your jobs waiting at this cap, not yet created.")
+
+
+def _use(holdings: dict, user_id, flavor_id) -> dict:
+    return holdings.get((user_id, flavor_id), {"gpus": 0, "jobs": 0, "waiting": 0})
+
+
 class TeamDetailSerializer(TeamSerializer):
     role = serializers.SerializerMethodField()
     quotas = serializers.SerializerMethodField()
+    my_caps = serializers.SerializerMethodField()
 
     class Meta(TeamSerializer.Meta):
-        fields = TeamSerializer.Meta.fields + ["role", "quotas"]
+        fields = TeamSerializer.Meta.fields + ["role", "quotas", "my_caps"]
         read_only_fields = fields
+
+    def get_my_caps(self, team) -> MyCapSerializer(many=True):
+        """The per-person caps that hold you in this team (docs/caps.md) and your use of each;
+        empty when none does."""
+        user = self.context["request"].user
+        caps = MemberCap.objects.effective_for(team, user)
+        holdings = Job.objects.cap_holdings(team.pk) if caps else {}
+        mine = []
+        for cap in caps:
+            use = _use(holdings, user.pk, cap.flavor_id)
+            mine.append({"cap": cap, "held_gpus": use["gpus"], "held_jobs": use["jobs"],
+                         "waiting_jobs": use["waiting"]})
+        return MyCapSerializer(mine, many=True).data
 
     def get_role(self, team) -> str | None:
         """Your role in the team (owner, member, viewer), or null (quota managers)."""
@@ -58,3 +96,110 @@ class TeamViewSet(TeamScopedViewSet, mixins.ListModelMixin, mixins.RetrieveModel
         return TeamDetailSerializer if self.action == "retrieve" else TeamSerializer
 
 
+
+
+# --- per-person caps ----------------------------------------------------------------------
+# Everyone in a team reads its caps (theirs and their teammates'); its owners set them
+# (`MemberCap.save_by`, from a signed-in session: a token reads). A change lets go at once the
+# jobs that waited at a cap and fit now (`jobs.actions.save_cap`).
+
+
+class MemberCapFilter(TeamFilterSet):
+    class Meta:
+        model = MemberCap
+        fields = ["team"]
+
+
+class PersonField(SlugRelatedField):
+    """A person by user name, among the people of the teams the caller may see."""
+
+    def get_queryset(self):
+        return get_user_model().objects.filter(
+            memberships__team__in=teams_of(self.context.get("request"))).distinct()
+
+
+class MemberCapSerializer(StrictFields, serializers.ModelSerializer):
+    team = TeamField()
+    flavor = SlugRelatedField(slug_field="name", queryset=GpuFlavor.objects.all())
+    user = PersonField(slug_field="username", queryset=get_user_model().objects.none(), allow_null=True,
+                       required=False, help_text="The person it holds, by user name; null (the default): the "
+                       "team's default for everyone who submits in it, owners included.")
+    set_by = SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
+    held_gpus = serializers.SerializerMethodField()
+    held_jobs = serializers.SerializerMethodField()
+    waiting_jobs = serializers.SerializerMethodField()
+
+    class Meta:
+        model = MemberCap
+        fields = ["id", "team", "flavor", "user", "max_gpus", "max_jobs", "held_gpus", "held_jobs", "waiting_jobs",
+                  "set_by", "updated_at"]
+        read_only_fields = ["id", "set_by", "updated_at"]
+        validators = []  # MemberCap.full_clean (in save_by) says them as field errors
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if self.instance is not None:  # what a cap is about never changes: remove it instead
+            for name in ("team", "flavor", "user"):
+                self.fields[name].read_only = True
+
+    def validate_team(self, team):
+        if not MemberCap.can_manage(team, self.context["request"].user):
+            raise serializers.ValidationError(f"Only owners of {team.slug} set the caps of its people.")
+        return team
+
+    def _use(self, cap) -> dict | None:
+        if cap.user_id is None:
+            return None  # a default holds many people: each one's use is on their own answer
+        cached = self.context.setdefault("_holdings", {})
+        if cap.team_id not in cached:
+            cached[cap.team_id] = Job.objects.cap_holdings(cap.team_id)
+        return _use(cached[cap.team_id], cap.user_id, cap.flavor_id)
+
+    def get_held_gpus(self, cap) -> int | None:
+        """GPUs of the person's jobs of the flavor on the cluster and not finished; null for a default."""
+        use = self._use(cap)
+        return use and use["gpus"]
+
+    def get_held_jobs(self, cap) -> int | None:
+        use = self._use(cap)
+        return use and use["jobs"]
+
+    def get_waiting_jobs(self, cap) -> int | None:
+        """The person's jobs waiting at this cap (not yet created); null for a default."""
+        use = self._use(cap)
+        return use and use["waiting"]
+
+
+class CapPagination(CursorPagination):
+    ordering = "id"
+    page_size = 100
+
+
+class MemberCapViewSet(TeamScopedViewSet, mixins.ListModelMixin, mixins.RetrieveModelMixin,
+                       mixins.CreateModelMixin, mixins.UpdateModelMixin, mixins.DestroyModelMixin):
+    """Per-person caps of your teams: how many GPUs of a flavor (and how many jobs) one person
+    may hold at once. Everyone in a team reads them; owners set them from a signed-in session."""
+
+    rows = MemberCap.objects.visible_to
+    serializer_class = MemberCapSerializer
+    queryset = MemberCap.objects.none()  # for the schema; rows and refine are the truth
+    pagination_class = CapPagination
+    filterset_class = MemberCapFilter
+    http_method_names = ["get", "post", "patch", "delete", "head", "options"]
+
+    def refine(self, caps):
+        return caps.select_related("team", "flavor", "user", "set_by")
+
+    def perform_create(self, serializer):
+        cap = MemberCap(**serializer.validated_data)
+        actions.save_cap(cap, self.request.user)
+        serializer.instance = cap
+
+    def perform_update(self, serializer):
+        cap = serializer.instance
+        for name, value in serializer.validated_data.items():
+            setattr(cap, name, value)
+        actions.save_cap(cap, self.request.user)
+
+    def perform_destroy(self, instance):
+        actions.remove_cap(instance, self.request.user)

@@ -14,12 +14,13 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
 from cluster.prometheus import PrometheusUnavailable
+from jobs import actions as job_actions
 from jobs import gpu_use
 from jobs.models import Job
 from jobs.usage import usage_for
 from quotas.fairshare import fair_shares
-from quotas.forms import QuotaRequestForm, RenewalForm
-from quotas.models import QuotaGrant, QuotaRequest
+from quotas.forms import MemberCapForm, QuotaRequestForm, RenewalForm
+from quotas.models import MemberCap, QuotaGrant, QuotaRequest
 from tenants.forms import MemberForm
 from tenants.models import Membership, Team
 from tenants.roles import is_quota_manager
@@ -107,7 +108,7 @@ def _team(request, slug) -> Team:
     return get_object_or_404(Team.objects.visible_to(request.user), slug=slug)
 
 
-def _team_page(request, team: Team, form=None, status=200, request_form=None):
+def _team_page(request, team: Team, form=None, status=200, request_form=None, cap_form=None):
     usage = usage_for([team])
     context = {
         "team": team,
@@ -119,11 +120,14 @@ def _team_page(request, team: Team, form=None, status=200, request_form=None):
         "can_submit": team.can_submit(request.user),
         "form": form or MemberForm(team=team),
         **team_quota_context(request, team, request_form),
+        **team_caps_context(request, team, cap_form),
     }
     if not request.htmx:  # the page, not one of its parts
         context.update(gpu_use_context([team]), **fair_share_context(request, [team]))
     if request.htmx and request.htmx.target == "quota-requests":
         return render(request, "console/partials/team_requests.html", context, status=status)
+    if request.htmx and request.htmx.target == "member-caps":
+        return render(request, "console/partials/member_caps.html", context, status=status)
     if request.htmx and request.htmx.target == "members":
         return render(request, "console/partials/members.html", context, status=status)
     return render(request, "console/team_detail.html", context, status=status)
@@ -167,6 +171,66 @@ def member_remove(request, slug, pk):
     if request.htmx:
         return _team_page(request, team)
     return redirect("console:team", slug=team.slug)
+
+
+def team_caps_context(request, team: Team, form=None) -> dict:
+    """The team's per-person caps (docs/caps.md), each with what it holds: a person's cap their
+    use, the team's default the use of everyone it holds who has jobs on the flavor; and the
+    caps that hold the person reading. Everyone in the team sees them; owners get the form."""
+    caps = list(team.member_caps.select_related("flavor", "user", "set_by").order_by("flavor__name", "user__username"))
+    holdings = Job.objects.cap_holdings(team.pk) if caps else {}
+    names = dict(team.memberships.values_list("user_id", "user__username"))
+    own = {(cap.user_id, cap.flavor_id) for cap in caps if cap.user_id}
+    zero = {"gpus": 0, "jobs": 0, "waiting": 0}
+    rows = []
+    for cap in caps:
+        if cap.user_id:
+            uses = [(cap.user.username, holdings.get((cap.user_id, cap.flavor_id), zero))]
+        else:
+            uses = sorted((names.get(user_id, "?"), use) for (user_id, flavor_id), use in holdings.items()
+                          if flavor_id == cap.flavor_id and (user_id, flavor_id) not in own)
+        rows.append({"cap": cap, "uses": uses})
+    mine = [{"cap": cap, "use": holdings.get((request.user.pk, cap.flavor_id), zero)}
+            for cap in MemberCap.objects.effective_for(team, request.user)] if caps else []
+    can_set = MemberCap.can_manage(team, request.user)
+    return {"cap_rows": rows, "my_caps": mine, "can_set_caps": can_set,
+            "cap_form": (form or MemberCapForm(team=team)) if can_set else None}
+
+
+@login_required
+@require_POST
+def cap_set(request, slug):
+    """An owner sets a person's cap, or the team's default (`jobs.actions.save_cap`)."""
+    team = _team(request, slug)
+    if not MemberCap.can_manage(team, request.user):
+        raise PermissionDenied(f"Only owners of {team.slug} set the caps of its people.")
+    form = MemberCapForm(request.POST, team=team)
+    if form.is_valid():
+        cap = form.cap()
+        try:
+            job_actions.save_cap(cap, request.user)
+        except ValidationError as err:
+            for field, errors in err.message_dict.items():
+                form.add_error({"user": "person"}.get(field, field) if field != "__all__" else None, errors)
+        else:
+            who = cap.user.username if cap.user else "everyone (team default)"
+            messages.success(request, f"{who} may hold {cap.max_gpus} {cap.flavor.name} GPUs at once"
+                                      + (f" in at most {cap.max_jobs} jobs." if cap.max_jobs else "."))
+            return _team_page(request, team) if request.htmx else redirect("console:team", slug=team.slug)
+    return _team_page(request, team, cap_form=form, status=400)
+
+
+@login_required
+@require_POST
+def cap_remove(request, slug, pk):
+    team = _team(request, slug)
+    if not MemberCap.can_manage(team, request.user):
+        raise PermissionDenied(f"Only owners of {team.slug} set the caps of its people.")
+    cap = get_object_or_404(team.member_caps.select_related("flavor", "user"), pk=pk)
+    job_actions.remove_cap(cap, request.user)
+    messages.success(request, f"Removed the {cap.flavor.name} cap of "
+                              f"{cap.user.username if cap.user else 'everyone (team default)'}.")
+    return _team_page(request, team) if request.htmx else redirect("console:team", slug=team.slug)
 
 
 def team_quota_context(request, team: Team, form=None) -> dict:

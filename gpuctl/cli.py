@@ -33,6 +33,10 @@ EXIT = {
     "reclaimed": 10,     # with --wait: the job was reclaimed because its GPUs sat idle
 }
 OUTPUTS = ["text", "json", "yaml"]
+# The reason of a job the platform holds back because its submitter is at their per-person cap
+# (jobs.lifecycle.AT_PERSONAL_CAP on the server; a test holds the two equal).
+AT_CAP = "AtPersonalCap"
+
 FINAL = {"succeeded": EXIT["ok"], "failed": EXIT["failed"], "cancelled": EXIT["cancelled"],
          "reclaimed": EXIT["reclaimed"]}
 
@@ -131,6 +135,8 @@ def _submit(client: Client, args) -> int:
     status, job = client.request("POST", "jobs", body=spec, headers={"Idempotency-Key": key})
     verb = "submitted" if status == 201 else "already submitted (same Idempotency-Key)"
     _progress(args, f"job {job['id']} {job['team']}/{job['name']} {verb}: {job['state']}")
+    if job.get("reason") == AT_CAP:
+        print(f"gpuctl: waiting at your cap: {job['message']}", file=sys.stderr)
     verdict = job.get("feasibility") or {}
     if verdict.get("verdict") == "never":
         if args.wait:  # it would wait for ever: say why now, and leave the job to its owner
@@ -221,6 +227,10 @@ def _span(seconds: int) -> str:
     return f"{minutes} min {seconds:02d} s" if minutes else f"{seconds} s"
 
 
+def _state(job: dict) -> str:
+    return f"{job['state']} (at cap)" if job.get("reason") == AT_CAP else job["state"]
+
+
 def _list(client: Client, args) -> int:
     params = {"team": args.team, "state": args.state, "page_size": min(args.limit, 200)}
     jobs = []
@@ -232,7 +242,7 @@ def _list(client: Client, args) -> int:
         _print_doc(jobs, args)
         return EXIT["ok"]
     rows = [("ID", "TEAM", "NAME", "STATE", "FLAVOR", "GPUS", "SUBMITTED")] + [
-        (str(j["id"]), j["team"], j["name"], j["state"], j["flavor"], str(j["total_gpus"]), j["submitted_at"] or "-")
+        (str(j["id"]), j["team"], j["name"], _state(j), j["flavor"], str(j["total_gpus"]), j["submitted_at"] or "-")
         for j in jobs
     ]
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]

@@ -13,7 +13,7 @@ from rest_framework.routers import SimpleRouter
 from rest_framework.views import APIView
 
 from accounts.api import GroupMappingViewSet, TeamAccessView
-from console.api import TeamViewSet
+from console.api import MemberCapViewSet, TeamViewSet
 from core.api_errors import not_found
 from jobs.api import JobViewSet
 from notifications.api import PreferenceViewSet, WebhookViewSet
@@ -30,6 +30,7 @@ router.register("quota-grants", QuotaGrantViewSet, basename="quota-grant")
 router.register("notification-preferences", PreferenceViewSet, basename="notification-preference")
 router.register("webhooks", WebhookViewSet, basename="webhook")
 router.register("group-mappings", GroupMappingViewSet, basename="group-mapping")
+router.register("member-caps", MemberCapViewSet, basename="member-cap")
 
 
 

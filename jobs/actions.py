@@ -9,7 +9,7 @@ from core.reconcile import enqueue
 from .lifecycle import State
 from .models import Job
 from .models.idempotency import IdempotencyKey
-from .tasks import reconcile_job
+from .tasks import reconcile_job, release_at_cap
 
 
 def reconcile_soon(job: Job) -> None:
@@ -60,3 +60,27 @@ def cancel(job: Job, user) -> bool:
         if changed and job.state == State.CANCELLING:
             reconcile_soon(job)
     return changed
+
+
+def release_soon(job: Job) -> None:
+    """Once committed, let go the jobs of ``job``'s submitter that waited at their cap on its
+    flavor and fit now (`jobs.caps`): ``job`` ended and made room."""
+    enqueue(release_at_cap, job.team_id, job.submitter_id, job.flavor_id)
+
+
+def caps_changed(team) -> None:
+    """Once committed, let go the team's jobs waiting at caps that fit under the caps now."""
+    enqueue(release_at_cap, team.pk)
+
+
+def save_cap(cap, by) -> None:
+    """Set a per-person cap for ``by`` (`MemberCap.save_by`); the jobs it now lets through go."""
+    with transaction.atomic():
+        cap.save_by(by)
+        caps_changed(cap.team)
+
+
+def remove_cap(cap, by) -> None:
+    with transaction.atomic():
+        cap.remove_by(by)
+        caps_changed(cap.team)

@@ -74,6 +74,8 @@ def assess(job: Job) -> Feasibility:
             f"{usage.ceiling} on {flavor.name}, borrowing included.",
             in_use=usage.in_use, capacity=usage.ceiling,
         )
+    if job.pk and job.at_personal_cap:  # not in the queue yet: waits for its submitter's other jobs
+        return Feasibility(Feasibility.QUEUE, job.message, in_use=usage.in_use, capacity=usage.nominal)
     sizes = _sizes_ahead(job, usage)
     # The scheduler's pass over the queue: each job ahead that fits the free quota takes its
     # GPUs first; one that does not fit is set aside and blocks no one.

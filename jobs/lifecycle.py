@@ -34,6 +34,10 @@ WAITING_FOR_QUOTA = (State.SUBMITTED, State.QUEUED, State.PREEMPTED)
 # Reasons a scheduler gives a waiting job that can never start (more than its team can ever
 # use): such a job is not ahead of anyone, not queued demand, and its card says so.
 NEVER_STARTS_REASONS = frozenset({EXCEEDS_QUOTA})
+# The reason of a submitted job the platform holds back because its submitter is at their
+# per-person cap (`jobs.caps`): not on the cluster, not in any scheduler's queue, and let go
+# by itself when the person's other jobs end.
+AT_PERSONAL_CAP = "AtPersonalCap"
 # Not running yet: where the cluster's last warning about a job is worth showing.
 NOT_STARTED = frozenset({State.SUBMITTED, State.QUEUED, State.ADMITTED})
 

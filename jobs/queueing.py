@@ -13,7 +13,7 @@ from django.db.models.functions import Coalesce
 
 from quotas.models import Quota
 
-from .lifecycle import NEVER_STARTS_REASONS, WAITING_FOR_QUOTA
+from .lifecycle import AT_PERSONAL_CAP, NEVER_STARTS_REASONS, WAITING_FOR_QUOTA, State
 
 # Job.gpus_to_start in SQL: every worker, or an inference server's minimum replicas.
 START_GPUS = Case(
@@ -22,9 +22,11 @@ START_GPUS = Case(
     output_field=IntegerField(),
 )
 # Waiting, and not known never to start: the scheduler has not said so (ExceedsQuota) and a
-# worker fits a node. What the team's ceiling says is checked against START_GPUS.
+# worker fits a node. What the team's ceiling says is checked against START_GPUS. A job held
+# back at its submitter's cap (`jobs.caps`) is in no scheduler's queue: not ahead of anyone.
 MAY_START = (Q(state__in=WAITING_FOR_QUOTA) & ~Q(reason__in=sorted(NEVER_STARTS_REASONS))
-             & Q(gpus_per_worker__lte=F("flavor__gpus_per_node")))
+             & Q(gpus_per_worker__lte=F("flavor__gpus_per_node"))
+             & ~Q(state=State.SUBMITTED, reason=AT_PERSONAL_CAP))
 
 
 def ceiling_of(team, flavor) -> int:

@@ -11,10 +11,11 @@ from django.utils import timezone
 from cluster import PermanentError, TransientError
 from cluster.prometheus import prometheus_from_settings
 from core.owners import Owner, Scope, run
-from core.reconcile import RETRY_POLICY, NoCluster, Outcome, current_cluster
+from core.reconcile import RETRY_POLICY, NoCluster, Outcome, current_cluster, enqueue
 from quotas.tasks import ensure_team_quotas
 
 from . import gpu_use
+from .caps import RELEASED
 from .lifecycle import State
 from .manifests import JOB_KINDS, job_fields, render_job
 from .models import RETAIN_FINISHED, Job
@@ -89,6 +90,8 @@ def _desired(job: Job) -> list[dict] | None:
         raise SystemNamespaceTeam(f"The team's namespace {job.team.namespace_name} is a system namespace.")
     if plan is not Job.Plan.APPLY:
         return []
+    if job.at_personal_cap and not _let_go(job):
+        return None  # its submitter is still at their cap: nothing is created
     if problems := job.spec_problems():
         if job.state != State.SUBMITTED:
             # Already on the cluster, from before the rule: a sweep never stops a running job
@@ -98,6 +101,29 @@ def _desired(job: Job) -> list[dict] | None:
             return None
         raise InvalidSpec(problems)
     return render_job(job)
+
+
+def _let_go(job: Job) -> bool:
+    """Whether ``job``, held back at its submitter's cap, fits now (`jobs.caps`); the person's
+    other jobs let go with it are reconciled too."""
+    released = Job.objects.release_at_cap(job.team_id, job.submitter_id, job.flavor_id)
+    for other in released:
+        if other != job.pk:
+            enqueue(reconcile_job, other)
+    if job.pk in released:
+        job.reason, job.message = RELEASED["reason"], RELEASED["message"]
+    return job.pk in released
+
+
+@shared_task(**RETRY_POLICY)
+def release_at_cap(self, team_id: int, user_id: int | None = None, flavor_id: int | None = None) -> int:
+    """Let go the jobs of a person (on a flavor), or of everyone of the team, that waited at
+    their caps and fit now, and reconcile them; how many went."""
+    people = [(user_id, flavor_id)] if user_id and flavor_id else Job.objects.waiting_people(team_id)
+    released = [pk for user, flavor in people for pk in Job.objects.release_at_cap(team_id, user, flavor)]
+    for pk in released:
+        enqueue(reconcile_job, pk)
+    return len(released)
 
 
 def _queues_first(cluster, job: Job) -> Outcome:

@@ -194,7 +194,7 @@ def job_submit(request):
                 form.add_error("name", LIVE_NAME_TAKEN)
             else:
                 verdict = feasibility.assess(job)
-                if verdict.verdict == feasibility.Feasibility.NEVER:
+                if verdict.verdict == feasibility.Feasibility.NEVER or job.at_personal_cap:
                     # Accepted (the quota may still grow), but the submitter hears it now.
                     messages.warning(request, f"Submitted {job.name} to {team.slug}. {verdict.message}")
                 else:

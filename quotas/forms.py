@@ -1,10 +1,14 @@
-"""Forms of the quota console: an owner's request or renewal, a quota manager's approval or denial."""
+"""Forms of the quota console: an owner's request or renewal, a quota manager's approval or
+denial, an owner's per-person cap."""
 
 from django import forms
+from django.contrib.auth import get_user_model
 from django.utils import timezone
 
+from tenants.models import Membership
+
 from .grants import MAX_CPU_CORES, MAX_GPUS, MAX_MEMORY_GIB
-from .models import GpuFlavor, QuotaRequest
+from .models import GpuFlavor, MemberCap, QuotaRequest
 from .models.requests import MAX_JUSTIFICATION
 
 DATE = forms.DateInput(attrs={"type": "date"})
@@ -87,3 +91,34 @@ class DenyForm(forms.Form):
         if not reason:
             raise forms.ValidationError("Say why, so the team knows what to change.")
         return reason
+
+
+class MemberCapForm(forms.Form):
+    """Set the cap of one person of the team (or the team's default) on a flavor: a new one, or
+    the numbers of the one already set for them (`MemberCap.clean` holds the rules)."""
+
+    EVERYONE = ""
+
+    person = forms.ChoiceField(required=False, help_text="Everyone: the default for whoever has no cap of "
+                               "their own, owners included.")
+    flavor = forms.ModelChoiceField(queryset=GpuFlavor.objects.all(), to_field_name="name")
+    max_gpus = forms.IntegerField(label="GPUs at once", min_value=0, max_value=MAX_GPUS)
+    max_jobs = forms.IntegerField(label="Jobs at once", min_value=1, required=False,
+                                  help_text="Empty: no limit on the number of jobs.")
+
+    def __init__(self, *args, team, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.team = team
+        people = team.memberships.filter(role__in=(Membership.Role.OWNER, Membership.Role.MEMBER)) \
+            .select_related("user").order_by("user__username")
+        self.fields["person"].choices = [(self.EVERYONE, "Everyone (team default)")] + [
+            (m.user.username, m.user.username) for m in people]
+
+    def cap(self) -> MemberCap:
+        """The cap these numbers set, not saved (`jobs.actions.save_cap` saves it)."""
+        data = self.cleaned_data
+        user = get_user_model().objects.filter(username=data["person"]).first() if data["person"] else None
+        cap = MemberCap.objects.filter(team=self.team, flavor=data["flavor"], user=user).first() or MemberCap(
+            team=self.team, flavor=data["flavor"], user=user)
+        cap.max_gpus, cap.max_jobs = data["max_gpus"], data["max_jobs"]
+        return cap

@@ -11,7 +11,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from jobs.models import Job
-from quotas.models import QuotaGrant, QuotaRequest
+from quotas.models import MemberCap, QuotaGrant, QuotaRequest
 from tenants.manifests import EDITOR_ROLE, VIEWER_ROLE, render_team
 from tenants.models import Team
 
@@ -30,6 +30,7 @@ def world(team, flavor, owner):
     request = QuotaRequest.objects.submit(team=team, requested_by=owner, flavor=flavor, gpus=8, starts_on=today,
                                           ends_on=today + timedelta(days=7), justification="Deadline.")
     grant = QuotaGrant.objects.create(team=team, flavor=flavor, gpus=4, starts_at=timezone.now())
+    MemberCap.objects.create(team=team, flavor=flavor, user=None, max_gpus=8)
     return {"team": team, "job": job, "request": request, "grant": grant}
 
 
@@ -48,6 +49,10 @@ MAP = {
     "submit a job": (lambda w, u, c: w["team"].can_submit(u), [True, True, False, False, False]),
     "cancel a job": (lambda w, u, c: w["job"].can_cancel(u), [True, True, False, False, False]),
     "add and remove members": (lambda w, u, c: w["team"].can_manage_members(u), [True, False, False, True, False]),
+    "see the per-person caps and each person's use": (
+        lambda w, u, c: MemberCap.objects.visible_to(u).filter(team=w["team"]).exists(),
+        [True, True, True, True, False]),
+    "set per-person caps": (lambda w, u, c: MemberCap.can_manage(w["team"], u), [True, False, False, True, False]),
     "ask for a quota change": (lambda w, u, c: QuotaRequest.can_request(w["team"], u), [True, False, False, False, False]),
     "approve or deny a request": (lambda w, u, c: w["request"].can_decide(u), [False, False, False, True, False]),
     "end a grant early": (lambda w, u, c: QuotaGrant.can_end(u), [False, False, False, True, False]),

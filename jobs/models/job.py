@@ -26,7 +26,15 @@ from schedulers.workloads import GPU_RUNTIME_ENV_NAMES, GPU_RUNTIME_ENV_PREFIXES
 from tenants.models import Membership, Team
 
 from ..autoscaling import unavailable as gpu_scaling_unavailable
-from ..lifecycle import FINAL_STATE_VALUES, FINAL_STATES, NEVER_STARTS_REASONS, WAITING_FOR_QUOTA, State
+from ..caps import CapQuerySet, lock_team
+from ..lifecycle import (
+    AT_PERSONAL_CAP,
+    FINAL_STATE_VALUES,
+    FINAL_STATES,
+    NEVER_STARTS_REASONS,
+    WAITING_FOR_QUOTA,
+    State,
+)
 from ..queueing import QueueingQuerySet
 from ..spec import BY_NAME as SPEC
 from ..spec import RELATED, refused_on
@@ -82,7 +90,7 @@ class Autoscale(models.TextChoices):
     GPU = "gpu", "GPU utilization"
 
 
-class JobQuerySet(QueueingQuerySet):
+class JobQuerySet(CapQuerySet, QueueingQuerySet):
     def visible_to(self, user):
         """Jobs a user may see: their teams' jobs; every job for quota managers."""
         return self.filter(team__in=Team.objects.visible_to(user))
@@ -101,7 +109,8 @@ class JobQuerySet(QueueingQuerySet):
         # caller's transaction (``jobs.actions.submit``) rolls back as one.
         with transaction.atomic(savepoint=False):
             self._refuse_over_cap(team)
-            job.save_submitted()
+            # Over its submitter's cap: saved, but waiting (`jobs.caps`), never created.
+            job.save_submitted(because=self.cap_verdict(job))
         return job
 
     def _refuse_over_cap(self, team: Team) -> None:
@@ -109,7 +118,7 @@ class JobQuerySet(QueueingQuerySet):
         The team's row is locked first, so two submissions at once cannot both take the last
         place. The count is a statement of its own: one counting in the locking statement
         would read the snapshot taken before it waited, without the job that held the lock."""
-        Team.objects.select_for_update().filter(pk=team.pk).values_list("pk").first()
+        lock_team(team.pk)
         held, cap = self.model.objects.live().filter(team=team).count(), settings.MAX_LIVE_JOBS_PER_TEAM
         if held >= cap:
             raise ValidationError({"team": (
@@ -275,14 +284,23 @@ class Job(JobMoves, models.Model):
         return self.state in WAITING_FOR_QUOTA and (
             self.reason in NEVER_STARTS_REASONS or self.gpus_per_worker > self.flavor.gpus_per_node)
 
+    @property
+    def at_personal_cap(self) -> bool:
+        """Held back by the platform: its submitter is at their cap (`jobs.caps`); not on the
+        cluster, not in the scheduler's queue."""
+        return self.state == State.SUBMITTED and self.reason == AT_PERSONAL_CAP
+
     def get_state_display(self) -> str:
-        """The state's label; "Cannot start" for a waiting job that never will."""
+        """The state's label; "Cannot start" for a waiting job that never will, "At cap" for
+        one waiting for its submitter's other jobs."""
+        if self.at_personal_cap:
+            return "At cap"
         return "Cannot start" if self.never_starts else State(self.state).label
 
     def queue_position(self) -> int | None:
         """How many of the team's jobs on the flavor the scheduler will start before this one
         (`QueueingQuerySet.ahead_of`); None unless it waits and can start some day."""
-        if self.state not in WAITING_FOR_QUOTA or self.never_starts:
+        if self.state not in WAITING_FOR_QUOTA or self.never_starts or self.at_personal_cap:
             return None
         return Job.objects.ahead_of(self)
 
@@ -320,7 +338,9 @@ class Job(JobMoves, models.Model):
         if not self.can_submit_draft(user):
             raise PermissionDenied(f"Only owners and members of {self.team.slug} can submit its drafts.")
         self.full_clean()
-        return self.submit()
+        with transaction.atomic(savepoint=False):  # as a new job: the team locked, the cap asked
+            lock_team(self.team_id)
+            return self.submit(because=Job.objects.cap_verdict(self))
 
     @property
     def is_cancellable(self) -> bool:

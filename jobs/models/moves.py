@@ -124,19 +124,20 @@ class JobMoves:
         )
         return created
 
-    def submit(self) -> bool:
-        return self.transition(State.SUBMITTED, **SUBMITTED_BECAUSE)
+    def submit(self, because: dict | None = None) -> bool:
+        """``because``: another reason and message than `SUBMITTED_BECAUSE` (a personal cap's)."""
+        return self.transition(State.SUBMITTED, **(because or SUBMITTED_BECAUSE))
 
-    def save_submitted(self) -> None:
+    def save_submitted(self, because: dict | None = None) -> None:
         """Store this new job as ``save`` then ``submit`` would leave it, with one INSERT
         instead of an INSERT of a draft and its UPDATE."""
         if not self._state.adding:
             raise ValueError("save_submitted stores a new job; submit() moves a stored draft.")
-        at = timezone.now()
+        at, because = timezone.now(), because or SUBMITTED_BECAUSE
         self.state, self.submitted_at = State.SUBMITTED, at
-        self.reason, self.message = SUBMITTED_BECAUSE["reason"], SUBMITTED_BECAUSE["message"]
+        self.reason, self.message = because["reason"], because["message"]
         self.save(force_insert=True)
-        self._record(State.DRAFT, State.SUBMITTED, **SUBMITTED_BECAUSE, at=at)
+        self._record(State.DRAFT, State.SUBMITTED, **because, at=at)
 
 
 class JobEvent(models.Model):

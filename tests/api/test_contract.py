@@ -11,7 +11,7 @@ from django.utils import timezone
 from drf_spectacular.generators import SchemaGenerator
 
 from notifications.models import Webhook
-from quotas.models import Cohort, QuotaGrant
+from quotas.models import Cohort, MemberCap, QuotaGrant
 from tenants.models.identities import GroupMapping
 from tenants.tokens import ApiToken
 
@@ -45,7 +45,7 @@ def test_quota_managers_list_group_mappings(client_as, quota_manager, team):
 
 
 @pytest.mark.parametrize("url", ["/api/v1/webhooks", "/api/v1/group-mappings", "/api/v1/jobs", "/api/v1/tokens",
-                                 "/api/v1/quota-requests", "/api/v1/quota-grants"])
+                                 "/api/v1/quota-requests", "/api/v1/quota-grants", "/api/v1/member-caps"])
 def test_a_tampered_cursor_is_a_404_in_the_error_shape_on_every_list_by_id(client_as, owner, quota_manager, team, url):
     client = client_as(quota_manager if "group" in url else owner)
     for position in ["not-a-number", "99999999999999999999999", "\x00"]:
@@ -150,6 +150,7 @@ SESSION_ONLY = {
     ("POST", "/api/v1/webhooks"), ("PATCH", "/api/v1/webhooks/{id}"), ("DELETE", "/api/v1/webhooks/{id}"),
     ("POST", "/api/v1/webhooks/{id}/deliveries/{delivery_id}/resend"), ("POST", "/api/v1/group-mappings"),
     ("DELETE", "/api/v1/group-mappings/{id}"), ("POST", "/api/v1/webhooks/{id}/rotate-secret"),
+    ("POST", "/api/v1/member-caps"), ("PATCH", "/api/v1/member-caps/{id}"), ("DELETE", "/api/v1/member-caps/{id}"),
 }
 
 
@@ -189,7 +190,13 @@ def writable_bodies(team, flavor, hook):
                                                     {"reason": "a dataset copy"}),
         ("POST", "/api/v1/quota-grants/{id}/renew"): (f"/api/v1/quota-grants/{a_grant(team, flavor).pk}/renew",
                                                       {"ends_on": "2099-01-01", "justification": "x"}),
+        ("POST", "/api/v1/member-caps"): ("/api/v1/member-caps", {"team": "vision", "flavor": "h100", "max_gpus": 8}),
+        ("PATCH", "/api/v1/member-caps/{id}"): (f"/api/v1/member-caps/{a_cap(team, flavor).pk}", {"max_gpus": 4}),
     }
+
+
+def a_cap(team, flavor) -> MemberCap:
+    return MemberCap.objects.create(team=team, flavor=flavor, user=None, max_gpus=8)
 
 
 def a_grant(team, flavor) -> QuotaGrant:

@@ -290,3 +290,22 @@ def test_a_limit_below_one_is_a_usage_error_that_says_so(gpuctl, limit, capsys):
         gpuctl("list", "--limit", limit)
     assert exit_.value.code == EXIT["usage"]
     assert "--limit" in capsys.readouterr().err
+
+
+def test_a_job_over_the_persons_cap_says_so_on_submit_status_and_list(gpuctl, job_file, member, team, flavor):
+    from gpuctl.cli import AT_CAP
+    from jobs.lifecycle import AT_PERSONAL_CAP
+    from quotas.models import MemberCap
+
+    assert AT_CAP == AT_PERSONAL_CAP
+    MemberCap.objects.create(team=team, flavor=flavor, user=member, max_gpus=8)
+    assert gpuctl("submit", "-f", str(job_file))[0] == 0
+    job_file.write_text(JOB_YAML.replace("name: resnet", "name: second"))
+    code, _, err = gpuctl("submit", "-f", str(job_file))
+    assert code == 0
+    assert "gpuctl: waiting at your cap: You hold 8 of your 8 h100 GPUs in team vision; this job needs 8." in err
+    second = Job.objects.get(name="second")
+    code, out, _ = gpuctl("status", str(second.pk))
+    assert "state: submitted  AtPersonalCap: You hold 8 of your 8 h100 GPUs" in out
+    code, out, _ = gpuctl("list")
+    assert out.splitlines()[1].split()[:5] == [str(second.pk), "vision", "second", "submitted", "(at"]

@@ -202,7 +202,8 @@ def test_without_the_token_cache_a_request_looks_its_token_up(client_as, owner, 
 def test_a_submit_reads_nothing_back(client_as, owner, team, flavor, django_assert_num_queries):
     """What a submit costs, pinned: the team and flavor named; in one transaction
     the key (in a savepoint), the membership, the live-name check, the team's row locked
-    and then its live jobs counted (MAX_LIVE_JOBS_PER_TEAM), the job (inserted as submitted,
+    and then its live jobs counted (MAX_LIVE_JOBS_PER_TEAM), the submitter's cap looked up
+    (none here; with one, their holding is counted too: jobs.caps), the job (inserted as submitted,
     no draft to update), its event, the key's job; then the feasibility answer's usage and
     quota (no other job waits, so the queue is not read)."""
     from .conftest import issue_token
@@ -210,6 +211,6 @@ def test_a_submit_reads_nothing_back(client_as, owner, team, flavor, django_asse
     make_quota(team, flavor, nominal_gpus=8)
     api = client_as(token=issue_token(owner, team=team))
     api.get("/api/v1/jobs")
-    with django_assert_num_queries(16):
+    with django_assert_num_queries(17):
         response = api.post("/api/v1/jobs", {**JOB_BODY, "team": team.slug}, HTTP_IDEMPOTENCY_KEY="k-1")
     assert response.status_code == 201, response.json()

@@ -15,12 +15,12 @@ from django.utils import timezone
 
 from jobs.models import Job
 from notifications.models import Event, Kind, Webhook, WebhookDelivery
-from quotas.models import QuotaGrant, QuotaRequest
+from quotas.models import MemberCap, QuotaGrant, QuotaRequest
 from tenants.models import Membership
 from tenants.models.identities import GroupMapping
 from tenants.tokens import ApiToken
 
-from ..builders import make_job, make_team
+from ..builders import make_job, make_team, make_user
 from .conftest import JOB_BODY, add_pod, issue_token
 
 pytestmark = pytest.mark.django_db
@@ -31,6 +31,7 @@ INSIDERS = ("owner", "member", "viewer")
 # A route not classified here fails the test once its leak checks have passed.
 SEES = {
     "teams": INSIDERS, "jobs": INSIDERS, "quota-requests": INSIDERS, "quota-grants": INSIDERS,
+    "member-caps": INSIDERS,  # what each person may hold: the team's people see it
     "webhooks": ("owner",),  # a webhook holds its signing secret
     "tokens": ("owner",),  # one's own tokens
     "group-mappings": (),  # quota managers only
@@ -59,7 +60,10 @@ def world(team, owner, member, viewer, outsider, flavor, fake, settings):
     delivery = WebhookDelivery.objects.create(webhook=hook, event=event)
     mapping = GroupMapping.objects.create(group=f"{MARKER}-group", role=GroupMapping.Role.MEMBER, team=team)
     token = ApiToken.objects.issue(user=owner, name=f"{MARKER}-token", team=team)[0]
-    ids = {"jobs": job.pk, "quota-requests": request.pk, "quota-grants": grant.pk, "webhooks": hook.pk, "group-mappings": mapping.pk,
+    person = make_user(f"{MARKER}-person")
+    Membership.objects.create(team=team, user=person, role=Membership.Role.MEMBER)
+    cap = MemberCap.objects.create(team=team, flavor=flavor, user=person, max_gpus=8)
+    ids = {"member-caps": cap.pk, "jobs": job.pk, "quota-requests": request.pk, "quota-grants": grant.pk, "webhooks": hook.pk, "group-mappings": mapping.pk,
            "tokens": token.pk}
     values = {"slug": team.slug, "name": flavor.name, "kind": "job.started", "delivery_id": delivery.pk}
     return {"ids": ids, "values": values, "team": team, "job": job, "hook": hook}
@@ -114,6 +118,9 @@ def body_of(method: str, path: str, world) -> dict | None:
         ("PATCH", "/api/v1/notification-preferences/{kind}"): {"email": True},
         ("POST", "/api/v1/group-mappings"): {"group": "intruder", "role": "owner", "team": "vision"},
         ("DELETE", "/api/v1/group-mappings/{id}"): None,
+        ("POST", "/api/v1/member-caps"): {"team": "vision", "flavor": "h100", "max_gpus": 0},
+        ("PATCH", "/api/v1/member-caps/{id}"): {"max_gpus": 0},
+        ("DELETE", "/api/v1/member-caps/{id}"): None,
     }
     assert (method, path) in bodies, f"{method} {path}: add a body that would change the team"
     return bodies[(method, path)]
@@ -130,6 +137,7 @@ def snapshot(team) -> dict:
         "tokens": sorted(ApiToken.objects.filter(team=team).values_list("id", "revoked_at")),
         "mappings": sorted(GroupMapping.objects.filter(team=team).values_list("id", "group", "role")),
         "members": sorted(team.memberships.values_list("user__username", "role")),
+        "caps": sorted(MemberCap.objects.filter(team=team).values_list("id", "user", "max_gpus", "max_jobs")),
     }
 
 

@@ -41,6 +41,7 @@ from tenants.tokens import ApiToken
 from tests.api.conftest import JOB_BODY, client_as, issue_token  # noqa: F401 (client_as: a fixture)
 
 from ..builders import make_job, make_quota, make_team, make_user
+from ..locks import waits_for_a_lock
 
 pytestmark = pytest.mark.django_db
 
@@ -351,11 +352,11 @@ def test_finding_12_two_submissions_at_once_cannot_both_take_the_last_place(team
     go, first_counted = threading.Event(), threading.Event()
     save_submitted = Job.save_submitted
 
-    def held_open(job):  # the first submission pauses after its count, inside its transaction
+    def held_open(job, because=None):  # the first submission pauses after its count, inside its transaction
         if job.name == "first":
             first_counted.set()
             assert go.wait(60)
-        save_submitted(job)
+        save_submitted(job, because)
 
     monkeypatch.setattr(Job, "save_submitted", held_open)
     outcome = {}
@@ -374,14 +375,7 @@ def test_finding_12_two_submissions_at_once_cannot_both_take_the_last_place(team
     assert first_counted.wait(60)
     second = threading.Thread(target=submit, args=("second", member))
     second.start()
-    with connection.cursor() as cursor:  # until the second waits for the team's row
-        for _ in range(600):
-            cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-                           "AND wait_event_type = 'Lock'")
-            if cursor.fetchone()[0] or not second.is_alive():
-                break
-            threading.Event().wait(0.05)
-    waited = second.is_alive()
+    waited = waits_for_a_lock(second)
     go.set()
     first.join(60)
     second.join(60)
