@@ -10,12 +10,13 @@ of the app imports back from here (a submodule imports its sibling, e.g. ``.flav
 """
 
 from .flavors import MAX_GPU_MEMORY_GIB, Cohort, GpuFlavor, PriorityClass, Scheduler, Sharing
+from .hardware import Fabric, GdrLevel
 from .idle import Action, IdlePolicy, IdleRules
 from .quotas import Quota, QuotaQuerySet
 from .requests import QuotaGrant, QuotaGrantQuerySet, QuotaRequest, QuotaRequestQuerySet
 
 __all__ = [
-    "MAX_GPU_MEMORY_GIB", "Action", "Cohort", "GpuFlavor", "IdlePolicy", "IdleRules", "PriorityClass", "Quota",
+    "MAX_GPU_MEMORY_GIB", "Action", "Cohort", "Fabric", "GdrLevel", "GpuFlavor", "IdlePolicy", "IdleRules", "PriorityClass", "Quota",
     "QuotaGrant", "QuotaGrantQuerySet", "QuotaQuerySet", "QuotaRequest", "QuotaRequestQuerySet", "Scheduler",
     "Sharing",
 ]
