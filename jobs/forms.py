@@ -9,7 +9,8 @@ from django import forms
 from django.core.exceptions import ValidationError
 from django.utils.html import format_html, format_html_join
 
-from quotas.models import GpuFlavor, PriorityClass
+from quotas.models import GpuFlavor, PriorityClass, Sharing
+from quotas.models.hardware import gib_text
 from tenants.models import Team
 
 from . import autoscaling, spec
@@ -64,6 +65,8 @@ class FlavorChoiceField(forms.ModelChoiceField):
 
     def label_from_instance(self, flavor):
         label = f"{flavor.display_name or flavor.name} · {flavor.gpus_per_node} GPUs/node"
+        if flavor.gpu_sharing != Sharing.EXCLUSIVE:  # a share or a slice: what memory it brings
+            label += f" · {gib_text(flavor.unit_memory_mib)} of GPU memory each"
         item = self.usage.get(flavor.pk)
         if item is None:
             return f"{label} · no quota"

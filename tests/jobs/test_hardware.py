@@ -190,3 +190,14 @@ def test_the_team_volcano_queue_has_capability_for_the_rdma_devices(team):
     [queue] = [o for o in render_team_quotas(team, list(Quota.objects.of_team(team))) if o["kind"] == "Queue"]
     validate(queue)
     assert queue["spec"]["capability"]["rdma/hca"] == "8" and queue["spec"]["deserved"]["rdma/hca"] == "8"
+
+
+def test_the_forms_flavor_choices_say_what_memory_a_share_or_slice_brings(team):
+    member = make_user()
+    team.memberships.create(user=member, role="member")
+    for fields in (T4_TIME_SLICED, MIG, H100):
+        make_flavor(**fields)
+    labels = [label for _, label in JobForm(user=member).fields["flavor"].choices]
+    assert "t4-shared · 16 GPUs/node · 4 GiB of GPU memory each · no quota" in labels
+    assert "mig-1g-10gb · 14 GPUs/node · 10 GiB of GPU memory each · no quota" in labels
+    assert "h100 · 8 GPUs/node · no quota" in labels
