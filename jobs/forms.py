@@ -7,8 +7,10 @@ import shlex
 
 from django import forms
 from django.core.exceptions import ValidationError
+from django.utils.html import format_html, format_html_join
 
-from quotas.models import GpuFlavor, PriorityClass
+from quotas.models import GpuFlavor, PriorityClass, Sharing
+from quotas.models.hardware import gib_text
 from tenants.models import Team
 
 from . import autoscaling, spec
@@ -37,7 +39,7 @@ PRESETS = {
     )),
     "inference": ("Inference server", dict(
         kind="inference", name="llm-serve", image="vllm/vllm-openai:v0.6.4", command="",
-        args="--model /models/llama-3-8b --port 8000", workers=1, gpus_per_worker=1,
+        args="--model /models/llama-3-8b --port 8000", workers=1, gpus_per_worker=1, gpu_memory_gib=18,
         cpu_per_worker=8, memory_per_worker_gib=64, port=8000, min_replicas=1, max_replicas=2,
         readiness_path="/health", autoscaling_target_cpu_percent=70,
     )),
@@ -63,6 +65,8 @@ class FlavorChoiceField(forms.ModelChoiceField):
 
     def label_from_instance(self, flavor):
         label = f"{flavor.display_name or flavor.name} · {flavor.gpus_per_node} GPUs/node"
+        if flavor.gpu_sharing != Sharing.EXCLUSIVE:  # a share or a slice: what memory it brings
+            label += f" · {gib_text(flavor.unit_memory_mib)} of GPU memory each"
         item = self.usage.get(flavor.pk)
         if item is None:
             return f"{label} · no quota"
@@ -105,6 +109,21 @@ class EnvField(forms.CharField):
         return env
 
 
+class SuggestingNumberInput(forms.NumberInput):
+    """A number with suggestions the browser offers as the person types (a ``<datalist>``):
+    the GPU memory of common model sizes (``spec.MEMORY_PRESETS``)."""
+
+    def __init__(self, suggestions, list_id: str):
+        super().__init__(attrs={"list": list_id, "min": 1})
+        self.suggestions, self.list_id = suggestions, list_id
+
+    def render(self, name, value, attrs=None, renderer=None):
+        options = format_html_join("", '<option value="{}">{}</option>',
+                                   ((gib, f"{label}: ~{gib} GiB") for label, gib in self.suggestions))
+        return format_html('{}<datalist id="{}">{}</datalist>', super().render(name, value, attrs, renderer),
+                           self.list_id, options)
+
+
 # Shapes typed in as text: a command line (split as a shell would), NAME=value lines.
 TYPED_AS_TEXT = {spec.LIST: ListField, spec.MAP: EnvField}
 # What the form says beyond the spec's help: how to type it here.
@@ -120,7 +139,8 @@ class JobForm(forms.ModelForm):
         field_classes = {"flavor": FlavorChoiceField}
         labels = {field.name: field.label for field in spec.FIELDS}
         help_texts = {field.name: field.help for field in spec.FIELDS}
-        widgets = {"kind": forms.HiddenInput}
+        widgets = {"kind": forms.HiddenInput,
+                   "gpu_memory_gib": SuggestingNumberInput(spec.MEMORY_PRESETS, "gpu-memory-presets")}
 
     def __init__(self, *args, user, usage_by_team=None, **kwargs):
         super().__init__(*args, **kwargs)

@@ -29,6 +29,7 @@ from cluster.prometheus import PrometheusUnavailable
 from core import charts
 from core.reconcile import NoCluster, current_cluster
 from quotas.models import IdlePolicy
+from quotas.models.flavors import UNATTRIBUTABLE
 
 from . import actions, feasibility, gpu_use, logs, telemetry
 from .manifests import object_name, render_job
@@ -131,7 +132,8 @@ def gpu_panel(job: Job, now) -> dict:
     M GPUs" (N: GPUs busy, at or above the idle threshold, at the latest point), or the one
     line saying why there are none. One Prometheus query, waiting at most a page's time."""
     context = {"job": job, "problem": "", "empty": "", "charts": [], "busy": None, "reporting": 0,
-               "held": job.gpus_in_use, "threshold": gpu_use.idle_threshold(), "mean": None}
+               "held": job.gpus_in_use, "threshold": gpu_use.idle_threshold(), "mean": None,
+               "over_budget": [], "budget_unseen": budget_unseen(job)}
     began = job.admitted_at or job.started_at
     if began is None:
         context["empty"] = "This job has not held GPUs yet."
@@ -159,8 +161,29 @@ def gpu_panel(job: Job, now) -> dict:
     recent = end - 2 * step  # a GPU whose last point is older stopped reporting
     latest = [g.util_percent[-1][1] for g in series if g.util_percent and g.util_percent[-1][0] >= recent]
     context.update(reporting=len(latest), busy=sum(1 for p in latest if p >= context["threshold"]),
-                   mean=sum(latest) / len(latest) if latest else None)
+                   mean=sum(latest) / len(latest) if latest else None,
+                   over_budget=over_budget(job, zip(names, series, strict=True), recent))
     return context
+
+
+def over_budget(job: Job, named_series, recent) -> list[tuple[str, float]]:
+    """The job's GPUs whose latest memory use (still reporting) is above its GPU memory budget,
+    with the GiB used: a running job only, and only where it declared a budget."""
+    if job.is_final or not job.gpu_memory_gib or job.flavor.gpu_sharing in UNATTRIBUTABLE:
+        return []  # a shared GPU's series are the whole GPU's, or another pod's (budget_unseen)
+    return [(name, used / MIB_PER_GIB) for name, gpu in named_series if gpu.mem_used_mib
+            and gpu.mem_used_mib[-1][0] >= recent
+            and (used := gpu.mem_used_mib[-1][1]) > job.gpu_memory_gib * MIB_PER_GIB]
+
+
+def budget_unseen(job: Job) -> str:
+    """Why the budget of a job on a shared GPU cannot be checked from telemetry ("" if it can)."""
+    if not job.gpu_memory_gib or job.flavor.gpu_sharing not in UNATTRIBUTABLE:
+        return ""
+    enforced = ("MPS enforces the share's limit, so the job fails its allocations rather than going over."
+                if job.flavor.gpu_sharing == "mps" else "Time-slicing does not enforce it: stay within the budget.")
+    return ("dcgm-exporter cannot tell which pod uses a time-sliced or MPS GPU's memory, so its use against "
+            f"the {job.gpu_memory_gib} GiB budget is not shown. {enforced}")
 
 
 @login_required

@@ -88,6 +88,10 @@ FIELDS = (
     Field("workers", RESOURCES, "Workers", "Pods started together (gang-scheduled); each gets the GPUs below.",
           kinds=(TRAINING,), listed=True),
     Field("gpus_per_worker", RESOURCES, "GPUs per worker", "At most the flavor's GPUs per node.", listed=True),
+    Field("gpu_memory_gib", RESOURCES, "GPU memory per GPU (GiB)",
+          "The GPU memory the job needs on each GPU (or share of one), e.g. about 16 GiB to run an 8B-parameter "
+          "model in FP16. On a shared flavor a job needing more than one share is refused with what would fit; "
+          "on MPS the share's limit is enforced. Empty: not declared."),
     Field("cpu_per_worker", RESOURCES, "CPU cores per worker", "0.1 to 1024 cores.", shape=DECIMAL),
     Field("memory_per_worker_gib", RESOURCES, "Memory per worker (GiB)", "1 to 16384 GiB."),
     Field("max_runtime_seconds", RESOURCES, "Max runtime (seconds)",
@@ -114,6 +118,22 @@ FIELDS = (
           kinds=(INFERENCE,)),
 )
 BY_NAME = {field.name: field for field in FIELDS}
+
+# What the form suggests for ``gpu_memory_gib``: the weights of common model sizes (2 bytes a
+# parameter in FP16/BF16, 1 in INT8, 0.5 in INT4) plus about a tenth for the CUDA context,
+# activations and the KV cache of a short context. Training needs several times more
+# (gradients and optimizer state: ~16 bytes a parameter with Adam in mixed precision).
+MEMORY_PRESETS = (
+    ("1B parameters, FP16", 3),
+    ("3B parameters, FP16", 7),
+    ("7B parameters, INT4", 5),
+    ("8B parameters, INT8", 10),
+    ("8B parameters, FP16", 18),
+    ("13B parameters, FP16", 29),
+    ("34B parameters, INT4", 20),
+    ("70B parameters, INT4", 40),
+    ("70B parameters, FP16 (per GPU of 2)", 77),
+)
 NAMES = tuple(BY_NAME)
 RELATED_FIELDS = tuple(field for field in FIELDS if field.shape == RELATED)
 LISTED = tuple(field for field in FIELDS if field.listed)

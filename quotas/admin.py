@@ -104,10 +104,31 @@ class ClusterObjectAdmin:
 @admin.register(GpuFlavor)
 class GpuFlavorAdmin(ClusterObjectAdmin, SimpleHistoryAdmin):
     list_display = ["name", "display_name", "scheduler", "resource_name", "gpus_per_node",
-                    "gpu_memory_gib", "gpu_sharing", "idle_reclaim", "cost_per_gpu_hour"]
-    list_filter = ["scheduler", "resource_name", "gpu_sharing"]
+                    "one_unit", "network_fabric", "idle_reclaim", "cost_per_gpu_hour"]
+    list_filter = ["scheduler", "resource_name", "gpu_sharing", "network_fabric"]
     search_fields = ["name", "display_name", "resource_name"]
-    readonly_fields = ["idle_reclaim"]
+    readonly_fields = ["one_unit", "network", "idle_reclaim"]
+    fieldsets = [
+        (None, {"fields": ["name", "display_name", "description", "scheduler", "cost_per_gpu_hour"]}),
+        ("Hardware and sharing", {
+            "fields": ["resource_name", "gpu_model", "gpu_memory_gib", "gpus_per_node", "gpu_sharing",
+                       "replicas_per_gpu", "one_unit"],
+            "description": "What one unit of quota is: docs/sharing.md explains each mode."}),
+        ("Placement", {"fields": ["node_labels", "node_taints", "tolerations"]}),
+        ("Network for multi-node training", {
+            "fields": ["network_fabric", "nccl_socket_ifname", "nccl_ib_hca", "nccl_ib_gid_index",
+                       "nccl_net_gdr_level", "rdma_resources", "network"],
+            "description": "Multi-node jobs get these NCCL variables (their own env wins) and RDMA devices."}),
+        ("Idle GPUs", {"fields": ["idle_reclaim"]}),
+    ]
+
+    @admin.display(description="One unit")
+    def one_unit(self, obj) -> str:
+        return obj.unit_description if obj.gpu_memory_gib else "Set once the GPU's memory is given."
+
+    @admin.display(description="What multi-node jobs get")
+    def network(self, obj) -> str:
+        return obj.network_description
 
     def quotas_of(self, obj):
         return Quota.objects.filter(flavor=obj)

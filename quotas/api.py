@@ -28,11 +28,19 @@ REQUEST_FIELDS = ["flavor", "gpus", "borrowing_limit_gpus", "starts_on", "ends_o
 
 
 class FlavorSerializer(serializers.ModelSerializer):
+    unit = serializers.CharField(source="unit_description", read_only=True,
+                                 help_text="What one unit of quota (one GPU a job asks for) means, in plain words.")
+    unit_memory_mib = serializers.IntegerField(read_only=True, help_text=(
+        "GPU memory one unit may count on: the GPU, the MIG slice, or an even share of a time-sliced or MPS GPU."))
+    nccl_env = serializers.DictField(source="nccl_defaults", child=serializers.CharField(), read_only=True,
+                                     help_text="NCCL variables multi-node jobs get (a job's own env wins).")
+
     class Meta:
         model = GpuFlavor
         fields = [
-            "name", "display_name", "description", "resource_name", "gpu_memory_gib",
-            "gpus_per_node", "scheduler", "cost_per_gpu_hour",
+            "name", "display_name", "description", "resource_name", "gpu_model", "gpu_memory_gib",
+            "gpus_per_node", "scheduler", "cost_per_gpu_hour", "gpu_sharing", "replicas_per_gpu", "unit",
+            "unit_memory_mib", "network_fabric", "nccl_env", "rdma_resources",
         ]
         read_only_fields = fields
 

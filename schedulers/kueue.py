@@ -73,16 +73,20 @@ def render_cluster_queue(quota, namespace: str, team: str) -> dict:
             gpu["borrowingLimit"] = canonical(quota.borrowing_limit_gpus)
         if quota.lending_limit_gpus is not None:
             gpu["lendingLimit"] = canonical(quota.lending_limit_gpus)
+    # RDMA devices go with GPUs (a multi-node pod holds at least one GPU): a resource Kueue
+    # does not cover would leave the workload inadmissible.
+    rdma = sorted((flavor.rdma_resources or {}).items())
     spec: dict = {
         # Without a selector a ClusterQueue admits no namespace: match exactly the team's.
         "namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: namespace}},
         "queueingStrategy": "BestEffortFIFO",
         "resourceGroups": [{
-            "coveredResources": [flavor.resource_name, "cpu", "memory"],
+            "coveredResources": [flavor.resource_name, "cpu", "memory", *(name for name, _ in rdma)],
             "flavors": [{"name": flavor.name, "resources": [
                 gpu,
                 {"name": "cpu", "nominalQuota": canonical(quota.cpu_cores)},
                 {"name": "memory", "nominalQuota": gib(quota.memory_gib)},
+                *({"name": name, "nominalQuota": canonical(quota.nominal_gpus * count)} for name, count in rdma),
             ]}],
         }],
         # Kueue's webhook fills in what we leave out and the filled fields count as ours;

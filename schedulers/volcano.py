@@ -46,6 +46,9 @@ def render_queue(quota, namespace: str, team: str) -> dict:
     else:
         guaranteed = quota.nominal_gpus - (quota.nominal_gpus if quota.lending_limit_gpus is None else quota.lending_limit_gpus)
     share = guaranteed / quota.nominal_gpus if quota.nominal_gpus else 0
+    # RDMA devices go with GPUs (a multi-node pod holds at least one GPU). A resource missing
+    # from the capability counts as none at all (volcano-sh/volcano#3204, with rdma/hca).
+    rdma = sorted((quota.flavor.rdma_resources or {}).items())
     return owned({
         "apiVersion": QUEUE_API, "kind": "Queue",
         "metadata": {"name": queue_name(namespace, quota.flavor)},
@@ -53,9 +56,10 @@ def render_queue(quota, namespace: str, team: str) -> dict:
             "weight": quota.weight,
             "reclaimable": lends,
             "capability": {resource: canonical(quota.ceiling_gpus), "cpu": canonical(quota.with_ceiling(quota.cpu_cores)),
-                           "memory": gib(quota.with_ceiling(quota.memory_gib))},
+                           "memory": gib(quota.with_ceiling(quota.memory_gib)),
+                           **{name: canonical(quota.ceiling_gpus * count) for name, count in rdma}},
             "deserved": {resource: canonical(quota.nominal_gpus), "cpu": canonical(quota.cpu_cores),
-                         "memory": gib(quota.memory_gib)},
+                         "memory": gib(quota.memory_gib), **{name: canonical(quota.nominal_gpus * count) for name, count in rdma}},
             "guarantee": {"resource": {resource: canonical(guaranteed),
                                        "cpu": canonical(math.floor(quota.cpu_cores * share)),
                                        "memory": gib(math.floor(quota.memory_gib * share))}},

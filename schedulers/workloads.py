@@ -71,8 +71,28 @@ def job_owned(job, obj: dict) -> dict:
     return owned(obj, team=job.team.slug, job=job.pk)
 
 
+def multi_node(job) -> bool:
+    """Training across more than one pod: NCCL talks over the flavor's network fabric."""
+    return job.kind == "training" and job.workers > 1
+
+
+def hardware_env(job) -> list[dict]:
+    """What the flavor's hardware sets in every container of the job: an MPS share's limits
+    (never the job's to change: `jobs.models` refuses CUDA_MPS_* in its env), and for
+    multi-node training the flavor's NCCL defaults, each unless the job's env sets it."""
+    flavor = job.flavor
+    env = dict(flavor.mps_limits)
+    if multi_node(job):
+        env.update({name: value for name, value in flavor.nccl_defaults.items() if name not in job.env})
+    return [{"name": name, "value": value} for name, value in env.items()]
+
+
 def _quantities(job) -> dict:
     gpus = {job.flavor.resource_name: canonical(job.gpus_per_worker)}
+    if multi_node(job):
+        # RDMA devices (/dev/infiniband) come from their device plugin as a resource: never
+        # privileged, never a host path.
+        gpus.update({name: canonical(count) for name, count in sorted(job.flavor.rdma_resources.items())})
     memory = gib(job.memory_per_worker_gib)
     cpu = canonical(job.cpu_per_worker)
     return {"requests": {"cpu": cpu, "memory": memory, **gpus}, "limits": {"memory": memory, **gpus}}
@@ -83,7 +103,7 @@ def container(job, extra_env: list[dict], ports: list[dict], probe: dict | None 
     out = {
         "name": "main",
         "image": job.image,
-        "env": user_env + extra_env,
+        "env": user_env + hardware_env(job) + extra_env,
         "resources": _quantities(job),
         "securityContext": {
             "allowPrivilegeEscalation": False,

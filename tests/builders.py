@@ -40,6 +40,8 @@ def make_flavor(name: str | None = None, **fields) -> GpuFlavor:
         scheduler=Scheduler.KUEUE, node_labels={"gpuplatform.io/pool": "h100"},
         node_taints=[{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}],
         tolerations=[GPU_TOLERATION],
+        # Multi-node training needs a declared fabric; the test pools, like the demo's, use TCP.
+        network_fabric="tcp",
     )
     defaults.update(fields)
     return GpuFlavor.objects.create(name=name or f"flavor{next(_seq)}", **defaults)

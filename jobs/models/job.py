@@ -21,7 +21,14 @@ from core.validators import (
     validate_visible_text,
 )
 from quotas.grants import MAX_GPUS_PER_NODE
-from quotas.models import MAX_RUNTIME_SECONDS, MIN_RUNTIME_SECONDS, GpuFlavor, PriorityClass, runtime_limits
+from quotas.models import (
+    MAX_GPU_MEMORY_GIB,
+    MAX_RUNTIME_SECONDS,
+    MIN_RUNTIME_SECONDS,
+    GpuFlavor,
+    PriorityClass,
+    runtime_limits,
+)
 from schedulers.workloads import GPU_RUNTIME_ENV_NAMES, GPU_RUNTIME_ENV_PREFIXES
 from tenants.models import Membership, Team
 
@@ -38,6 +45,7 @@ from ..lifecycle import (
 from ..queueing import QueueingQuerySet
 from ..spec import BY_NAME as SPEC
 from ..spec import RELATED, refused_on
+from .hardware import MPS_ENV_PREFIX, JobHardware
 from .moves import JobMoves
 
 JOB_NAME_MAX_LENGTH = 40
@@ -126,7 +134,7 @@ class JobQuerySet(CapQuerySet, QueueingQuerySet):
                 "wait for some to finish, or cancel some, then submit again.")}, code="too_many_jobs")
 
 
-class Job(JobMoves, models.Model):
+class Job(JobHardware, JobMoves, models.Model):
     class Kind(models.TextChoices):
         TRAINING = "training", "Training"
         INFERENCE = "inference", "Inference"
@@ -173,6 +181,10 @@ class Job(JobMoves, models.Model):
     memory_per_worker_gib = models.PositiveIntegerField(
         default=16, validators=between(1, MAX_MEMORY_PER_WORKER_GIB)
     )
+    # The GPU memory budget (per GPU or share of one); checked against the flavor's unit.
+    gpu_memory_gib = models.PositiveIntegerField(
+        null=True, blank=True, validators=between(1, MAX_GPU_MEMORY_GIB),
+        help_text="GPU memory needed on each GPU (or share), in GiB; empty: not declared.")
     max_runtime_seconds = models.PositiveIntegerField(
         null=True, blank=True, validators=between(MIN_RUNTIME_SECONDS, MAX_RUNTIME_SECONDS),
         help_text="Stop the job after this long, counted from its admission; empty means no limit (a submission "
@@ -454,6 +466,13 @@ class Job(JobMoves, models.Model):
                              "job was not given; the platform assigns GPUs from the flavor. Remove it.")
         if self.kind == self.Kind.TRAINING and flavor and (why := self._runtime_within_limits()):
             errors["max_runtime_seconds"] = why
+        mps = sorted(name for name in self.env if name.upper().startswith(MPS_ENV_PREFIX)) \
+            if isinstance(self.env, dict) else []
+        if mps:
+            errors["env"] = (f"{', '.join(mps)} would change the GPU share MPS gives this job; the platform sets "
+                             "the share's limits from the flavor. Remove it.")
+        if flavor:
+            errors.update({name: text for name, text in self.hardware_problems(flavor).items() if name not in errors})
         if self.kind == self.Kind.INFERENCE:
             if self.port is None:
                 errors["port"] = "An inference server needs the port it listens on."

@@ -24,13 +24,15 @@ from .flavors import (
     runtime_limits,
     say_seconds,
 )
+from .hardware import Fabric, GdrLevel
 from .idle import Action, IdlePolicy, IdleRules
 from .quotas import Quota, QuotaQuerySet
 from .requests import QuotaGrant, QuotaGrantQuerySet, QuotaRequest, QuotaRequestQuerySet
 
 __all__ = [
-    "MAX_CAP_JOBS", "MAX_GPU_MEMORY_GIB", "MAX_RUNTIME_SECONDS", "MIN_RUNTIME_SECONDS", "Action", "Cohort", "GpuFlavor",
-    "IdlePolicy", "IdleRules", "Limits", "MemberCap", "MemberCapQuerySet", "PriorityClass", "Quota",
+    "MAX_CAP_JOBS", "MAX_GPU_MEMORY_GIB", "MAX_RUNTIME_SECONDS", "MIN_RUNTIME_SECONDS", "Action", "Cohort", "Fabric",
+    "GdrLevel", "GpuFlavor", "IdlePolicy", "IdleRules", "Limits", "MemberCap", "MemberCapQuerySet", "PriorityClass",
+    "Quota",
     "QuotaGrant", "QuotaGrantQuerySet", "QuotaQuerySet", "QuotaRequest", "QuotaRequestQuerySet", "Scheduler",
     "Sharing", "runtime_limits", "say_seconds",
 ]

@@ -21,6 +21,18 @@ from core.validators import (
 from core.words import say_seconds
 
 from ..grants import MAX_GPUS_PER_NODE
+from .hardware import (
+    MAX_REPLICAS_PER_GPU,
+    Fabric,
+    GdrLevel,
+    gib_text,
+    nccl_env,
+    network_problems,
+    sharing_problems,
+    validate_hca_list,
+    validate_ifname_list,
+    validate_rdma_resources,
+)
 
 MAX_GPU_MEMORY_GIB = 4096
 # A job's maximum runtime: a minute to a leap year (far inside Kubernetes' int32 seconds).
@@ -100,6 +112,7 @@ class Sharing(models.TextChoices):
 
 
 UNATTRIBUTABLE = frozenset({Sharing.TIME_SLICING, Sharing.MPS})
+SHARED = [Sharing.TIME_SLICING.value, Sharing.MPS.value]  # shared by replicas
 
 
 class GpuFlavor(RuntimeLimits):
@@ -114,7 +127,10 @@ class GpuFlavor(RuntimeLimits):
         help_text="Extended resource the nodes expose, e.g. nvidia.com/gpu or nvidia.com/mig-1g.10gb.",
     )
     gpu_memory_gib = models.PositiveIntegerField(
-        validators=between(1, MAX_GPU_MEMORY_GIB), help_text="Memory of one GPU (or slice), in GiB.")
+        validators=between(1, MAX_GPU_MEMORY_GIB),
+        help_text="Memory of one GPU in GiB: of the MIG profile for MIG, of the physical GPU when time-sliced or MPS.")
+    gpu_model = models.CharField(
+        max_length=60, blank=True, help_text="The GPU in plain words, e.g. T4 or H100 80GB (what one unit is a part of).")
     gpus_per_node = models.PositiveSmallIntegerField(validators=between(1, MAX_GPUS_PER_NODE))
     scheduler = models.CharField(max_length=10, choices=Scheduler, default=Scheduler.KUEUE)
     node_labels = models.JSONField(default=dict, blank=True, validators=[validate_node_labels])
@@ -123,6 +139,26 @@ class GpuFlavor(RuntimeLimits):
     gpu_sharing = models.CharField(
         max_length=12, choices=Sharing, default=Sharing.EXCLUSIVE,
         help_text="Time-sliced and MPS GPUs cannot be measured per pod, so their jobs are never reclaimed as idle.")
+    replicas_per_gpu = models.PositiveSmallIntegerField(
+        null=True, blank=True, validators=between(2, MAX_REPLICAS_PER_GPU),
+        help_text="Time-sliced or MPS: pods sharing one physical GPU (the device plugin's replicas).")
+    # The network multi-node jobs train across, and the NCCL defaults they get (hardware.py).
+    network_fabric = models.CharField(
+        max_length=12, choices=Fabric, default=Fabric.UNDECLARED, blank=True,
+        help_text="Multi-node training is refused until the fabric is declared.")
+    nccl_socket_ifname = models.CharField(
+        max_length=255, blank=True, validators=[validate_ifname_list],
+        help_text="NCCL_SOCKET_IFNAME for multi-node jobs, e.g. eth0 or ^docker0,lo.")
+    nccl_ib_hca = models.CharField(
+        max_length=255, blank=True, validators=[validate_hca_list],
+        help_text="NCCL_IB_HCA (InfiniBand, RoCE), e.g. mlx5_0:1,mlx5_1:1.")
+    nccl_ib_gid_index = models.PositiveSmallIntegerField(
+        null=True, blank=True, validators=between(0, 255), help_text="NCCL_IB_GID_INDEX (RoCE), often 3.")
+    nccl_net_gdr_level = models.CharField(
+        max_length=3, choices=GdrLevel, blank=True, help_text="NCCL_NET_GDR_LEVEL (InfiniBand, RoCE).")
+    rdma_resources = models.JSONField(
+        default=dict, blank=True, validators=[validate_rdma_resources],
+        help_text='RDMA devices each pod of a multi-node job gets, e.g. {"rdma/hca": 1} (InfiniBand, RoCE).')
     cost_per_gpu_hour = models.DecimalField(
         max_digits=8, decimal_places=2, null=True, blank=True,
         validators=[MinValueValidator(0)],
@@ -145,6 +181,17 @@ class GpuFlavor(RuntimeLimits):
                 violation_error_message="The scheduler must be kueue or volcano.",
             ),
             models.CheckConstraint(
+                condition=Q(replicas_per_gpu__isnull=True)
+                | Q(gpu_sharing__in=SHARED, replicas_per_gpu__gte=2, replicas_per_gpu__lte=MAX_REPLICAS_PER_GPU),
+                name="flavor_replicas_only_when_shared",
+                violation_error_message="Only time-sliced and MPS GPUs are shared by 2 or more replicas.",
+            ),
+            models.CheckConstraint(
+                condition=Q(network_fabric__in=Fabric.values),
+                name="flavor_fabric_valid",
+                violation_error_message="The fabric is InfiniBand, RoCE, TCP or not declared.",
+            ),
+            models.CheckConstraint(
                 condition=Q(cost_per_gpu_hour__isnull=True) | Q(cost_per_gpu_hour__gte=0),
                 name="flavor_cost_not_negative",
                 violation_error_message="A price cannot be negative.",
@@ -153,6 +200,69 @@ class GpuFlavor(RuntimeLimits):
 
     def __str__(self) -> str:
         return self.display_name or self.name
+
+    def clean(self) -> None:
+        errors = {**sharing_problems(self), **network_problems(self)}
+        if errors:
+            raise ValidationError(errors)
+
+    # --- what one unit of quota is --------------------------------------------------------
+    @property
+    def shared_by(self) -> int:
+        """Pods one physical GPU is handed to (1 unless time-sliced or MPS)."""
+        return self.replicas_per_gpu if self.gpu_sharing in SHARED and self.replicas_per_gpu else 1
+
+    @property
+    def unit_memory_mib(self) -> int:
+        """GPU memory one unit may count on: the GPU or MIG slice, or an even share of a shared
+        GPU (what MPS enforces; what time-slicing only hopes for), in MiB as the device plugin
+        computes it."""
+        return self.gpu_memory_gib * 1024 // self.shared_by
+
+    @property
+    def unit_description(self) -> str:
+        """What one unit of quota on this flavor means, in plain words."""
+        gpu = self.gpu_model or self.display_name or self.name
+        memory = f"{self.gpu_memory_gib} GiB"
+        share = gib_text(self.unit_memory_mib)
+        if self.gpu_sharing == Sharing.MIG:
+            profile = self.resource_name.removeprefix("nvidia.com/mig-")
+            return (f"One MIG {profile} slice of a {gpu} ({memory}): its own memory and compute, "
+                    "isolated by the hardware; a fault stays in the slice.")
+        if self.gpu_sharing == Sharing.TIME_SLICING:
+            return (f"1/{self.shared_by} of a {gpu} ({memory}) by time-slicing: no memory isolation (plan on "
+                    f"{share} each), and one pod's crash can take down the others on the GPU.")
+        if self.gpu_sharing == Sharing.MPS:
+            return (f"1/{self.shared_by} of a {gpu} ({memory}) through MPS: at most {share} of memory and "
+                    f"{100 // self.shared_by}% of the compute, enforced; a GPU fault ends every client.")
+        return f"One whole {gpu} ({memory}), not shared with other pods."
+
+    @property
+    def mps_limits(self) -> dict[str, str]:
+        """The per-client limits the device plugin's MPS daemon sets for one unit, as the CUDA
+        client variables that state them (device 0: an MPS container sees its one GPU)."""
+        if self.gpu_sharing != Sharing.MPS:
+            return {}
+        return {"CUDA_MPS_PINNED_DEVICE_MEM_LIMIT": f"0={self.unit_memory_mib}M",
+                "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": str(100 // self.shared_by)}
+
+    # --- the network multi-node jobs train across -----------------------------------------
+    @property
+    def trains_across_nodes(self) -> bool:
+        return self.network_fabric != Fabric.UNDECLARED
+
+    @property
+    def nccl_defaults(self) -> dict[str, str]:
+        return nccl_env(self)
+
+    @property
+    def network_description(self) -> str:
+        if not self.trains_across_nodes:
+            return "No fabric declared: single-node jobs only."
+        parts = [Fabric(self.network_fabric).label]
+        parts += [f"{k}={v}" for k, v in self.nccl_defaults.items()]
+        parts += [f"{name}: {count} per pod" for name, count in sorted((self.rdma_resources or {}).items())]
+        return "; ".join(parts)
 
     @property
     def idle_exempt_because(self) -> str:

@@ -220,11 +220,11 @@ def test_every_operation_with_a_body_refuses_unknown_and_read_only_fields_by_nam
     assert with_body == set(bodies), "a new operation with a body: add a valid body above"
     client = client_as(owner)
     for (method, path), (url, body) in bodies.items():
-        sent = {**body, "gpu_memory_gib": 80, "id": 7}
+        sent = {**body, "gpu_memory_mib": 80, "id": 7}
         response = client.generic(method, url, json.dumps(sent), content_type="application/json")
         assert response.status_code == 400, (method, path, response.content)
         fields = response.json()["fields"]
-        assert fields["gpu_memory_gib"] == ["Unknown field: this request does not take it."], (method, path)
+        assert fields["gpu_memory_mib"] == ["Unknown field: this request does not take it."], (method, path)
         assert "id" in fields, (method, path)
         ref = schema["paths"][path][method.lower()]["requestBody"]["content"]["application/json"]["schema"]["$ref"]
         assert schema["components"]["schemas"][ref.rsplit("/", 1)[1]]["additionalProperties"] is False

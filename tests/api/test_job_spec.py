@@ -28,5 +28,5 @@ def test_the_apis_writable_job_fields_are_the_job_spec(served_schema):
 
 
 def test_a_field_the_api_does_not_take_is_a_job_file_error_before_anything_is_sent():
-    with pytest.raises(JobFileError, match="gpu_memory_gib"):
-        load("team: vision\nname: x\ngpu_memory_gib: 80\n")
+    with pytest.raises(JobFileError, match="gpu_memory_mib"):
+        load("team: vision\nname: x\ngpu_memory_mib: 80\n")

@@ -56,7 +56,8 @@ def test_bad_flavor_fields_get_field_level_messages(field, value, message):
 
 
 def test_mig_resource_names_are_accepted():
-    assert flavor_errors(name="mig-1g-10gb", resource_name="nvidia.com/mig-1g.10gb") == {}
+    assert flavor_errors(name="mig-1g-10gb", resource_name="nvidia.com/mig-1g.10gb", gpu_sharing="mig",
+                         gpu_memory_gib=10) == {}
 
 
 def test_flavor_constraints_hold_in_the_database():

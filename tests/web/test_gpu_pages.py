@@ -174,3 +174,44 @@ def test_an_htmx_refresh_of_the_panel_answers_the_partial(client_for, member, ru
     gpus_of(standin, running_job, [50])
     page = get(client_for(member), "jobs:gpus", running_job.pk, **htmx("job-gpus")).content.decode()
     assert page.startswith('<div id="job-gpus"')
+
+
+# --- the GPU memory budget --------------------------------------------------------------------------
+def test_the_job_page_shows_the_budget_and_what_one_gpu_is(client_for, member, running_job):
+    running_job.gpu_memory_gib = 18
+    running_job.save(update_fields=["gpu_memory_gib"])
+    page = get(client_for(member), "jobs:detail", running_job.pk).content.decode()
+    assert "GPU memory budget</dt><dd>18 GiB per GPU" in page
+    assert running_job.flavor.unit_description in page
+
+
+def test_a_running_job_above_its_budget_is_warned_on_its_gpu_panel(client_for, member, owner, running_job, standin):
+    running_job.gpu_memory_gib = 3
+    running_job.save(update_fields=["gpu_memory_gib"])
+    gpus_of(standin, running_job, [90, 80, 1, 0], mem_mib=4096)
+    for person in (member, owner):
+        page = get(client_for(person), "jobs:gpus", running_job.pk).content.decode()
+        assert "Over its GPU memory budget</strong> of 3 GiB per GPU" in page
+        assert page.count(" uses 4.0 GiB") == 4
+    running_job.gpu_memory_gib = 5  # within the budget: no warning
+    running_job.save(update_fields=["gpu_memory_gib"])
+    assert "Over its GPU memory budget" not in get(client_for(member), "jobs:gpus", running_job.pk).content.decode()
+
+
+def test_a_shared_gpu_jobs_budget_is_not_compared_with_the_whole_gpus_memory(client_for, member, running_job, standin):
+    flavor = running_job.flavor
+    flavor.gpu_sharing, flavor.replicas_per_gpu = "time-slicing", 4
+    flavor.save(update_fields=["gpu_sharing", "replicas_per_gpu"])
+    running_job.gpu_memory_gib = 3
+    running_job.save(update_fields=["gpu_memory_gib"])
+    gpus_of(standin, running_job, [90], mem_mib=40960)  # what dcgm-exporter says of the whole GPU
+    page = get(client_for(member), "jobs:gpus", running_job.pk).content.decode()
+    assert "Over its GPU memory budget" not in page
+    assert "cannot tell which pod uses a time-sliced or MPS GPU" in page and "does not enforce it" in page
+
+
+def test_an_outsider_sees_no_budget_warning(client_for, outsider, running_job, standin):
+    running_job.gpu_memory_gib = 3
+    running_job.save(update_fields=["gpu_memory_gib"])
+    gpus_of(standin, running_job, [90], mem_mib=4096)
+    assert get(client_for(outsider), "jobs:gpus", running_job.pk).status_code == 404

@@ -21,19 +21,29 @@ def _pool(pool: str, product: str) -> dict:
     return {"gpuplatform.io/pool": pool, "nvidia.com/gpu.product": product}
 
 
+# The pools' networks (the fake nodes' labels and rdma/hca capacity say the same): the H100s
+# train over InfiniBand with an RDMA device per pod, the others over TCP.
+INFINIBAND = dict(network_fabric="infiniband", nccl_ib_hca="mlx5", nccl_net_gdr_level="PHB",
+                  rdma_resources={"rdma/hca": 1})
+TCP = dict(network_fabric="tcp", nccl_socket_ifname="eth0")
+
 FLAVORS = [
-    dict(name="h100", display_name="NVIDIA H100 80GB", scheduler=Scheduler.KUEUE,
+    dict(name="h100", display_name="NVIDIA H100 80GB", scheduler=Scheduler.KUEUE, gpu_model="H100 80GB",
          resource_name="nvidia.com/gpu", gpu_memory_gib=80, gpus_per_node=8, cost_per_gpu_hour="3.50",
-         node_labels=_pool("h100", "NVIDIA-H100-80GB-HBM3")),
-    dict(name="a100", display_name="NVIDIA A100 80GB", scheduler=Scheduler.VOLCANO,
+         node_labels=_pool("h100", "NVIDIA-H100-80GB-HBM3"), **INFINIBAND),
+    dict(name="a100", display_name="NVIDIA A100 80GB", scheduler=Scheduler.VOLCANO, gpu_model="A100 80GB",
          resource_name="nvidia.com/gpu", gpu_memory_gib=80, gpus_per_node=8, cost_per_gpu_hour="2.20",
-         node_labels=_pool("a100", "NVIDIA-A100-SXM4-80GB")),
-    dict(name="mig-1g-10gb", display_name="A100 MIG 1g.10gb slice", scheduler=Scheduler.KUEUE,
-         resource_name="nvidia.com/mig-1g.10gb", gpu_memory_gib=10, gpus_per_node=14,
-         cost_per_gpu_hour="0.40", node_labels=_pool("mig", "NVIDIA-A100-SXM4-80GB-MIG-1g.10gb")),
-    dict(name="t4-shared", display_name="T4, time-sliced x4", scheduler=Scheduler.KUEUE,
+         node_labels=_pool("a100", "NVIDIA-A100-SXM4-80GB"), **TCP),
+    dict(name="mig-1g-10gb", display_name="A100 MIG 1g.10gb slice", scheduler=Scheduler.KUEUE, gpu_model="A100 80GB",
+         resource_name="nvidia.com/mig-1g.10gb", gpu_memory_gib=10, gpus_per_node=14, gpu_sharing="mig",
+         cost_per_gpu_hour="0.40", node_labels=_pool("mig", "NVIDIA-A100-SXM4-80GB-MIG-1g.10gb"), **TCP),
+    dict(name="t4-shared", display_name="T4, time-sliced x4", scheduler=Scheduler.KUEUE, gpu_model="T4",
          resource_name="nvidia.com/gpu", gpu_memory_gib=16, gpus_per_node=16, cost_per_gpu_hour="0.15",
-         node_labels=_pool("timesliced", "Tesla-T4-SHARED")),
+         gpu_sharing="time-slicing", replicas_per_gpu=4,
+         node_labels=_pool("timesliced", "Tesla-T4-SHARED"), **TCP),
+    dict(name="l4-mps", display_name="L4, MPS x4", scheduler=Scheduler.KUEUE, gpu_model="L4",
+         resource_name="nvidia.com/gpu.shared", gpu_memory_gib=24, gpus_per_node=16, cost_per_gpu_hour="0.20",
+         gpu_sharing="mps", replicas_per_gpu=4, node_labels=_pool("mps", "NVIDIA-L4-SHARED"), **TCP),
 ]
 
 PRIORITIES = [
@@ -55,7 +65,8 @@ TEAMS = {
     "vision": ("Computer Vision", {"alice": "owner", "bob": "member", "carol": "viewer"},
                [("h100", 16, 8, 8), ("a100", 8, None, None), ("mig-1g-10gb", 7, None, None)]),
     "nlp": ("Language Models", {"bob": "owner", "alice": "viewer"},
-            [("h100", 8, 16, None), ("a100", 8, None, None), ("t4-shared", 8, None, None)]),
+            [("h100", 8, 16, None), ("a100", 8, None, None), ("t4-shared", 8, None, None),
+             ("l4-mps", 8, None, None)]),
 }
 
 # team, name, submitter, flavor, kind, workers, gpus, path through the lifecycle
@@ -70,7 +81,11 @@ JOBS = [
      [State.SUBMITTED, State.QUEUED, State.ADMITTED, State.RUNNING]),
     ("nlp", "bert-finetune", "bob", "t4-shared", "training", 1, 1,
      [State.SUBMITTED, State.QUEUED, State.ADMITTED, State.RUNNING, State.FAILED]),
+    ("nlp", "embeddings-mps", "bob", "l4-mps", "inference", 1, 1,
+     [State.SUBMITTED, State.QUEUED, State.ADMITTED, State.RUNNING]),
 ]
+# GPU memory budgets (GiB per GPU or share), as the form's model-size presets suggest.
+GPU_MEMORY = {"bert-finetune": 3, "embeddings-mps": 5, "llama-serve": 18}
 
 REASONS = {
     State.SUBMITTED: ("Submitted", "Waiting for the cluster."),
@@ -92,6 +107,7 @@ class Command(BaseCommand):
             defaults = dict(spec, node_taints=[GPU_TAINT], tolerations=[GPU_TOLERATION])
             name = defaults.pop("name")
             flavors[name], _ = GpuFlavor.objects.update_or_create(name=name, defaults=defaults)
+            flavors[name].full_clean()  # the demo's hardware is declared as a quota manager would
         research, _ = Cohort.objects.update_or_create(
             name="research", defaults={"description": "Research teams lend each other idle H100s."}
         )
@@ -156,7 +172,7 @@ class Command(BaseCommand):
                 image="ghcr.io/example/trainer:2.4" if kind == "training" else "ghcr.io/example/serve:1.0",
                 command=["torchrun"] if kind == "training" else ["python", "-m", "serve"],
                 args=["train.py", "--epochs", "10"] if kind == "training" else ["--port", "8000"],
-                env={"WANDB_MODE": "offline"}, workers=workers, gpus_per_worker=gpus,
+                env={"WANDB_MODE": "offline"}, workers=workers, gpus_per_worker=gpus, gpu_memory_gib=GPU_MEMORY.get(name),
                 # Priority classes are Kueue's: a Volcano flavor refuses them.
                 priority=priority if flavors[flavor].scheduler == Scheduler.KUEUE else None,
             )

@@ -1,0 +1,47 @@
+"""What a job asks of its flavor's hardware, checked against what the flavor declares
+(`quotas.models.hardware`): its GPU memory budget against one unit (a GPU, a MIG slice, a
+share of a time-sliced or MPS GPU), one MPS share per pod, and multi-node training only over
+a declared network fabric."""
+
+from quotas.models import Quota, Sharing
+from quotas.models.hardware import gib_text
+
+# Read by the CUDA client of an MPS server: a job's own value could raise its memory or
+# compute share over the one its quota unit buys (the platform sets them on MPS flavors).
+MPS_ENV_PREFIX = "CUDA_MPS_"
+
+
+class JobHardware:
+    def hardware_problems(self, flavor) -> dict[str, str]:
+        """Field errors for what the flavor's hardware cannot give this job."""
+        errors = {}
+        if flavor.gpu_sharing == Sharing.MPS and self.gpus_per_worker and self.gpus_per_worker > 1:
+            errors["gpus_per_worker"] = (
+                f"MPS gives each pod one share of one GPU (the device plugin refuses more); on {flavor.name} ask for "
+                "1 GPU per worker, or pick a flavor of whole GPUs.")
+        if self.gpu_memory_gib and self.gpu_memory_gib * 1024 > flavor.unit_memory_mib:
+            errors["gpu_memory_gib"] = self._memory_refusal(flavor)
+        if self.kind == "training" and (self.workers or 1) > 1 and not flavor.trains_across_nodes:
+            errors["workers"] = (
+                f"Flavor {flavor.name} declares no network fabric, and multi-node training without the right NCCL "
+                "network settings runs 10-100x slower: run 1 worker, or ask a quota manager to declare its fabric.")
+        return errors
+
+    def _memory_refusal(self, flavor) -> str:
+        need, share = self.gpu_memory_gib, gib_text(flavor.unit_memory_mib)
+        if flavor.gpu_sharing == Sharing.TIME_SLICING:
+            said = (f"{flavor.name} time-slices each GPU ({flavor.gpu_memory_gib} GiB) between "
+                    f"{flavor.shared_by} pods, {share} each, with no memory isolation: a pod over its share "
+                    "crashes its neighbours too. What would fit: fewer pods per GPU, MPS (enforced limits), "
+                    "a MIG profile, or a whole GPU.")
+        elif flavor.gpu_sharing == Sharing.MPS:
+            said = f"MPS limits each share of {flavor.name} to {share}."
+        elif flavor.gpu_sharing == Sharing.MIG:
+            said = f"the MIG slice of {flavor.name} has {share}."
+        else:
+            said = f"a GPU of {flavor.name} has {share}."
+        fits = sorted({quota.flavor.name for quota in Quota.objects.filter(team_id=self.team_id).select_related("flavor")
+                       if quota.flavor.unit_memory_mib >= need * 1024}) if self.team_id else []
+        where = (f" The team's flavors where {need} GiB fits: {', '.join(fits)}." if fits
+                 else f" None of the team's flavors has {need} GiB per GPU; a quota manager can grant one.")
+        return f"The job needs {need} GiB per GPU, but {said}{where}"
