@@ -89,6 +89,6 @@ def test_the_api_list_shows_each_job_as_its_own_page_does(client_as, team, flavo
     assert len(listed) == 3
     for item in listed:
         detail = api.get(f"/api/v1/jobs/{item['id']}").json()
-        # The detail adds what only one job's page asks: its GPUs now, its idle-GPU state.
-        assert set(detail) - set(item) == {"gpu_utilization", "idle"}
+        # The detail adds what only one job's page asks: its GPUs now, its idle-GPU state, its preemptions.
+        assert set(detail) - set(item) == {"gpu_utilization", "idle", "preemption"}
         assert item == {name: value for name, value in detail.items() if name in item}
