@@ -36,9 +36,13 @@ from jobs.models import GpuInterval, GpuUse
 from quotas.models import GpuFlavor
 from tenants.models import Team
 
+from . import preemptions
+
 # gpu_hours is allocated GPU time; the last three are what was measured of it (jobs.gpu_use).
+# The last two: GPU-hours preemptions cost this line's jobs, and those its jobs cost others
+# and its team is charged for (console.preemptions, docs/preemption.md).
 CSV_HEADER = ["date", "team", "flavor", "user", "gpu_hours", "cost", "used_gpu_hours", "idle_gpu_hours",
-              "measured_gpu_hours"]
+              "measured_gpu_hours", "lost_to_preemption_gpu_hours", "charged_for_preemption_gpu_hours"]
 USE = ("measured", "used", "idle")
 # Months a report can cover: no job ran before 1970, and past 2999 date arithmetic (the
 # next month of 9999-12) overflows.
@@ -59,6 +63,8 @@ class UsageRow:
     used_gpu_hours: Decimal = Decimal(0)
     idle_gpu_hours: Decimal = Decimal(0)
     measured_gpu_hours: Decimal = Decimal(0)
+    lost_to_preemption_gpu_hours: Decimal = Decimal(0)
+    charged_for_preemption_gpu_hours: Decimal = Decimal(0)
 
 
 def split_by_day(start: datetime, end: datetime, tz) -> list[tuple[date, float]]:
@@ -262,10 +268,20 @@ def _lines(start, end, teams, now, tz):
 
 def usage_rows(start: datetime, end: datetime, *, teams=None, now=None, tz=None) -> list[UsageRow]:
     """GPU-hours per day, team, flavor and user in [start, end), in a constant number of
-    queries. Open intervals count until ``now`` (never into the future)."""
-    return [UsageRow(day, team, flavor, user, _dec(cents), None if cost is None else _dec(cost),
-                     used_gpu_hours=_dec(used), idle_gpu_hours=_dec(idle), measured_gpu_hours=_dec(measured))
+    queries. Open intervals count until ``now`` (never into the future). A line may hold only
+    GPU-hours lost to or charged for preemptions."""
+    lost = preemptions.by_line(start, end, teams=teams, tz=tz)
+    rows = [UsageRow(day, team, flavor, user, _dec(cents), None if cost is None else _dec(cost),
+                     used_gpu_hours=_dec(used), idle_gpu_hours=_dec(idle), measured_gpu_hours=_dec(measured),
+                     **_preempted(lost.pop((day, team, flavor, user), None)))
             for day, team, flavor, user, cents, cost, (measured, used, idle) in _lines(start, end, teams, now, tz)]
+    rows += [UsageRow(*key, Decimal(0), None, **_preempted(values)) for key, values in lost.items() if any(values)]
+    return sorted(rows, key=lambda row: (row.day, row.team, row.flavor, row.user))
+
+
+def _preempted(values) -> dict:
+    lost, charged = values or (Decimal(0), Decimal(0))
+    return {"lost_to_preemption_gpu_hours": lost, "charged_for_preemption_gpu_hours": charged}
 
 
 CHART_SERIES = 6  # colours of the chart: with more teams, the five largest and "other teams"
@@ -390,7 +406,8 @@ def write_csv(rows, out) -> None:
     for row in rows:
         writer.writerow([row.day.isoformat(), row.team, row.flavor, row.user, f"{row.gpu_hours:.2f}",
                          "" if row.cost is None else f"{row.cost:.2f}", f"{row.used_gpu_hours:.2f}",
-                         f"{row.idle_gpu_hours:.2f}", f"{row.measured_gpu_hours:.2f}"])
+                         f"{row.idle_gpu_hours:.2f}", f"{row.measured_gpu_hours:.2f}",
+                         f"{row.lost_to_preemption_gpu_hours:.2f}", f"{row.charged_for_preemption_gpu_hours:.2f}"])
 
 
 def chart(by_day: dict, series: list[str], start: date, end: date, height: int = 120) -> dict:

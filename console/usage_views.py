@@ -19,7 +19,7 @@ from tenants import picker
 from tenants.models import Team
 from tenants.roles import is_quota_manager
 
-from . import accounting, usage_chart
+from . import accounting, preemptions, usage_chart
 
 TOTALS_SHOWN = 25  # lines of each totals table on the page
 
@@ -61,6 +61,7 @@ def usage(request):
         "more": {kind: max(0, len(summary.tables[kind]) - TOTALS_SHOWN) for kind in ("team", "flavor", "user")},
         "total": summary.total, "total_cost": summary.total_cost, "chart": usage_chart.draw(summary.chart),
         "used": summary.used, "idle": summary.idle, "measured": summary.measured,
+        "preemptions": preemptions.totals(start, end, teams=teams),
         "idle_threshold": gpu_use.idle_threshold(),
         # Used and idle come from the database (recorded by the sampler), not from Prometheus
         # now; without one configured nothing is being measured, and the page says so.

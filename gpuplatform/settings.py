@@ -276,6 +276,9 @@ COST_CURRENCY = env_str("COST_CURRENCY", "EUR")
 MAX_API_TOKENS_PER_USER = env_int("MAX_API_TOKENS_PER_USER", 50, minimum=1)
 MAX_LIVE_JOBS_PER_TEAM = env_int("MAX_LIVE_JOBS_PER_TEAM", 1000, minimum=1)
 MAX_WEBHOOKS_PER_TEAM = env_int("MAX_WEBHOOKS_PER_TEAM", 20, minimum=1)
+# The preemption contract (docs/preemption.md): the checkpoint grace of a training job
+# without a priority class (every Volcano job); a class sets its own.
+CHECKPOINT_GRACE_SECONDS = env_int("CHECKPOINT_GRACE_SECONDS", 30, minimum=0)
 
 # --- Processes ---------------------------------------------------------------------------
 # How many web and worker processes share the database; SQLite cannot take several writers.

@@ -43,7 +43,7 @@ from . import actions, feasibility, gpu_use, spec, telemetry
 from .filters import JobFilter
 from .logs import problem_of
 from .manifests import render_job
-from .models import LIVE_NAME_TAKEN, MAX_CPU_PER_WORKER, IdleWatch, Job, JobEvent, total_gpus
+from .models import LIVE_NAME_TAKEN, MAX_CPU_PER_WORKER, IdleWatch, Job, JobEvent, Preemption, total_gpus
 from .models.idempotency import KeyConflict
 from .models.idle import MAX_EXEMPT_REASON
 
@@ -203,18 +203,55 @@ class ExemptSerializer(StrictFields, serializers.Serializer):
     reason = serializers.CharField(max_length=MAX_EXEMPT_REASON, help_text="Why this job may keep idle GPUs.")
 
 
+class PreemptionSerializer(serializers.ModelSerializer):
+    """One preemption the job suffered (docs/preemption.md)."""
+
+    by_team = SlugRelatedField(slug_field="slug", read_only=True, allow_null=True,
+                               help_text="The team charged for the lost GPU-hours (null: a workload outside the platform).")
+    by_job = serializers.CharField(source="by_job.name", read_only=True, allow_null=True, default=None)
+    explanation = serializers.CharField(read_only=True, help_text="In plain words, as the job page says it.")
+
+    class Meta:
+        model = Preemption
+        fields = ["preempted_at", "reason", "by_team", "by_job", "by_priority", "run_started_at", "checkpoint_at",
+                  "lost_gpu_hours", "explanation"]
+        read_only_fields = fields
+
+    def to_representation(self, preemption: Preemption) -> dict:
+        return {**super().to_representation(preemption), "explanation": preemption.explanation()}
+
+
+class PreemptionContractSerializer(serializers.Serializer):
+    checkpoint_grace_seconds = serializers.IntegerField(
+        help_text="Seconds its pods have between SIGTERM and SIGKILL (env GPUPLATFORM_CHECKPOINT_GRACE_SECONDS).")
+    minimum_runtime_seconds = serializers.IntegerField(help_text="Seconds after admission before it may be preempted.")
+    protected_until = serializers.DateTimeField(allow_null=True, help_text="Until when it may not be preempted now.")
+    preemptions = PreemptionSerializer(many=True)
+
+
 class JobDetailSerializer(JobSerializer):
-    """One job, with what its GPUs do now and its idle-GPU state."""
+    """One job, with what its GPUs do now, its idle-GPU state and its preemptions."""
 
     gpu_utilization = serializers.SerializerMethodField()
     idle = serializers.SerializerMethodField()
     runtime_left_seconds = serializers.SerializerMethodField(
         help_text="Seconds before the max runtime stops the job, counted from its admission; null without a "
                   "limit, before admission and once it ended.")
+    preemption = serializers.SerializerMethodField()
 
     class Meta(JobSerializer.Meta):
-        fields = [*JobSerializer.Meta.fields, "gpu_utilization", "idle", "runtime_left_seconds"]
-        read_only_fields = [*JobSerializer.Meta.read_only_fields, "gpu_utilization", "idle", "runtime_left_seconds"]
+        fields = [*JobSerializer.Meta.fields, "gpu_utilization", "idle", "runtime_left_seconds", "preemption"]
+        read_only_fields = [*JobSerializer.Meta.read_only_fields, "gpu_utilization", "idle", "runtime_left_seconds",
+                            "preemption"]
+
+    @extend_schema_field(PreemptionContractSerializer)
+    def get_preemption(self, job) -> dict:
+        return PreemptionContractSerializer({
+            "checkpoint_grace_seconds": job.checkpoint_grace_seconds,
+            "minimum_runtime_seconds": job.minimum_runtime_seconds,
+            "protected_until": job.protected_until() if job.is_protected_from_preemption() else None,
+            "preemptions": job.preemptions.select_related("by_team", "by_job"),
+        }).data
 
     @extend_schema_field(GpuUtilizationSerializer)
     def get_gpu_utilization(self, job) -> dict:
@@ -230,7 +267,8 @@ class JobDetailSerializer(JobSerializer):
 
     def to_representation(self, job: Job) -> dict:
         return {**super().to_representation(job), "gpu_utilization": self.get_gpu_utilization(job),
-                "idle": self.get_idle(job), "runtime_left_seconds": self.get_runtime_left_seconds(job)}
+                "idle": self.get_idle(job), "runtime_left_seconds": self.get_runtime_left_seconds(job),
+                "preemption": self.get_preemption(job)}
 
 
 class JobEventSerializer(serializers.ModelSerializer):

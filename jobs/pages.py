@@ -63,6 +63,11 @@ def _status_context(request, job: Job) -> dict:
         "run_time": job.run_time(now),
         "runtime_left": job.runtime_left(now),
         "gpu_hours": job.gpu_hours(now),
+        # The preemption contract (docs/preemption.md): until when it may not be preempted,
+        # each preemption it suffered in plain words, and the hours its preemptions cost others.
+        "protected_until": job.protected_until() if job.is_protected_from_preemption(now) else None,
+        "preemptions": [p.explanation() for p in job.preemptions.select_related("by_team", "by_job")],
+        "preempted_others": list(job.preemptions_caused.select_related("job__team")),
         # A flash ("Submitted ...") tells what just happened: the poll clears it once the job
         # has moved on from the state the page showed with it.
         "moved_on": request.GET.get("seen", job.state) != job.state,

@@ -6,11 +6,14 @@ charged for), or ``None`` when nothing can be said yet. The job's workload kind
 (`jobs/kinds/`) reads its own objects. `Job.observe` writes the result only when it changed.
 """
 
+from collections.abc import Callable
 from dataclasses import replace
 
 from schedulers import Observation, Phase, Seen, placed_gpus
+from schedulers.workloads import last_checkpoint
 
 from .kinds import for_job
+from .manifests import render_job
 from .models import Job
 
 
@@ -18,7 +21,23 @@ def observe(job: Job, seen: Seen) -> Observation | None:
     found = for_job(job).observe(job, seen)
     if found is None:
         return None
-    gpus = placed_gpus(job, seen.pods())
+    pods = seen.pods()
+    gpus = placed_gpus(job, pods)
+    # A preempted job's pods stop with its checkpoint in their termination message (docs/preemption.md).
+    checkpoint = last_checkpoint(pods) if found.preempted is not None else None
     # Running with no pod seen on a node: the watcher has not seen its pods yet (a LIST still
     # on its way after a restart), not a job that gave its GPUs back; keep what it holds.
-    return replace(found, gpus=None if found.state == Phase.RUNNING and not gpus else gpus)
+    return replace(found, gpus=None if found.state == Phase.RUNNING and not gpus else gpus, checkpoint=checkpoint)
+
+
+def labels_due(job: Job, live: Callable[[tuple[str, str], str], dict | None]) -> bool:
+    """Whether a label the job's objects should carry now differs from the one the cluster
+    shows (``live(kind, name)``: the object in the watcher's cache). The priority class a job
+    inside its minimum runtime runs under changes with time, not with its row
+    (docs/preemption.md): raised at admission, lowered once the minimum runtime has passed."""
+    for desired in render_job(job):
+        found = live((desired["apiVersion"], desired["kind"]), desired["metadata"]["name"])
+        labels = (found or {}).get("metadata", {}).get("labels") or {}
+        if found is not None and any(labels.get(k) != v for k, v in desired["metadata"].get("labels", {}).items()):
+            return True
+    return False

@@ -28,12 +28,13 @@ from core.ownership import JOB_LABEL, MANAGED_BY_LABEL, MANAGED_BY_VALUE
 from quotas.models import Quota
 from schedulers import Kind
 
+from .actions import reconcile_soon
 from .kinds import KINDS
 from .lifecycle import NOT_STARTED, State
 from .logs import failures_of, keep_failed
 from .manifests import object_name
-from .models import Job
-from .status import observe
+from .models import Job, Preemption
+from .status import labels_due, observe
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +73,7 @@ leading = Signal()  # sender=StatusWatcher, watcher=the StatusWatcher
 # objects it owns, and for pods (namespace, job label) -> the job's pods.
 OWNERS = "owners"
 JOB_PODS = "job pods"
+UIDS = "uids"  # uid -> the object: a preemptor named by Kueue (`_job_of_uid`)
 
 # What the watcher keeps of each object: what it and its observers read (`jobs.status`,
 # `schedulers.*.observe_*`), nothing more. Everything enters the caches through `slim`
@@ -131,6 +133,11 @@ def slim(obj: dict) -> dict:
 def _owner_keys(obj: dict) -> list[tuple[str, str]]:
     meta = obj.get("metadata") or {}
     return [(meta.get("namespace", ""), owner.get("name", "")) for owner in meta.get("ownerReferences") or []]
+
+
+def _uid_key(obj: dict) -> list[str]:
+    uid = (obj.get("metadata") or {}).get("uid")
+    return [uid] if uid else []
 
 
 def _job_key(obj: dict) -> list[tuple[str, str]]:
@@ -219,7 +226,7 @@ class StatusWatcher:
 
     # --- watching ---------------------------------------------------------------------------
     def _informer(self, kind: tuple[str, str], selector: str | None) -> Informer:
-        indexers = {OWNERS: _owner_keys}
+        indexers = {OWNERS: _owner_keys, UIDS: _uid_key}
         if kind == POD:
             indexers[JOB_PODS] = _job_key
 
@@ -342,7 +349,7 @@ class StatusWatcher:
         """Bring the given jobs up to date with the cache; returns how many changed."""
         changed = 0
         # The submitter too: a job that starts or ends tells them (`notifications`), from this row.
-        jobs = list(Job.objects.select_related("team", "flavor", "submitter").filter(pk__in=list(job_ids))
+        jobs = list(Job.objects.select_related("team", "flavor", "submitter", "priority").filter(pk__in=list(job_ids))
                     .live().exclude(state=State.DRAFT))
         ceilings = Ceilings(jobs)
         for job in jobs:
@@ -351,9 +358,48 @@ class StatusWatcher:
                                                  times=seen.times):
                 changed += 1
                 log.info("job %s: %s (%s)", job.pk, job.state, job.reason)
+            if seen is not None and seen.preempted is not None and job.state == State.PREEMPTED:
+                self._record_preemption(job, seen)
+            if self._labels_due(job):
+                reconcile_soon(job)
         self.transitions += changed
         WATCHER_TRANSITIONS.inc(changed)
         return changed
+
+    # --- the preemption contract (docs/preemption.md) -----------------------------------------
+    def _job_of_uid(self, job_uid: str | None, workload_uid: str | None) -> Job | None:
+        """Our job a scheduler names by its workload's UID (a batch Job) or by its Kueue
+        Workload's (through its owner, our workload); None for a workload that is not ours."""
+        job_id = None
+        with self._lock:
+            for kind, selector in WATCHED:
+                uid = job_uid if selector else workload_uid
+                if kind == EVENT or not uid:
+                    continue
+                for key in self._informers[kind].store.by(UIDS, uid):
+                    meta = self._cache[kind][key]["metadata"]
+                    job_id = ((meta.get("labels") or {}).get(JOB_LABEL) if selector
+                              else self._owner_job(meta.get("namespace", ""), meta.get("ownerReferences") or []))
+                if job_id is not None:
+                    break
+        if job_id is None or not str(job_id).isdigit():
+            return None
+        return Job.objects.select_related("team", "priority").filter(pk=int(job_id)).first()
+
+    def _record_preemption(self, job: Job, seen) -> None:
+        preempted = seen.preempted
+        by_job = self._job_of_uid(preempted.by_job_uid, preempted.by_workload_uid)
+        Preemption.objects.record(job, at=preempted.at, reason=preempted.reason, by_job=by_job,
+                                  checkpoint=seen.checkpoint)
+
+    def _labels_due(self, job: Job) -> bool:
+        """Whether the job's objects on the cluster carry other labels than it renders now
+        (`jobs.status.labels_due`): a job whose class has a minimum runtime only."""
+        if not job.minimum_runtime_seconds:
+            return False
+        namespace = job.team.namespace_name
+        with self._lock:
+            return labels_due(job, lambda kind, name: self._cache.get(kind, {}).get((namespace, name)))
 
     def run(self) -> None:
         for informer in self._informers.values():

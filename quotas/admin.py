@@ -255,5 +255,5 @@ class QuotaGrantAdmin(FourEyesAdmin):
 
 @admin.register(PriorityClass)
 class PriorityClassAdmin(ClusterObjectAdmin, admin.ModelAdmin):
-    list_display = ["name", "value", "description"]
+    list_display = ["name", "value", "checkpoint_grace_seconds", "minimum_runtime_seconds", "description"]
     search_fields = ["name"]

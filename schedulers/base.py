@@ -40,6 +40,17 @@ EXCEEDS_QUOTA = "ExceedsQuota"
 
 
 @dataclass(frozen=True)
+class Preempted:
+    """What a scheduler says of a preemption: when, why (its reason), and the workload that
+    took the GPUs (Kueue names its Workload's UID and its job's UID; None when unsaid)."""
+
+    at: datetime | None
+    reason: str
+    by_workload_uid: str | None = None
+    by_job_uid: str | None = None
+
+
+@dataclass(frozen=True)
 class Observation:
     state: Phase
     reason: str
@@ -50,6 +61,10 @@ class Observation:
     # for the phases it keeps a time of: the job's timestamps, timeline and GPU-hours follow
     # the cluster's clock, not the moment the watcher read it (late after a restart).
     times: dict[Phase, datetime] = field(default_factory=dict)
+    # A preemption's details (Kueue), with the job's last checkpoint its containers reported
+    # in their termination message (`workloads.last_checkpoint`): the lost GPU-hours' start.
+    preempted: Preempted | None = None
+    checkpoint: datetime | None = None
 
 
 def transition_time(condition: dict | None) -> datetime | None:

@@ -7,17 +7,19 @@ and is created suspended; Kueue unsuspends it on admission and suspends it to pr
 """
 
 import re
+from dataclasses import replace
 
 from cluster.fields import FieldRules
 from cluster.quantity import canonical, gib
 from core.ownership import JOB_LABEL, owned
 from core.words import say_seconds
 
-from .base import EXCEEDS_QUOTA, Observation, Phase, Scheduler, queue_name, times_of
+from .base import EXCEEDS_QUOTA, Observation, Phase, Preempted, Scheduler, queue_name, times_of, transition_time
 from .workloads import (
     FINISHED_TTL_SECONDS,
     LOCAL_MASTER,
     RENDEZVOUS_PORT,
+    checkpoint_grace,
     conditions,
     container,
     job_owned,
@@ -36,6 +38,14 @@ PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 MAX_EXEC_LABEL = "kueue.x-k8s.io/max-exec-time-seconds"
 COMPLETION_INDEX = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
+# A job inside its minimum runtime runs under this class (docs/preemption.md): Kueue preempts
+# only strictly lower priorities (withinClusterQueue and borrowWithinCohort: LowerPriority),
+# and no class may be valued above the top of the range, so nothing preempts it that way.
+# Kueue v0.17+ follows a changed priority-class label of a running Job onto its Workload
+# (jobframework.UpdateWorkloadPriority); the platform raises it at admission and lowers it to
+# the job's own class once the minimum runtime has passed. Kueue has no minimum runtime of its own.
+PROTECTED_PRIORITY_CLASS = "gpuplatform-minimum-runtime"
+PROTECTED_PRIORITY_VALUE = 1_000_000_000
 
 
 def local_queue_name(flavor) -> str:
@@ -63,6 +73,12 @@ def render_priority_class(priority) -> dict:
     if priority.description:
         obj["description"] = priority.description
     return owned(obj)
+
+
+def render_protected_priority_class() -> dict:
+    return owned({"apiVersion": API, "kind": "WorkloadPriorityClass", "metadata": {"name": PROTECTED_PRIORITY_CLASS},
+                  "value": PROTECTED_PRIORITY_VALUE,
+                  "description": "Jobs inside their priority class's minimum runtime: not preempted for priority."})
 
 
 def render_cluster_queue(quota, namespace: str, team: str) -> dict:
@@ -139,9 +155,12 @@ def render_training(job) -> list[dict]:
     name, namespace = object_name(job), job.team.namespace_name
     alone = job.workers == 1
     master = LOCAL_MASTER if alone else f"{name}-0.{name}.{namespace}.svc"
-    main = container(job, torch_env(job, master, COMPLETION_INDEX),
+    grace_env, grace = checkpoint_grace(job)
+    main = container(job, torch_env(job, master, COMPLETION_INDEX) + grace_env,
                      [{"name": "rendezvous", "containerPort": RENDEZVOUS_PORT}])
     labels = _queue_labels(job)
+    if job.priority_id and job.is_protected_from_preemption():
+        labels[PRIORITY_LABEL] = PROTECTED_PRIORITY_CLASS
     if job.max_runtime_seconds:
         labels[MAX_EXEC_LABEL] = str(job.max_runtime_seconds)
     batch_job = job_owned(job, {
@@ -157,7 +176,7 @@ def render_training(job) -> list[dict]:
             "ttlSecondsAfterFinished": FINISHED_TTL_SECONDS,
             "template": {
                 "metadata": {"labels": pod_labels(job)},
-                "spec": pod_spec(job, main, restartPolicy="Never", **({} if alone else {"subdomain": name})),
+                "spec": pod_spec(job, main, restartPolicy="Never", **grace, **({} if alone else {"subdomain": name})),
             },
         },
     })
@@ -190,6 +209,9 @@ _MORE_NEEDED = re.compile(
     r"insufficient unused quota for (?P<resource>\S+) in flavor (?P<flavor>[^,\s]+), (?P<more>\d+) more needed"
 )
 _PREEMPTION_REASONS = ("Preempted", "InCohortReclamation", "InClusterQueue", "InCohortReclaimWhileBorrowing")
+# "Preempted to accommodate a workload (UID: <uid>, JobUID: <uid>) due to ..." (Kueue's
+# preemption.preemptionMessage, v0.17 to v0.19; "UNKNOWN" when it has none).
+_PREEMPTOR = re.compile(r"\(UID: (?P<workload>[^,\s)]+), JobUID: (?P<job>[^,\s)]+)\)")
 
 
 def quota_message(job, kueue_message: str) -> str:
@@ -218,6 +240,20 @@ def _preempted_message(kueue_message: str) -> str:
     return "Preempted; it will run again when GPUs free up."
 
 
+def preempted_by(condition: dict, evicted: dict) -> Preempted:
+    """Kueue's Preempted condition (else its Evicted one): why, and the UIDs of the
+    preemptor's Workload and job when it names them; when: the eviction's time, which stays
+    the same as long as this eviction lasts (what makes a preemption seen twice one)."""
+    found = _PREEMPTOR.search(condition.get("message") or "")
+
+    def uid(name: str) -> str | None:
+        value = found[name] if found else None
+        return None if value in (None, "UNKNOWN") else value
+
+    return Preempted(at=transition_time(evicted), reason=condition.get("reason") or "Preempted",
+                     by_workload_uid=uid("workload"), by_job_uid=uid("job"))
+
+
 def observe_training(job, workload: dict | None, batch_job: dict | None) -> Observation | None:
     job_conditions = conditions(batch_job)
     found = conditions(workload)
@@ -238,7 +274,8 @@ def observe_training(job, workload: dict | None, batch_job: dict | None) -> Obse
     if evicted := true_condition(found, "Evicted"):
         if evicted.get("reason") in _PREEMPTION_REASONS:
             preempted = true_condition(found, "Preempted") or evicted
-            return seen(Phase.PREEMPTED, "Preempted", _preempted_message(preempted.get("message", "")), evicted)
+            return replace(seen(Phase.PREEMPTED, "Preempted", _preempted_message(preempted.get("message", "")), evicted),
+                           preempted=preempted_by(preempted, evicted))
         # Kueue deactivates a workload past its maximum execution time: evicted with reason
         # "DeactivatedDueToMaximumExecutionTimeExceeded" (older releases: the bare cause).
         reason = evicted.get("reason", "")
@@ -274,8 +311,10 @@ class Kueue(Scheduler):
     def cluster_objects(self, flavors, cohorts, priorities) -> list[dict]:
         # Cohorts and priorities are Kueue objects whatever governs a flavor: a cohort's
         # members may be Kueue quotas only, and priorities order Kueue's queues.
+        # The protected class exists with the first class, before any job could be raised to it.
+        protected = [render_protected_priority_class()] if priorities else []
         return ([render_resource_flavor(f) for f in flavors if f.scheduler == self.name]
-                + [render_cohort(c) for c in cohorts] + [render_priority_class(p) for p in priorities])
+                + [render_cohort(c) for c in cohorts] + [render_priority_class(p) for p in priorities] + protected)
 
     def queue_objects(self, quota, namespace: str, team: str) -> list[dict]:
         return [render_cluster_queue(quota, namespace, team), render_local_queue(quota, namespace, team)]

@@ -19,6 +19,7 @@ from .workloads import (
     FINISHED_TTL_SECONDS,
     LOCAL_MASTER,
     RENDEZVOUS_PORT,
+    checkpoint_grace,
     conditions,
     container,
     job_owned,
@@ -87,14 +88,17 @@ def render_training(job) -> list[dict]:
 
     def task(task_name: str, replicas: int, policies: list[dict]) -> dict:
         # Each task its own objects: shared ones would come back as aliases in YAML.
-        main = container(job, env(), [{"name": "rendezvous", "containerPort": RENDEZVOUS_PORT}])
+        # Volcano's preempt and reclaim actions delete the victims' pods with their grace
+        # (docs/preemption.md), then the PodEvicted policy below restarts the gang.
+        grace_env, grace = checkpoint_grace(job)
+        main = container(job, env() + grace_env, [{"name": "rendezvous", "containerPort": RENDEZVOUS_PORT}])
         return {
             "name": task_name,
             "replicas": replicas,
             "policies": policies,
             "template": {
                 "metadata": {"labels": pod_labels(job)},
-                "spec": pod_spec(job, main, restartPolicy="OnFailure", **deadline),
+                "spec": pod_spec(job, main, restartPolicy="OnFailure", **deadline, **grace),
             },
         }
 

@@ -8,6 +8,7 @@ user input only ever reaches image, command, args and env values.
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 
 from cluster import MANAGED_BY_LABEL
 from cluster.fields import FieldRules
@@ -33,6 +34,13 @@ RUN_AS_ID = 1000
 # in team namespaces at admission (tenants.admission). See docs/operations.md.
 GPU_RUNTIME_ENV_PREFIXES = ("NVIDIA_",)
 GPU_RUNTIME_ENV_NAMES = frozenset({"AMD_VISIBLE_DEVICES"})
+
+# The preemption contract (docs/preemption.md): a training job's pods learn how long they
+# have between SIGTERM and SIGKILL, and report their last checkpoint in their termination
+# message (Kubernetes keeps it in the terminated container's state), one line
+# "checkpoint=<RFC 3339 time>".
+CHECKPOINT_GRACE_ENV = "GPUPLATFORM_CHECKPOINT_GRACE_SECONDS"
+CHECKPOINT_PREFIX = "checkpoint="
 
 DEPLOYMENT = ("apps/v1", "Deployment")
 SERVICE = ("v1", "Service")
@@ -152,6 +160,40 @@ def pod_spec(job, main: dict, **extra) -> dict:
     if flavor.tolerations:
         spec["tolerations"] = [dict(t) for t in flavor.tolerations]
     return spec
+
+
+def checkpoint_grace(job) -> tuple[list[dict], dict]:
+    """(env, pod spec fields) of the preemption contract for a training job: the pods get
+    the grace of the job's priority class (`job.checkpoint_grace_seconds`) as their
+    terminationGracePeriodSeconds, and are told it."""
+    grace = job.checkpoint_grace_seconds
+    return [{"name": CHECKPOINT_GRACE_ENV, "value": str(grace)}], {"terminationGracePeriodSeconds": grace}
+
+
+def _checkpoint_in(message: str | None) -> datetime | None:
+    for line in reversed((message or "").splitlines()):
+        line = line.strip()
+        if line.startswith(CHECKPOINT_PREFIX):
+            stamp = line[len(CHECKPOINT_PREFIX):].strip().replace("Z", "+00:00")
+            try:
+                found = datetime.fromisoformat(stamp)
+            except ValueError:
+                return None
+            return found if found.tzinfo else None  # a time without a zone says nothing sure
+    return None
+
+
+def last_checkpoint(pods: list[dict]) -> datetime | None:
+    """The latest checkpoint any container of ``pods`` reported in its termination message
+    (its current or previous run), or None."""
+    found = []
+    for pod in pods:
+        for status in (pod.get("status") or {}).get("containerStatuses") or []:
+            for state in (status.get("state"), status.get("lastState")):
+                terminated = (state or {}).get("terminated") or {}
+                if (at := _checkpoint_in(terminated.get("message"))) is not None:
+                    found.append(at)
+    return max(found, default=None)
 
 
 def torch_env(job, master: str, rank_field: str | None) -> list[dict]:

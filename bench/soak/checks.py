@@ -94,6 +94,20 @@ def lag_row(found: dict[str, list[float]], budget: float) -> list[Row]:
     ]
 
 
+def preemptions_charged(kueue_jobs: set[int], accounts: dict[int, Account]) -> Row:
+    """Every preemption Kueue made of a soak job is recorded with the job that took its GPUs,
+    whose team is charged the hours lost (docs/preemption.md): one `jobs.Preemption` with a
+    preemptor per eviction the cluster showed."""
+    from jobs.models import Preemption
+
+    made = {(job_id, round(at)) for job_id in kueue_jobs for at in accounts[job_id].preemptions}
+    charged = {(job_id, round(at.timestamp())) for job_id, at in Preemption.objects.filter(
+        job_id__in=kueue_jobs, by_team__isnull=False).values_list("job_id", "preempted_at")}
+    missing = sorted(made - charged)
+    return Row("preemptions charged to the preemptor", f"{len(made & charged)} of {len(made)}"
+               + (f" (not: #{', #'.join(str(j) for j, _ in missing[:6])})" if missing else ""), not missing)
+
+
 def phantom_preemptions(jobs: dict[int, dict], accounts: dict[int, Account], budget: float) -> Row:
     """Preemptions the database records that the cluster never made (no Kueue eviction, no
     Volcano restart within the lag budget before it)."""

@@ -130,6 +130,8 @@ def final_checks(profile: Profile, run, observer: Observer, grant_start: float, 
     found_lags = checks.lags(jobs, found)
     rows += checks.lag_row(found_lags, profile.lag_budget_seconds)
     rows.append(checks.phantom_preemptions(jobs, found, profile.lag_budget_seconds))
+    rows.append(checks.preemptions_charged({p.job_id for p in run.plan if p.job_id and p.label == "kueue-training"}
+                                           & set(found), found))
     rows.append(Row("every job shows the state the cluster gave it", f"{len(wrong)} differ"
                     + (f" ({'; '.join(wrong[:4])})" if wrong else ""), not wrong))
     with observer.lock:

@@ -6,6 +6,8 @@
 - ``use``: GpuUse, what those GPUs did (measured, used, idle GPU-seconds a day);
 - ``idle``: IdleWatch, a running job's idle-GPU warning, grace, exemption and reclaim;
 - ``logtails``: LogTail, the last lines of a failed container;
+- ``preemptions``: the preemption contract (mixed into Job) and Preemption, each one the
+  cluster reported with the GPU-hours it lost and the team charged;
 - ``idempotency``: IdempotencyKey, so a retried API submission makes one job.
 
 Django finds an app's models in ``<app>.models``, so this package imports them; no module
@@ -36,6 +38,7 @@ from .job import (
 )
 from .logtails import LogTail
 from .moves import SUBMITTED_BECAUSE, JobEvent
+from .preemptions import Preemption
 from .use import GpuUse
 
 __all__ = [
@@ -43,5 +46,6 @@ __all__ = [
     "MAX_MEMORY_PER_WORKER_GIB", "MAX_PROBE_DELAY_SECONDS", "MAX_REPLICAS", "MAX_RUNTIME_SECONDS",
     "MAX_WORKERS", "MIN_RUNTIME_SECONDS", "RESERVED_ENV_NAMES", "RETAIN_FINISHED", "SUBMITTED_BECAUSE",
     "GpuInterval", "GpuUse", "IdempotencyKey", "IdleWatch", "Job", "JobEvent", "JobQuerySet", "KeyConflict", "LogTail",
+    "Preemption",
     "gpu_runtime_env_names", "gpus_to_start", "total_gpus",
 ]

@@ -29,7 +29,7 @@ from quotas.models import (
     PriorityClass,
     runtime_limits,
 )
-from schedulers.workloads import GPU_RUNTIME_ENV_NAMES, GPU_RUNTIME_ENV_PREFIXES
+from schedulers.workloads import CHECKPOINT_GRACE_ENV, GPU_RUNTIME_ENV_NAMES, GPU_RUNTIME_ENV_PREFIXES
 from tenants.models import Membership, Team
 
 from ..autoscaling import unavailable as gpu_scaling_unavailable
@@ -47,6 +47,7 @@ from ..spec import BY_NAME as SPEC
 from ..spec import RELATED, refused_on
 from .hardware import MPS_ENV_PREFIX, JobHardware
 from .moves import JobMoves
+from .preemptions import PreemptionContract
 
 JOB_NAME_MAX_LENGTH = 40
 # Bounds of the numbers a job asks for, the same on every database. Each is far inside the
@@ -61,9 +62,11 @@ MAX_PROBE_DELAY_SECONDS = 3600
 # How long a finished training job's objects stay on the cluster, so its logs can be read.
 RETAIN_FINISHED = timedelta(days=1)
 LIVE_NAME_TAKEN = "The team already has a live job with this name."
-# Set by the platform for distributed training; a user value would break the rendezvous.
+# Set by the platform for distributed training (a user value would break the rendezvous) and
+# for the preemption contract (docs/preemption.md).
 RESERVED_ENV_NAMES = frozenset(
-    {"MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "NODE_RANK", "NNODES", "NPROC_PER_NODE"}
+    {"MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "NODE_RANK", "NNODES", "NPROC_PER_NODE",
+     CHECKPOINT_GRACE_ENV}
 )
 
 
@@ -134,7 +137,7 @@ class JobQuerySet(CapQuerySet, QueueingQuerySet):
                 "wait for some to finish, or cancel some, then submit again.")}, code="too_many_jobs")
 
 
-class Job(JobHardware, JobMoves, models.Model):
+class Job(JobHardware, JobMoves, PreemptionContract, models.Model):
     class Kind(models.TextChoices):
         TRAINING = "training", "Training"
         INFERENCE = "inference", "Inference"
@@ -216,6 +219,9 @@ class Job(JobHardware, JobMoves, models.Model):
     admitted_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # When the scheduler last admitted it: the start of its current (or last) run, from which
+    # its minimum runtime and a preemption's lost GPU-hours count (docs/preemption.md).
+    run_admitted_at = models.DateTimeField(null=True, blank=True, editable=False)
     # What the job's pods hold on nodes now: its open GpuInterval's count (jobs.intervals).
     gpus_in_use = models.PositiveIntegerField(
         default=0, editable=False, validators=between(0, MAX_WORKERS * MAX_GPUS_PER_WORKER))
@@ -459,7 +465,7 @@ class Job(JobHardware, JobMoves, models.Model):
                 f"{self.priority.name} is {self.priority.value}. A quota manager can allow more.")
         reserved = sorted(RESERVED_ENV_NAMES.intersection(self.env or {}) if isinstance(self.env, dict) else [])
         if reserved:
-            errors["env"] = f"{', '.join(reserved)} is set by the platform for distributed training; remove it."
+            errors["env"] = f"{', '.join(reserved)} is set by the platform; remove it."
         runtime = gpu_runtime_env_names(self.env) if isinstance(self.env, dict) else []
         if runtime:
             errors["env"] = (f"{', '.join(runtime)} would be read by the GPU runtime and could expose GPUs this "

@@ -32,6 +32,8 @@ class JobMoves:
         stamp = TIMESTAMP_ON_ENTRY.get(target)
         if stamp and getattr(self, stamp) is None:
             changes[stamp] = at
+        if target == State.ADMITTED:  # every run, not the first only
+            changes["run_admitted_at"] = at
         held = held_after(self, current, target, gpus)
         if held != self.gpus_in_use:
             changes["gpus_in_use"] = held

@@ -286,12 +286,34 @@ class Cohort(models.Model):
         return self.name
 
 
-class PriorityClass(RuntimeLimits):
-    """A named priority for workloads; higher values may preempt lower ones."""
+# The preemption contract (docs/preemption.md): how long a preempted job's pods have between
+# SIGTERM and SIGKILL to checkpoint, and how long a job runs before Kueue may preempt it.
+DEFAULT_GRACE_SECONDS = 30  # Kubernetes' own terminationGracePeriodSeconds
+MAX_GRACE_SECONDS = 3600
+MAX_MINIMUM_RUNTIME_SECONDS = 7 * 24 * 3600
 
-    name = models.CharField(max_length=63, unique=True, validators=[validate_dns1123_label])
+
+def validate_not_reserved_priority(name: str) -> None:
+    if name == schedulers.kueue.PROTECTED_PRIORITY_CLASS:
+        raise ValidationError(f"{name} is the platform's own class for jobs inside their minimum runtime.")
+
+
+class PriorityClass(RuntimeLimits):
+    """A named priority for workloads; higher values may preempt lower ones, after the
+    preempted job's minimum runtime, and its pods get the checkpoint grace to stop."""
+
+    name = models.CharField(max_length=63, unique=True,
+                            validators=[validate_dns1123_label, validate_not_reserved_priority])
     value = models.IntegerField(validators=between(-1_000_000_000, 1_000_000_000))
     description = models.TextField(blank=True)
+    checkpoint_grace_seconds = models.PositiveIntegerField(
+        default=DEFAULT_GRACE_SECONDS, validators=between(0, MAX_GRACE_SECONDS),
+        help_text="Seconds a preempted job's pods have between SIGTERM and SIGKILL to save a checkpoint "
+                  "(their terminationGracePeriodSeconds).")
+    minimum_runtime_seconds = models.PositiveIntegerField(
+        default=0, validators=between(0, MAX_MINIMUM_RUNTIME_SECONDS),
+        help_text="Seconds a job of this class runs before a higher priority may preempt it (0: at once). "
+                  "It does not hold back a lender reclaiming GPUs it lent.")
 
     class Meta:
         ordering = ["-value"]

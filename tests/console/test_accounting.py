@@ -169,9 +169,9 @@ def test_the_csv_has_one_row_per_day_team_flavor_and_user(client_for, quota_mana
     assert 'filename="gpu-usage-2026-11.csv"' in response["Content-Disposition"]
     assert csv_rows(response) == [
         ["date", "team", "flavor", "user", "gpu_hours", "cost", "used_gpu_hours", "idle_gpu_hours",
-         "measured_gpu_hours"],
-        ["2026-11-05", "vision", "h100", "max", "8.00", "28.00", "0.00", "0.00", "0.00"],
-        ["2026-11-09", "other-team", "h100", "oscar", "1.00", "3.50", "0.00", "0.00", "0.00"],
+         "measured_gpu_hours", "lost_to_preemption_gpu_hours", "charged_for_preemption_gpu_hours"],
+        ["2026-11-05", "vision", "h100", "max", "8.00", "28.00", "0.00", "0.00", "0.00", "0.00", "0.00"],
+        ["2026-11-09", "other-team", "h100", "oscar", "1.00", "3.50", "0.00", "0.00", "0.00", "0.00", "0.00"],
     ]
 
 
@@ -240,8 +240,8 @@ def test_usage_report_command_writes_csv(two_teams):
     call_command("usage_report", "--month", "2026-11", "--format", "csv", "--team", "vision", stdout=out)
     assert list(csv.reader(io.StringIO(out.getvalue()))) == [
         ["date", "team", "flavor", "user", "gpu_hours", "cost", "used_gpu_hours", "idle_gpu_hours",
-         "measured_gpu_hours"],
-        ["2026-11-05", "vision", "h100", "max", "8.00", "28.00", "0.00", "0.00", "0.00"],
+         "measured_gpu_hours", "lost_to_preemption_gpu_hours", "charged_for_preemption_gpu_hours"],
+        ["2026-11-05", "vision", "h100", "max", "8.00", "28.00", "0.00", "0.00", "0.00", "0.00", "0.00"],
     ]
 
 

@@ -96,5 +96,8 @@ def test_cluster_objects_cover_kueue_flavors_cohorts_and_priorities():
         validate(obj)
     assert [(o["kind"], o["metadata"]["name"]) for o in objects] == [
         ("ResourceFlavor", "h100"), ("Cohort", "research"), ("WorkloadPriorityClass", "high"),
+        # Where a job inside its class's minimum runtime runs (docs/preemption.md).
+        ("WorkloadPriorityClass", "gpuplatform-minimum-runtime"),
     ]  # the team-workloads admission policy is the installer's (tenants.admission), never reconciled
     assert objects[2]["value"] == 1000 and objects[2]["description"] == "Deadlines"
+    assert objects[3]["value"] == 1_000_000_000  # the top of a class's range: nothing preempts it for priority
