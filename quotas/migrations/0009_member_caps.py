@@ -10,7 +10,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('quotas', '0007_bounded_justification'),
+        ('quotas', '0008_max_runtime_limits'),
         ('tenants', '0006_sso_identities_and_group_mappings'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]

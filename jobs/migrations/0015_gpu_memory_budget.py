@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('jobs', '0013_text_that_reaches_the_cluster'),
+        ('jobs', '0014_max_runtime_defaults'),
     ]
 
     operations = [

@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('quotas', '0007_bounded_justification'),
+        ('quotas', '0009_member_caps'),
     ]
 
     operations = [

@@ -9,7 +9,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('jobs', '0013_text_that_reaches_the_cluster'),
+        ('jobs', '0015_gpu_memory_budget'),
         ('tenants', '0006_sso_identities_and_group_mappings'),
     ]
 

@@ -9,7 +9,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('quotas', '0007_bounded_justification'),
+        ('quotas', '0010_gpu_sharing_and_network'),
     ]
 
     operations = [
