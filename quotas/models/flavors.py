@@ -57,12 +57,17 @@ class RuntimeLimits(models.Model):
     class Meta:
         abstract = True
 
-    def clean(self) -> None:
-        super().clean()
+    def runtime_problems(self) -> dict[str, str]:
         default, cap = self.default_max_runtime_seconds, self.max_runtime_cap_seconds
         if default is not None and cap is not None and default > cap:
-            raise ValidationError({"default_max_runtime_seconds": (
-                f"The default ({say_seconds(default)}) is longer than the cap ({say_seconds(cap)}).")})
+            return {"default_max_runtime_seconds": (
+                f"The default ({say_seconds(default)}) is longer than the cap ({say_seconds(cap)}).")}
+        return {}
+
+    def clean(self) -> None:
+        super().clean()
+        if errors := self.runtime_problems():
+            raise ValidationError(errors)
 
 
 @dataclass(frozen=True)
@@ -202,7 +207,7 @@ class GpuFlavor(RuntimeLimits):
         return self.display_name or self.name
 
     def clean(self) -> None:
-        errors = {**sharing_problems(self), **network_problems(self)}
+        errors = {**self.runtime_problems(), **sharing_problems(self), **network_problems(self)}
         if errors:
             raise ValidationError(errors)
 

@@ -188,12 +188,13 @@ def test_quota_managers_set_the_limits_in_the_admin(quota_manager, client_for, s
     client = client_for(quota_manager)
     url = reverse("admin:quotas_priorityclass_change", args=[short.pk])
     assert 'name="max_runtime_cap_seconds"' in client.get(url).content.decode()
-    response = client.post(url, {"name": "short", "value": 0, "description": "",
-                                 "default_max_runtime_seconds": 2 * DAY, "max_runtime_cap_seconds": DAY})
+    # the rest of the class as it is (its preemption contract, docs/preemption.md)
+    kept = {"name": "short", "value": 0, "description": "", "checkpoint_grace_seconds": short.checkpoint_grace_seconds,
+            "minimum_runtime_seconds": short.minimum_runtime_seconds}
+    response = client.post(url, {**kept, "default_max_runtime_seconds": 2 * DAY, "max_runtime_cap_seconds": DAY})
     assert response.status_code == 200  # the form again, with the error
     assert "The default (2 d) is longer than the cap (1 d)." in response.content.decode()
-    response = client.post(url, {"name": "short", "value": 0, "description": "",
-                                 "default_max_runtime_seconds": HOUR, "max_runtime_cap_seconds": DAY})
+    response = client.post(url, {**kept, "default_max_runtime_seconds": HOUR, "max_runtime_cap_seconds": DAY})
     assert response.status_code == 302
     short.refresh_from_db()
     assert (short.default_max_runtime_seconds, short.max_runtime_cap_seconds) == (HOUR, DAY)
