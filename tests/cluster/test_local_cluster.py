@@ -21,7 +21,7 @@ GPU_TOLERATION = {"key": GPU, "operator": "Exists", "effect": "NoSchedule"}
 # the fake nodes (deploy/local-cluster/config/nodes.yaml): name -> (pool, product, resources)
 EXPECTED_NODES = {
     **{
-        f"h100-{i}": ("h100", "NVIDIA-H100-80GB-HBM3", {GPU: "8", "cpu": "96", "memory": "1Ti"})
+        f"h100-{i}": ("h100", "NVIDIA-H100-80GB-HBM3", {GPU: "8", "rdma/hca": "1k", "cpu": "96", "memory": "1Ti"})
         for i in range(4)
     },
     **{
@@ -34,6 +34,7 @@ EXPECTED_NODES = {
         {"nvidia.com/mig-1g.10gb": "14", "cpu": "64", "memory": "512Gi"},
     ),
     "ts-0": ("timesliced", "Tesla-T4-SHARED", {GPU: "16", "cpu": "32", "memory": "128Gi"}),
+    "mps-0": ("mps", "NVIDIA-L4-SHARED", {"nvidia.com/gpu.shared": "16", "cpu": "32", "memory": "128Gi"}),
 }
 
 KUEUE = ("kueue.x-k8s.io", "v1beta2")
@@ -96,6 +97,10 @@ def test_fake_gpu_nodes_are_ready_with_capacity_and_taints(api_client):
         taints = [(t.key, t.value, t.effect) for t in node.spec.taints or []]
         assert (GPU, "present", "NoSchedule") in taints, name
     assert nodes["ts-0"].metadata.labels["nvidia.com/gpu.replicas"] == "4"
+    # Labelled as the NVIDIA device plugin labels a node shared through MPS.
+    mps = nodes["mps-0"].metadata.labels
+    assert (mps["nvidia.com/gpu.sharing-strategy"], mps["nvidia.com/mps.capable"], mps["nvidia.com/gpu.replicas"]) \
+        == ("mps", "true", "4")
     cpu_node = nodes["cpu-0"]
     assert not cpu_node.spec.taints
     assert cpu_node.status.capacity["cpu"] == "16"
