@@ -12,6 +12,7 @@ import uuid
 
 import pytest
 
+from cluster.errors import NotFound
 from jobs import actions
 from jobs import tasks as job_tasks
 from jobs.lifecycle import AT_PERSONAL_CAP, State
@@ -68,7 +69,10 @@ def submit(team, flavor, person, name, duration):
 
 
 def on_cluster(live, job) -> bool:
-    return live.get("batch/v1", "Job", object_name(job), job.team.namespace_name) is not None
+    try:
+        return bool(live.get("batch/v1", "Job", object_name(job), job.team.namespace_name))
+    except NotFound:
+        return False
 
 
 def test_a_member_at_the_cap_waits_while_a_teammate_starts_then_goes_ahead_when_their_job_ends(
