@@ -147,7 +147,7 @@ def notice_waiting_jobs(now) -> int:
     threshold = timedelta(minutes=settings.NOTIFY_WAITING_AFTER_MINUTES)
     preempted = Q(events__to_state=State.PREEMPTED)
     jobs = (Job.objects.filter(state__in=WAITING_FOR_QUOTA, submitted_at__lte=now - threshold)
-            .annotate(preemptions=Count("events", filter=preempted),
+            .annotate(times_preempted=Count("events", filter=preempted),
                       last_preempted=Max("events__created_at", filter=preempted))
             .select_related("team", "flavor", "submitter"))
     jobs = list(jobs)
@@ -155,12 +155,12 @@ def notice_waiting_jobs(now) -> int:
     told = 0
     for job in jobs:
         since = max(filter(None, [job.submitted_at, job.last_preempted]))
-        if now - since < threshold or _waiting_key(job, job.preemptions) in said:
+        if now - since < threshold or _waiting_key(job, job.times_preempted) in said:
             continue
         minutes = int((now - since).total_seconds() // 60)
         waited = f"{minutes // 60} h {minutes % 60} min" if minutes >= 60 else f"{minutes} min"
         told += bool(record(
-            kind=Kind.JOB_WAITING, key=_waiting_key(job, job.preemptions), team=job.team, job=job,
+            kind=Kind.JOB_WAITING, key=_waiting_key(job, job.times_preempted), team=job.team, job=job,
             title=f"{job.team.slug}/{job.name} has waited {waited}", message=job.message,
             path=reverse("jobs:detail", args=[job.pk]), data=_job_data(job), people=[job.submitter]))
     return told

@@ -134,6 +134,7 @@ def test_a_priority_class_added_in_the_admin_reaches_the_cluster_after_commit(
     client.force_login(quota_manager)
     with django_capture_on_commit_callbacks(execute=True):
         response = client.post(reverse("admin:quotas_priorityclass_add"),
-                               {"name": "urgent", "value": "2000", "description": ""})
+                               {"name": "urgent", "value": "2000", "description": "",
+                                "checkpoint_grace_seconds": "30", "minimum_runtime_seconds": "0"})
     assert response.status_code == 302, response.context and response.context["adminform"].form.errors
     assert cluster_sent["cluster"] == [()] and cluster_sent["quotas"] == []
