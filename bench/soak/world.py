@@ -91,6 +91,7 @@ def seed() -> dict:
             name=name, scheduler=scheduler, resource_name=resource, gpu_memory_gib=80, gpus_per_node=per_node,
             node_labels={"gpuplatform.io/pool": pool, "nvidia.com/gpu.product": product},
             node_taints=[GPU_TAINT], tolerations=[GPU_TOLERATION], cost_per_gpu_hour="1.00",
+            network_fabric="tcp",  # multi-node gangs need a declared fabric (docs/sharing.md)
         )
         for name, (scheduler, resource, per_node, pool, product) in FLAVORS.items()
     }

@@ -631,6 +631,9 @@ gomodcache_or_die() {
 apply_nodes() {
   log "nodes: applying fake GPU nodes"
   kubectl_ apply --server-side --force-conflicts -f "$CONFIG/nodes.yaml" >/dev/null
+  # A Node's status is a subresource: on a running cluster, new capacity (e.g. rdma/hca) reaches
+  # the nodes only through it.
+  kubectl_ apply --server-side --force-conflicts --subresource=status -f "$CONFIG/nodes.yaml" >/dev/null
   local n; n="$(grep -c '^kind: Node' "$CONFIG/nodes.yaml")"
   wait_for "$n Ready kwok nodes" 90 nodes_ready "$n"
 }
