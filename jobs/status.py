@@ -30,6 +30,12 @@ def observe(job: Job, seen: Seen) -> Observation | None:
     return replace(found, gpus=None if found.state == Phase.RUNNING and not gpus else gpus, checkpoint=checkpoint)
 
 
+def leaving_gpus(job: Job, seen: Seen) -> int:
+    """GPUs the pods of a job being cancelled still hold on nodes once its workload is gone
+    (`for_job(job).observe` said nothing): the garbage collector deletes them after it."""
+    return placed_gpus(job, seen.pods())
+
+
 def labels_due(job: Job, live: Callable[[tuple[str, str], str], dict | None]) -> bool:
     """Whether a label the job's objects should carry now differs from the one the cluster
     shows (``live(kind, name)``: the object in the watcher's cache). The priority class a job

@@ -163,7 +163,10 @@ def _record(job: Job, outcome: Outcome) -> None:
     if job.state == State.SUBMITTED:
         job.transition(State.QUEUED, reason="Queued", message="Waiting for the scheduler.")
     elif job.state == State.CANCELLING:
-        job.transition(State.CANCELLED, reason="Cancelled", message="Stopped and removed from the cluster.")
+        # Its pods may have given its GPUs back before this reconcile records the end (a retried
+        # task, seconds later): it ended then, in its timeline and GPU-hours alike.
+        job.transition(State.CANCELLED, reason="Cancelled", message="Stopped and removed from the cluster.",
+                       at=job.gave_back_at())
 
 
 def _with_related():

@@ -12,7 +12,6 @@ resync re-checks every live job, so API server restarts and disconnects lose not
 
 import itertools
 import logging
-import sys
 import threading
 import time
 from collections import OrderedDict
@@ -34,13 +33,12 @@ from .lifecycle import NOT_STARTED, State
 from .logs import failures_of, keep_failed
 from .manifests import object_name
 from .models import Job, Preemption
-from .status import labels_due, observe
+from .status import labels_due, leaving_gpus, observe
+from .watch_cache import EVENT, JOB_PODS, OWNERS, POD, UIDS, job_key, owner_keys, slim, uid_key
 
 log = logging.getLogger(__name__)
 
 OURS = f"{MANAGED_BY_LABEL}={MANAGED_BY_VALUE}"
-POD = ("v1", "Pod")
-EVENT = ("v1", "Event")
 # The watcher reads Warnings only (`_record_warning`): the API server filters the rest out,
 # a pod's Normal Events (Scheduled, Created, Started, ...) and Kueue's and Volcano's.
 WARNINGS_ONLY = "type=Warning"
@@ -68,83 +66,6 @@ RETRY_MAX_SECONDS = 5
 # worker process, hooks in here (the heal, `gpuplatform.heal`); a receiver hands what it
 # starts back to `watcher.on_stop`.
 leading = Signal()  # sender=StatusWatcher, watcher=the StatusWatcher
-
-# The indexes of each kind's store (`cluster.informer.Store`): (namespace, owner name) -> the
-# objects it owns, and for pods (namespace, job label) -> the job's pods.
-OWNERS = "owners"
-JOB_PODS = "job pods"
-UIDS = "uids"  # uid -> the object: a preemptor named by Kueue (`_job_of_uid`)
-
-# What the watcher keeps of each object: what it and its observers read (`jobs.status`,
-# `schedulers.*.observe_*`), nothing more. Everything enters the caches through `slim`
-# (each LIST page and each watch event, before it is remembered), so metadata.managedFields
-# (most of an object) and the pod templates never stay in memory. Reading another field in
-# an observer means keeping it here; tests/jobs/test_watcher_transform.py fails otherwise.
-# - every kind: metadata name, namespace, resourceVersion (the stream's position, relist
-#   diffs), labels (JOB_LABEL), ownerReferences (`_owner_job`, `_owned_by`), plus uid and
-#   creation/deletion timestamps (small; what a reader expects of an object);
-# - status, whole: batch Job conditions and `ready`, Workload conditions, Volcano Job
-#   `state`, PodGroup `phase` and conditions, Deployment `readyReplicas`;
-# - of the spec, only what `SPEC_READ` names: a Pod's nodeName and schedulingGates
-#   (`observe_inference`); no other kind's spec is read;
-# - Events (only ever held by their watch stream, to tell deletions at a relist): name,
-#   namespace and resourceVersion of the metadata, type; of a Warning also reason, message
-#   and involvedObject's apiVersion, kind, namespace and name (`_record_warning`).
-METADATA_KEPT = ("name", "namespace", "uid", "resourceVersion", "labels", "ownerReferences",
-                 "creationTimestamp", "deletionTimestamp")
-SPEC_READ: dict[Kind, tuple[str, ...]] = {POD: ("nodeName", "schedulingGates")}
-EVENT_METADATA_KEPT = ("name", "namespace", "resourceVersion")
-INVOLVED_KEPT = ("apiVersion", "kind", "namespace", "name")
-
-
-def _compact(value):
-    """A copy sharing one string per dict key (interned) across all objects: a watch event
-    decodes each object on its own, so otherwise every key is a string of its own."""
-    if isinstance(value, dict):
-        return {sys.intern(k): _compact(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_compact(v) for v in value]
-    return value
-
-
-def slim(obj: dict) -> dict:
-    """What the watcher keeps of one object (see `METADATA_KEPT`); the watch transform."""
-    meta = obj.get("metadata") or {}
-    kind = (obj.get("apiVersion", ""), obj.get("kind", ""))
-    kept = EVENT_METADATA_KEPT if kind == EVENT else METADATA_KEPT
-    out = {"apiVersion": kind[0], "kind": kind[1],
-           "metadata": {key: _compact(meta[key]) for key in kept if key in meta}}
-    if kind == EVENT:
-        out["type"] = obj.get("type")
-        if obj.get("type") == "Warning":
-            about = obj.get("involvedObject") or {}
-            out["involvedObject"] = {key: about[key] for key in INVOLVED_KEPT if key in about}
-            out.update((key, obj[key]) for key in ("reason", "message") if key in obj)
-        return out
-    spec = obj.get("spec")
-    read = SPEC_READ.get(kind, ())
-    if isinstance(spec, dict) and read:
-        out["spec"] = {key: _compact(spec[key]) for key in read if key in spec}
-    if "status" in obj:
-        out["status"] = _compact(obj["status"])
-    return out
-
-
-def _owner_keys(obj: dict) -> list[tuple[str, str]]:
-    meta = obj.get("metadata") or {}
-    return [(meta.get("namespace", ""), owner.get("name", "")) for owner in meta.get("ownerReferences") or []]
-
-
-def _uid_key(obj: dict) -> list[str]:
-    uid = (obj.get("metadata") or {}).get("uid")
-    return [uid] if uid else []
-
-
-def _job_key(obj: dict) -> list[tuple[str, str]]:
-    meta = obj.get("metadata") or {}
-    job_id = (meta.get("labels") or {}).get(JOB_LABEL)
-    return [] if job_id is None else [(meta.get("namespace", ""), job_id)]
-
 
 class _Seen:
     """One job's objects in the watcher's cache (`schedulers.Seen`); read under its lock."""
@@ -222,13 +143,16 @@ class StatusWatcher:
         # runs already handled (at most `max_warnings`, oldest forgotten first).
         self._tails_due: dict[tuple, tuple[int, dict, list]] = {}
         self._tails_seen: OrderedDict[tuple, None] = OrderedDict()
+        # What follow-up work last saw of a job (`_changed`): a preemption recorded, labels
+        # found in place; at most `max_warnings` jobs, least recently evaluated forgotten first.
+        self._followed: OrderedDict[tuple, object] = OrderedDict()
         self._on_stop: list = []  # what `leading`'s receivers started, stopped with the watcher
 
     # --- watching ---------------------------------------------------------------------------
     def _informer(self, kind: tuple[str, str], selector: str | None) -> Informer:
-        indexers = {OWNERS: _owner_keys, UIDS: _uid_key}
+        indexers = {OWNERS: owner_keys, UIDS: uid_key}
         if kind == POD:
-            indexers[JOB_PODS] = _job_key
+            indexers[JOB_PODS] = job_key
 
         def event(event_type: str, obj: dict) -> None:
             self._record(kind, event_type, obj)  # looked up at each event: tests listen in
@@ -354,17 +278,45 @@ class StatusWatcher:
         ceilings = Ceilings(jobs)
         for job in jobs:
             seen = self.observe(job, ceilings)
-            if seen is not None and job.observe(seen.state, reason=seen.reason, message=seen.message, gpus=seen.gpus,
-                                                 times=seen.times):
+            if seen is None:
+                changed += self._give_back(job)
+                continue
+            if job.observe(seen.state, reason=seen.reason, message=seen.message, gpus=seen.gpus, times=seen.times):
                 changed += 1
                 log.info("job %s: %s (%s)", job.pk, job.state, job.reason)
-            if seen is not None and seen.preempted is not None and job.state == State.PREEMPTED:
+            if seen.preempted is not None and job.state == State.PREEMPTED and self._changed(
+                    ("preempted", job.pk), (seen.preempted.at, seen.checkpoint)):
                 self._record_preemption(job, seen)
             if self._labels_due(job):
                 reconcile_soon(job)
         self.transitions += changed
         WATCHER_TRANSITIONS.inc(changed)
         return changed
+
+    def _changed(self, key: tuple, value, *, remember: bool = True) -> bool:
+        """Whether ``value`` differs from what was last remembered for ``key`` (then remembered
+        unless told not to): follow-up work runs once per change, not at every evaluation and
+        resync. Forgotten after a restart; the work is idempotent, so it runs once more."""
+        last = self._followed.get(key, self._followed)  # the dict itself: nothing remembered
+        if last == value:
+            self._followed.move_to_end(key)
+            return False
+        if remember:
+            self._followed[key] = value
+            while len(self._followed) > self.max_warnings:
+                self._followed.popitem(last=False)
+        return True
+
+    def _give_back(self, job: Job) -> int:
+        """A job being cancelled whose workload is gone: its pods give its GPUs back as the
+        garbage collector deletes them (`jobs.status.leaving_gpus`), so its GPU-hours end with
+        its pods, not when the cancel's reconcile records the end (seconds later when that
+        task is retried). Not before every watch has listed: an empty cache proves nothing."""
+        if job.state != State.CANCELLING or not all(i.synced.is_set() for i in self._informers.values()):
+            return 0
+        with self._lock:
+            gpus = leaving_gpus(job, _Seen(self, job))
+        return int(job.give_back(gpus))
 
     # --- the preemption contract (docs/preemption.md) -----------------------------------------
     def _job_of_uid(self, job_uid: str | None, workload_uid: str | None) -> Job | None:
@@ -397,9 +349,17 @@ class StatusWatcher:
         (`jobs.status.labels_due`): a job whose class has a minimum runtime only."""
         if not job.minimum_runtime_seconds:
             return False
+        # What the labels it renders depend on: checked again only when that changes.
+        key, renders = ("labels", job.pk), (job.state, job.run_admitted_at, job.priority_id,
+                                             job.is_protected_from_preemption())
+        if not self._changed(key, renders, remember=False):
+            return False
         namespace = job.team.namespace_name
         with self._lock:
-            return labels_due(job, lambda kind, name: self._cache.get(kind, {}).get((namespace, name)))
+            due = labels_due(job, lambda kind, name: self._cache.get(kind, {}).get((namespace, name)))
+        if not due:  # in place: not looked at again until what they depend on changes
+            self._changed(key, renders)
+        return due
 
     def run(self) -> None:
         for informer in self._informers.values():

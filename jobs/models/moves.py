@@ -77,6 +77,19 @@ class JobMoves:
                 return False
         return self.transition(target, reason=reason, message=message, gpus=gpus, at=stamps[-1])
 
+    def give_back(self, gpus: int, at=None) -> bool:
+        """A job being cancelled whose pods hold ``gpus`` now, its workload gone: the interval
+        moves with them (`jobs.watcher`); the end itself is the cancel's reconcile's to record."""
+        if self.state != State.CANCELLING:
+            return False
+        return self._update_in_place(self.reason, self.message, gpus, at)
+
+    def gave_back_at(self):
+        """When a job being cancelled last gave GPUs back, once it holds none (`give_back`, or
+        its cancel's request when it held none): when it ended, for the cancel's reconcile
+        that records the end later (a retried task). None while it holds some."""
+        return self.updated_at if self.state == State.CANCELLING and not self.gpus_in_use else None
+
     def _route_times(self, route: list[str], times: dict, seen_at) -> list:
         """When each step of ``route`` happened: the cluster's time where it keeps one, else
         that of the next step it knows (it happened no later), else ``seen_at``; never before

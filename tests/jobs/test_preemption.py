@@ -329,6 +329,17 @@ def test_the_watcher_records_a_preemption_once_names_the_preemptor_and_takes_the
     assert (p.checkpoint_at, p.lost_gpu_hours) == (at(64), Decimal("0.80"))
 
 
+def test_a_recorded_preemption_costs_the_next_evaluations_no_query(
+        preemptor, running_victim, django_assert_num_queries):
+    seen = (kueue_objects(running_victim, "a", [EVICTED, preempted_condition("wl-b", "job-b")])
+            + kueue_objects(preemptor, "b"))
+    watcher = watching(seen)
+    watcher.evaluate([running_victim.pk])
+    assert Preemption.objects.get().by_job == preemptor
+    with django_assert_num_queries(1):  # the job; the preemption is known (each resync of every live job)
+        assert watcher.evaluate([running_victim.pk]) == 0
+
+
 def test_a_preemptor_known_only_by_its_workload_is_found_through_its_owner(running_victim, preemptor):
     seen = (kueue_objects(running_victim, "a", [EVICTED, preempted_condition("wl-b", "UNKNOWN")])
             + kueue_objects(preemptor, "b"))
@@ -373,6 +384,21 @@ def test_the_watcher_asks_for_a_reconcile_when_the_protection_starts_and_ends(ru
     admitted_minutes_ago(16)
     watcher.evaluate([running_victim.pk])
     assert asked == [running_victim.pk]
+
+
+def test_labels_found_in_place_are_not_rendered_again_until_the_protection_changes(running_victim, monkeypatch):
+    asked = []
+    monkeypatch.setattr("jobs.watcher.reconcile_soon", lambda job: asked.append(job.pk))
+    Job.objects.filter(pk=running_victim.pk).update(run_admitted_at=timezone.now() - timedelta(minutes=20))
+    job = Job.objects.select_related("team", "flavor", "priority").get(pk=running_victim.pk)
+    watcher = watching(kueue_objects(job, "a", [{"type": "Admitted", "status": "True"}]))
+    watcher.evaluate([job.pk])
+    with monkeypatch.context() as patched:  # each resync of every live job
+        patched.setattr("jobs.status.render_job", lambda job: pytest.fail("rendered again"))
+        watcher.evaluate([job.pk])
+    Job.objects.filter(pk=job.pk).update(run_admitted_at=timezone.now())  # admitted again: protected
+    watcher.evaluate([job.pk])
+    assert asked == [job.pk]
 
 
 def test_a_class_without_a_minimum_runtime_costs_the_watcher_no_render(h100, monkeypatch):
