@@ -1,8 +1,12 @@
 """Console for jobs: searchable, filterable, with their lifecycle events read-only."""
 
 from django.contrib import admin
+from simple_history.admin import SimpleHistoryAdmin
+
+from quotas.models import MemberCap
 
 from . import spec
+from .actions import remove_cap, save_cap
 from .models import GpuInterval, Job, JobEvent
 
 STATUS_FIELDS = ["state", "reason", "message", "created_at", "updated_at", "submitted_at", "admitted_at",
@@ -70,3 +74,27 @@ class GpuIntervalAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request, obj=None):
         return False
+
+
+@admin.register(MemberCap)
+class MemberCapAdmin(SimpleHistoryAdmin):
+    """Per-person caps (docs/caps.md), set by a team's owners on its page; here for quota
+    managers. Saved and removed the way the team page does it (`jobs.actions.save_cap`), so
+    the jobs a raised cap lets through go at once."""
+
+    list_display = ["team", "flavor", "user", "max_gpus", "max_jobs", "set_by", "updated_at"]
+    list_filter = ["flavor", "team"]
+    search_fields = ["team__slug", "user__username"]
+    list_select_related = ["team", "flavor", "user", "set_by"]
+    fields = ["team", "flavor", "user", "max_gpus", "max_jobs", "set_by", "updated_at"]
+    readonly_fields = ["set_by", "updated_at"]
+
+    def save_model(self, request, obj, form, change):
+        save_cap(obj, request.user)
+
+    def delete_model(self, request, obj):
+        remove_cap(obj, request.user)
+
+    def delete_queryset(self, request, queryset):
+        for cap in queryset.select_related("team"):
+            remove_cap(cap, request.user)

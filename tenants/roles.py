@@ -19,6 +19,9 @@ QUOTA_MANAGER_PERMISSIONS = {
         # Idle-GPU reclaim: a flavor's policy and a team's override.
         "idlepolicy": "add change delete view",
         "historicalidlepolicy": "view",
+        # Per-person caps inside a team (set by its owners; the admin for the cases they ask).
+        "membercap": "add change delete view",
+        "historicalmembercap": "view",
         # The console: decide requests (in the console only; the admin shows them read
         # only), run grants, read the audit trail.
         "quotarequest": "view",

@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from jobs.models import Job
 from jobs.tasks import reconcile_job
-from quotas.models import Cohort, PriorityClass, Quota, QuotaGrant
+from quotas.models import Cohort, MemberCap, PriorityClass, Quota, QuotaGrant
 from tenants import tasks as team_tasks
 from tenants.models import Team
 
@@ -20,7 +20,7 @@ pytestmark = pytest.mark.django_db
 CHANGELISTS = [
     "tenants_team", "tenants_membership",
     "quotas_gpuflavor", "quotas_cohort", "quotas_quota", "quotas_priorityclass",
-    "jobs_job", "jobs_jobevent",
+    "jobs_job", "jobs_jobevent", "quotas_membercap",
 ]
 
 
@@ -31,6 +31,7 @@ def data(team, flavor):
     team.refresh_from_db()
     job = make_job(team, flavor, priority=PriorityClass.objects.create(name="high", value=1000))
     job.submit()
+    MemberCap.objects.create(team=team, flavor=flavor, user=None, max_gpus=8)
     return job
 
 
@@ -143,3 +144,24 @@ def test_deleting_a_team_in_the_admin_asks_first_and_says_it_offboards(client, q
     actions = client.get(reverse("admin:tenants_team_changelist")).context["action_form"].fields["action"].choices
     assert [name for name, _ in actions if name] == ["offboard"]  # the bulk delete, asking first
 
+
+def test_a_cap_set_in_the_admin_is_saved_as_the_team_page_saves_it(
+        client, quota_manager, team, flavor, member, monkeypatch, django_capture_on_commit_callbacks):
+    released = []
+    monkeypatch.setattr("jobs.tasks.release_at_cap.delay", lambda *args: released.append(args))
+    client.force_login(quota_manager)
+    form = {"team": team.pk, "flavor": flavor.pk, "user": member.pk, "max_gpus": 4, "max_jobs": ""}
+    response = client.post(reverse("admin:quotas_membercap_add"), {**form, "max_gpus": -1})
+    assert response.status_code == 200  # refused field by field, what was typed kept
+    assert response.context["adminform"].form.errors["max_gpus"]
+    assert response.context["adminform"].form["team"].value() == str(team.pk)
+    with django_capture_on_commit_callbacks(execute=True):
+        response = client.post(reverse("admin:quotas_membercap_add"), form)
+    assert response.status_code == 302
+    cap = MemberCap.objects.get(team=team, user=member)
+    assert (cap.max_gpus, cap.set_by, cap.history.latest().history_user) == (4, quota_manager, quota_manager)
+    assert released == [(team.pk,)]  # the jobs waiting at caps that fit now go at once
+    with django_capture_on_commit_callbacks(execute=True):
+        client.post(reverse("admin:quotas_membercap_delete", args=[cap.pk]), {"post": "yes"})
+    assert not MemberCap.objects.filter(pk=cap.pk).exists()
+    assert released == [(team.pk,), (team.pk,)]
