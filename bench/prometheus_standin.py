@@ -1,5 +1,7 @@
 """A small real HTTP server standing in for Prometheus: the bench's (``make bench-pages``
-counts the queries each page sends it) and the page tests'.
+counts the queries each page sends it) and the unit tests' (tests/standin.py: the fixtures
+``standin`` and ``prometheus_api``). The live tests use the real Prometheus of
+deploy/local-cluster.
 
 It serves /api/v1/query and /api/v1/query_range for GPU series given as labels and a value
 (a number, or a function of unix time), and evaluates the few shapes of PromQL the platform
@@ -9,7 +11,9 @@ each second of the window), ``X * N``, ``X or Y`` (Y's series whose labels X has
 ``(X)`` and ``count by (namespace) (X < N)``: so the idle rule's
 ``max_over_time(ACTIVE{...}[W]) * 100 or max_over_time(UTIL{...}[W])`` too. Anything else
 answers 400 bad_data, as Prometheus answers a query it cannot parse; a ``timeout`` it
-refuses ("1.5s", "0ms") too (``timeout_refused``). ``queries`` counts what came in; ``delay`` makes it slow.
+refuses ("1.5s", "0ms") too (``timeout_refused``). ``requests`` records what came in (path
+and form) and ``auth_seen`` its Authorization header; ``delay``, ``trickle`` and ``answer``
+make it slow, drip-feed its body or say something else.
 """
 
 from __future__ import annotations
@@ -74,9 +78,16 @@ class GpuSeries:
 class StandIn:
     url: str = ""
     series: list[GpuSeries] = field(default_factory=list)
-    queries: int = 0
-    delay: float = 0.0
+    requests: list[tuple[str, dict]] = field(default_factory=list)
+    auth_seen: list[str | None] = field(default_factory=list)
+    delay: float = 0.0  # seconds before answering
+    trickle: float = 0.0  # seconds between the bytes of the body
+    answer: tuple[int, bytes] | None = None  # (status, body) instead of evaluating
     _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def queries(self) -> int:
+        return len(self.requests)
 
     def add(self, value, **labels) -> GpuSeries:
         one = GpuSeries(labels, value)
@@ -134,14 +145,12 @@ class StandIn:
         return [(s.labels, s.at(t)) for s in self._select(None, promql)]
 
     def evaluate(self, path: str, form: dict) -> tuple[int, dict]:
-        with self._lock:
-            self.queries += 1
         if refused := timeout_refused(form):
             return 400, {"status": "error", "errorType": "bad_data", "error": refused}
         try:
             if path == "/api/v1/query":
                 at = float(form.get("time", time.time()))
-                result = [{"metric": labels, "value": [at, f"{v:g}"]} for labels, v in self.instant(form["query"], at)]
+                result = [{"metric": labels, "value": [at, _text(v)]} for labels, v in self.instant(form["query"], at)]
                 return 200, {"status": "success", "data": {"resultType": "vector", "result": result}}
             if path == "/api/v1/query_range":
                 start, end, step = float(form["start"]), float(form["end"]), float(form["step"])
@@ -149,7 +158,7 @@ class StandIn:
                 by_series: dict = {}
                 for t in times:
                     for labels, v in self.instant(form["query"], t):
-                        by_series.setdefault(json.dumps(labels, sort_keys=True), (labels, []))[1].append([t, f"{v:g}"])
+                        by_series.setdefault(json.dumps(labels, sort_keys=True), (labels, []))[1].append([t, _text(v)])
                 result = [{"metric": labels, "values": values} for labels, values in by_series.values()]
                 return 200, {"status": "success", "data": {"resultType": "matrix", "result": result}}
         except (KeyError, ValueError) as err:
@@ -180,6 +189,10 @@ def timeout_refused(form: dict) -> str:
     return ""
 
 
+def _text(value: float) -> str:
+    return "NaN" if value != value else f"{value:g}"  # as Prometheus writes it
+
+
 def _wrapped(text: str) -> bool:
     """Whether ``text`` is one parenthesised expression, ``(...)`` (not ``(a) or (b)``)."""
     if not text.startswith("("):
@@ -201,16 +214,27 @@ def serve(standin: StandIn | None = None) -> tuple[StandIn, ThreadingHTTPServer]
         def do_POST(self):  # noqa: N802 (http.server's name)
             length = int(self.headers.get("Content-Length", 0))
             form = {k: v[0] for k, v in parse_qs(self.rfile.read(length).decode()).items()}
+            path = self.path.split("?")[0]
+            with standin._lock:
+                standin.requests.append((path, form))
+                standin.auth_seen.append(self.headers.get("Authorization"))
             if standin.delay:
                 time.sleep(standin.delay)
-            status, answer = standin.evaluate(self.path.split("?")[0], form)
-            body = json.dumps(answer).encode()
+            status, body = standin.answer or (None, b"")
+            if status is None:
+                status, answer = standin.evaluate(path, form)
+                body = json.dumps(answer).encode()
             try:
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
-                self.wfile.write(body)
+                if not standin.trickle:
+                    self.wfile.write(body)
+                for at in range(len(body) if standin.trickle else 0):
+                    self.wfile.write(body[at:at + 1])
+                    self.wfile.flush()
+                    time.sleep(standin.trickle)
             except (BrokenPipeError, ConnectionResetError):
                 pass  # the client gave up, as it should
 

@@ -1,6 +1,7 @@
-"""The Prometheus stand-in (bench/prometheus_standin.py, a real HTTP server) as a fixture:
-``PROMETHEUS_URL`` points at it for the test, and ``gpus_of(job, ...)`` makes a job's pods
-report GPUs the way dcgm-exporter names them."""
+"""The Prometheus stand-in (bench/prometheus_standin.py, a real HTTP server) as fixtures:
+``prometheus_api`` alone (for `cluster.prometheus` and what asks it directly), ``standin``
+with ``PROMETHEUS_URL`` pointing at it for the test; ``gpus_of(job, ...)`` makes a job's
+pods report GPUs the way dcgm-exporter names them."""
 
 import pytest
 
@@ -8,6 +9,14 @@ from bench.prometheus_standin import serve
 from cluster.prometheus import prometheus_from_settings
 from jobs import gpu_use
 from schedulers.workloads import object_name
+
+
+@pytest.fixture
+def prometheus_api():
+    api, server = serve()
+    yield api
+    server.shutdown()
+    server.server_close()
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""cluster.prometheus against a real HTTP server speaking Prometheus's API (tests/prometheus_api.py):
+"""cluster.prometheus against a real HTTP server speaking Prometheus's API (bench/prometheus_standin.py, tests/standin.py):
 answers read into samples and series, credentials sent as configured, and every way of not
 getting an answer turned into one PrometheusUnavailable with a line a page can show."""
 
@@ -21,8 +21,7 @@ from cluster.prometheus import (
     timeout_text,
 )
 from jobs import gpu_use
-from tests.prometheus_api import prometheus_api  # noqa: F401 (the fixture)
-from tests.standin import standin  # noqa: F401 (the fixture)
+from tests.standin import prometheus_api, standin  # noqa: F401 (the fixtures)
 
 
 def test_query_reads_an_instant_vector_into_samples(prometheus_api):
