@@ -1,6 +1,8 @@
 """REST API for teams, with their quotas and what their jobs use of them, and the per-person
 caps their owners set (docs/caps.md)."""
 
+from dataclasses import replace
+
 from django.contrib.auth import get_user_model
 from rest_framework import mixins, serializers
 
@@ -11,9 +13,10 @@ from jobs import actions
 from jobs.models import Job
 from jobs.usage import job_gpus
 from quotas.api import QuotaSerializer
+from quotas.fairshare import fair_shares
 from quotas.models import GpuFlavor, MemberCap
 from tenants.models import Team
-from tenants.scoping import TeamField, TeamFilterSet, TeamScopedViewSet, teams_of
+from tenants.scoping import TeamField, TeamFilterSet, TeamScopedViewSet, team_names_shown, teams_of
 
 
 class TeamSerializer(serializers.ModelSerializer):
@@ -42,14 +45,56 @@ def _use(holdings: dict, user_id, flavor_id) -> dict:
     return holdings.get((user_id, flavor_id), {"gpus": 0, "jobs": 0, "waiting": 0})
 
 
+class FairShareQueueSerializer(serializers.Serializer):
+    """One team's ClusterQueue in the cohort, as Kueue's fair-sharing status shows it."""
+
+    team = serializers.CharField(allow_null=True, help_text="null: a team you may not see.")
+    weight = serializers.DecimalField(max_digits=12, decimal_places=3, coerce_to_string=False)
+    weighted_share = serializers.IntegerField(
+        source="share", allow_null=True,
+        help_text="Kueue's weightedShare: the cohort's spare GPUs it uses, per mille, divided by its weight; "
+                  "the lowest goes first. null: fair sharing is off.")
+    nominal_gpus = serializers.IntegerField()
+    borrowed_gpus = serializers.IntegerField()
+
+
+class FairShareSerializer(serializers.Serializer):
+    """Why the team's jobs on a flavor go before or after the cohort's other teams' (quotas/fairshare.py)."""
+
+    flavor = serializers.CharField()
+    cohort = serializers.CharField()
+    explanation = serializers.CharField(source="text")
+    queues = FairShareQueueSerializer(source="members", many=True)
+
+
 class TeamDetailSerializer(TeamSerializer):
     role = serializers.SerializerMethodField()
     quotas = serializers.SerializerMethodField()
     my_caps = serializers.SerializerMethodField()
+    fair_share = serializers.SerializerMethodField()
+    fair_share_problem = serializers.SerializerMethodField()
 
     class Meta(TeamSerializer.Meta):
-        fields = TeamSerializer.Meta.fields + ["role", "quotas", "my_caps"]
+        fields = TeamSerializer.Meta.fields + ["role", "quotas", "my_caps", "fair_share", "fair_share_problem"]
         read_only_fields = fields
+
+    def _fair_share(self, team) -> tuple[list, str]:
+        if "fair_share" not in self.context:  # one read of Kueue's status for both fields
+            named = team_names_shown(self.context["request"])
+            shares, problem = fair_shares([team], named=named)
+            hidden = [[replace(m, team=m.team if named(m.team) else None) for m in s.members] for s in shares]
+            self.context["fair_share"] = ([replace(s, members=m) for s, m in zip(shares, hidden, strict=True)],
+                                          problem)
+        return self.context["fair_share"]
+
+    def get_fair_share(self, team) -> FairShareSerializer(many=True):
+        """Kueue's fair share of each of the team's quotas in a cohort, in words and numbers
+        (docs/quotas.md); empty when it has none."""
+        return FairShareSerializer(self._fair_share(team)[0], many=True).data
+
+    def get_fair_share_problem(self, team) -> str:
+        """Why Kueue's fair-sharing status could not be read ("" when it was)."""
+        return self._fair_share(team)[1]
 
     def get_my_caps(self, team) -> MyCapSerializer(many=True):
         """The per-person caps that hold you in this team (docs/caps.md) and your use of each;

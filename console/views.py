@@ -24,6 +24,7 @@ from quotas.models import MemberCap, QuotaGrant, QuotaRequest
 from tenants.forms import MemberForm
 from tenants.models import Membership, Team
 from tenants.roles import is_quota_manager
+from tenants.scoping import team_names_shown
 
 from . import accounting
 
@@ -96,11 +97,7 @@ def gpu_use_context(teams=None, *, top: int | None = None) -> dict:
 def fair_share_context(request, teams) -> dict:
     """Kueue's fair share of each of ``teams``' cohort quotas in words; other teams of a cohort
     are named only to those who may see them."""
-    if is_quota_manager(request.user):
-        named = lambda slug: True  # noqa: E731 - quota managers see every team
-    else:
-        named = set(Team.objects.visible_to(request.user).values_list("slug", flat=True)).__contains__
-    shares, problem = fair_shares(teams, named=named)
+    shares, problem = fair_shares(teams, named=team_names_shown(request))
     return {"fair_shares": shares, "fair_share_problem": problem}
 
 

@@ -30,6 +30,12 @@ def teams_of(request) -> QuerySet:
     return visible_teams(request) if request is not None and hasattr(request, "user") else Team.objects.none()
 
 
+def team_names_shown(request) -> Callable[[str], bool]:
+    """``named(slug)``: whether the request may read a team's name, of the teams it may see
+    (`teams_of`: every team for a quota manager); what tells others apart says "another team"."""
+    return set(teams_of(request).values_list("slug", flat=True)).__contains__
+
+
 class TeamField(SlugRelatedField):
     """A team by slug, among those the caller may see (narrowed to the token's team)."""
 

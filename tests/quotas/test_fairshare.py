@@ -127,3 +127,30 @@ def test_without_a_cluster_the_team_page_says_so(cohort_of_two, member, client_f
     settings.KUBE_IN_CLUSTER, settings.KUBECONFIG = False, str(tmp_path / "none")
     page = client_for(member).get("/teams/vision/").content.decode()
     assert "No cluster is configured, so Kueue&#x27;s fair-sharing status cannot be read." in page
+
+
+def test_the_teams_api_gives_the_fair_share_in_words_and_numbers_to_the_team_only(
+        fake, cohort_of_two, owner, member, outsider, quota_manager, client_for):
+    mine, theirs = cohort_of_two
+    fake.put(queue_with_status(mine, 125, 2)), fake.put(queue_with_status(theirs, 500, 2))
+    for person in (owner, member):
+        body = client_for(person).get("/api/v1/teams/vision").json()
+        [share] = body["fair_share"]
+        assert (share["flavor"], share["cohort"], body["fair_share_problem"]) == ("h100", "labs", "")
+        assert "75 % less than another team's 500" in share["explanation"]
+        # nlp is not one of theirs: its numbers, not its name
+        assert sorted(share["queues"], key=lambda q: q["weighted_share"]) == [
+            {"team": "vision", "weight": 2.0, "weighted_share": 125, "nominal_gpus": 4, "borrowed_gpus": 2},
+            {"team": None, "weight": 1.0, "weighted_share": 500, "nominal_gpus": 4, "borrowed_gpus": 2}]
+    assert client_for(outsider).get("/api/v1/teams/vision").status_code == 404
+    [share] = client_for(quota_manager).get("/api/v1/teams/vision").json()["fair_share"]
+    assert {q["team"] for q in share["queues"]} == {"vision", "nlp"}
+    assert "team nlp's 500" in share["explanation"]
+
+
+def test_without_a_cluster_the_teams_api_says_why_there_is_no_fair_share(
+        cohort_of_two, member, client_for, settings, tmp_path):
+    settings.KUBE_IN_CLUSTER, settings.KUBECONFIG = False, str(tmp_path / "none")
+    body = client_for(member).get("/api/v1/teams/vision").json()
+    assert body["fair_share"] == []
+    assert body["fair_share_problem"] == "No cluster is configured, so Kueue's fair-sharing status cannot be read."
