@@ -151,9 +151,12 @@ def port_forward_line(job) -> str:
 
 
 # --- what the cluster says ------------------------------------------------------------------------
-def _cluster_status(kind: str, obj: dict | None) -> dict:
-    status = (obj or {}).get("status") or {}
-    return (status.get("rayClusterStatus") or {}) if kind == "RayJob" else status
+def _cluster_status(obj: dict | None, cluster: dict | None) -> dict:
+    """The Ray cluster's status: its own (a RayCluster's, or the one KubeRay made for a RayJob),
+    else the copy in the RayJob's status, which KubeRay refreshes only on its way through."""
+    if cluster is not None or (obj or {}).get("kind") == "RayCluster":
+        return ((cluster if cluster is not None else obj).get("status")) or {}
+    return ((obj or {}).get("status") or {}).get("rayClusterStatus") or {}
 
 
 def _head_ready(status: dict) -> bool:
@@ -163,10 +166,10 @@ def _head_ready(status: dict) -> bool:
     return status.get("state") == "ready"
 
 
-def progress(job, obj: dict | None) -> str:
+def progress(job, obj: dict | None, cluster: dict | None = None) -> str:
     """"head ready, 3/4 workers" (and Ray's own job status when the operator reports one)."""
     kind = (obj or {}).get("kind", "")
-    status = _cluster_status(kind, obj)
+    status = _cluster_status(obj, cluster)
     ready = status.get("readyWorkerReplicas") or 0
     head = "head ready" if _head_ready(status) else "head starting"
     said = f"{head}, {ready}/{job.workers} workers"
@@ -174,10 +177,11 @@ def progress(job, obj: dict | None) -> str:
     return f"{said}, Ray job {ray_status}" if ray_status else said
 
 
-def observe_ray(job, workload: dict | None, obj: dict | None) -> Observation | None:
+def observe_ray(job, workload: dict | None, obj: dict | None, cluster: dict | None = None) -> Observation | None:
     """A Ray object's state: Kueue's Workload says queued, admitted, preempted or stopped
-    (as for a batch Job); KubeRay's status says whether the head and workers are ready and,
-    for a RayJob, how the job ended (`jobDeploymentStatus`, Ray's `jobStatus`)."""
+    (as for a batch Job); KubeRay's status says whether the head and workers are ready
+    (`cluster`: the RayCluster KubeRay made for a RayJob) and, for a RayJob, how the job
+    ended (`jobDeploymentStatus`, Ray's `jobStatus`)."""
     status = (obj or {}).get("status") or {}
     deployment = status.get("jobDeploymentStatus")
     ended_at = {"lastTransitionTime": status.get("endTime")} if status.get("endTime") else None
@@ -193,7 +197,7 @@ def observe_ray(job, workload: dict | None, obj: dict | None) -> Observation | N
     seen = observe_training(job, workload, None)
     if seen is None or seen.state != Phase.ADMITTED:
         return seen
-    cluster = _cluster_status((obj or {}).get("kind", ""), obj)
-    if _head_ready(cluster) and (cluster.get("readyWorkerReplicas") or 0) >= job.workers:
-        return Observation(Phase.RUNNING, "Running", f"Running: {progress(job, obj)}.", times=seen.times)
-    return replace(seen, message=f"Quota reserved; starting: {progress(job, obj)}.")
+    status = _cluster_status(obj, cluster)
+    if _head_ready(status) and (status.get("readyWorkerReplicas") or 0) >= job.workers:
+        return Observation(Phase.RUNNING, "Running", f"Running: {progress(job, obj, cluster)}.", times=seen.times)
+    return replace(seen, message=f"Quota reserved; starting: {progress(job, obj, cluster)}.")

@@ -10,7 +10,8 @@ from .base import WorkloadKind
 
 
 def observe(job, seen):
-    return ray.observe_ray(job, seen.owned(kueue.WORKLOAD), seen.named(ray.RAY_JOB))
+    # KubeRay names the RayJob's cluster itself; it owns it and copies our labels onto it.
+    return ray.observe_ray(job, seen.owned(kueue.WORKLOAD), seen.named(ray.RAY_JOB), seen.owned(ray.RAY_CLUSTER))
 
 
 def pod_pattern(job) -> str:
@@ -25,7 +26,8 @@ KIND = WorkloadKind(
     job_kind=spec.RAY_JOB,
     schedulers=(spec.KUEUE,),
     renders=(ray.RAY_JOB,),
-    watched=((ray.RAY_JOB, True), (kueue.WORKLOAD, False)),
+    # The RayCluster KubeRay makes for it carries the RayJob's labels (ours): watched by them.
+    watched=((ray.RAY_JOB, True), (ray.RAY_CLUSTER, True), (kueue.WORKLOAD, False)),
     fields=ray.RAY_JOB_FIELDS,
     render=ray.render_ray_job,
     observe=observe,

@@ -162,3 +162,15 @@ def test_what_kueue_and_kuberay_say_becomes_the_jobs_state(team, flavor, case, w
 
 def test_nothing_seen_is_no_observation(team, flavor):
     assert observe_ray(ray_job(team, flavor), None, None) is None
+
+
+def test_a_ray_jobs_progress_comes_from_the_cluster_kuberay_made_for_it(team, flavor):
+    """KubeRay refreshes the copy in the RayJob's status only on its way through: the
+    RayCluster it made (and owns) is read first."""
+    job = ray_job(team, flavor)
+    stale = _ray_job_status(jobDeploymentStatus="Running", rayClusterStatus={"readyWorkerReplicas": 1})
+    cluster = {"kind": "RayCluster", "status": {"readyWorkerReplicas": 3, "conditions": [
+        {"type": "HeadPodReady", "status": "True"}]}}
+    assert observe_ray(job, ADMITTED, stale).state == Phase.ADMITTED
+    seen = observe_ray(job, ADMITTED, stale, cluster)
+    assert seen.state == Phase.RUNNING and "head ready, 3/3 workers" in seen.message
