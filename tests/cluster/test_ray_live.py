@@ -25,6 +25,7 @@ from tenants.tasks import offboard, sync_team
 
 from ..builders import make_flavor, make_job, make_quota, make_user
 from .conftest import TAINT, TOLERATION, reaches, submit, wait_until
+from .test_field_ownership_live import running_pods, sweeps_change_nothing
 from .test_no_way_around_the_queues import denied_by_policy, refused
 
 pytestmark = [pytest.mark.cluster, pytest.mark.django_db(transaction=True)]
@@ -149,3 +150,14 @@ def test_members_cannot_create_ray_objects_and_the_policy_holds_everyone_else(li
         loose["metadata"]["name"] = "loose"
         loose["spec"]["workerGroupSpecs"][0]["template"]["spec"]["serviceAccountName"] = "default"
         live.apply([{**loose, "metadata": {**loose["metadata"], "namespace": ns}}])
+
+
+def test_running_ray_objects_outlive_sweeps_that_write_nothing(live, ray_team, watcher):
+    """Kueue unsuspended them and injected placement; KubeRay writes their status: a reconcile
+    of each sends nothing, keeps its generation and its pods (DESIGN.md section 8)."""
+    team, h100, _, _ = ray_team
+    job = ray_job(live, team, h100, workers=1, gpus_per_worker=1)
+    interactive = ray_cluster(live, team, h100, workers=1, gpus_per_worker=1)
+    for each, workload in ((job, ("ray.io/v1", "RayJob")), (interactive, ("ray.io/v1", "RayCluster"))):
+        reaches(each, State.RUNNING, timeout=180)
+        sweeps_change_nothing(live, each, workload=workload, pods=running_pods(live, each, 2))
