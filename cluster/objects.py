@@ -281,7 +281,9 @@ def is_unchanged(desired: dict, live: dict, manager: str) -> bool:
 def prune_victims(items: list[dict], desired: list[dict]) -> list[dict]:
     """Which listed objects a prune deletes, dependents first.
 
-    An object without our managed-by label is never a victim, whatever selected it.
+    An object without our managed-by label is never a victim, whatever selected it, nor one a
+    controller made from one of ours (a controller ownerReference: KubeRay's RayCluster of a
+    RayJob copies the RayJob's labels), which goes with its owner.
     Objects already being deleted are skipped, so a terminating namespace costs no write
     per sweep.
     """
@@ -290,6 +292,7 @@ def prune_victims(items: list[dict], desired: list[dict]) -> list[dict]:
         obj
         for obj in items
         if is_managed(obj)
+        and not any(ref.get("controller") for ref in (obj.get("metadata") or {}).get("ownerReferences") or [])
         and ObjectRef.of(obj).identity not in keep
         and not (obj.get("metadata") or {}).get("deletionTimestamp")
     ]

@@ -12,6 +12,7 @@ FIELDS = {
     "gpus_per_worker", "gpu_memory_gib", "cpu_per_worker", "memory_per_worker_gib", "max_runtime_seconds",
     "port", "min_replicas", "max_replicas", "readiness_path", "readiness_initial_delay_seconds",
     "autoscaling_target_cpu_percent", "autoscale_metric", "target_gpu_utilization_percent",
+    "ray_entrypoint", "ray_runtime_env",
 }
 LISTS = ("command", "args")
 
@@ -40,6 +41,9 @@ def load(text: str, *, team: str | None = None) -> dict:
             raise JobFileError("env must be a mapping of names to values, e.g. env: {EPOCHS: '3'}.")
         # YAML reads 3 and true as numbers and booleans; environment values are strings.
         spec["env"] = {str(k): _env_value(v) for k, v in spec["env"].items()}
+    if isinstance(spec.get("ray_runtime_env"), dict):
+        # Written as a mapping in the file; the API takes Ray's runtime environment as YAML text.
+        spec["ray_runtime_env"] = yaml.safe_dump(spec["ray_runtime_env"], sort_keys=False)
     if team:
         spec["team"] = team
     if not spec.get("team"):

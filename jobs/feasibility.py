@@ -70,7 +70,7 @@ def assess(job: Job) -> Feasibility:
     if need > usage.ceiling:
         return Feasibility(
             Feasibility.NEVER,
-            f"Can never run: it needs {need} GPUs but team {team.slug} can use at most "
+            f"Can never run: it needs {job.need_words(need)} but team {team.slug} can use at most "
             f"{usage.ceiling} on {flavor.name}, borrowing included.",
             in_use=usage.in_use, capacity=usage.ceiling,
         )
@@ -85,7 +85,7 @@ def assess(job: Job) -> Feasibility:
             free, first = free - size, first + 1
     in_use = f"{usage.in_use} of {usage.nominal} GPUs in use"
     if need <= free:
-        return Feasibility(Feasibility.NOW, f"Starts now: {need} GPUs fit in the free quota ({in_use}).",
+        return Feasibility(Feasibility.NOW, f"Starts now: {job.need_words(need)} fit in the free quota ({in_use}).",
                            jobs_ahead=first, in_use=usage.in_use, capacity=usage.nominal)
     taken = usage.nominal - usage.in_use - free  # by the jobs ahead that fit first
     if usage.in_use + taken + need <= usage.ceiling:

@@ -25,6 +25,8 @@ TORCHRUN_ARGS = (
     "--rdzv-endpoint=$(MASTER_ADDR):$(MASTER_PORT) train.py --epochs 10"
 )
 
+RAY_IMAGE = "rayproject/ray:2.52.0-py312-gpu"
+
 # name -> (label, initial values). Strings for command/args/env, as the form shows them.
 PRESETS = {
     "single": ("Single-GPU training", dict(
@@ -43,7 +45,21 @@ PRESETS = {
         cpu_per_worker=8, memory_per_worker_gib=64, port=8000, min_replicas=1, max_replicas=2,
         readiness_path="/health", autoscaling_target_cpu_percent=70,
     )),
+    "ray-job": ("Ray job", dict(
+        kind="ray-job", name="ray-train", image=RAY_IMAGE, ray_entrypoint="python train.py --epochs 3",
+        ray_runtime_env="pip:\n  - torch\n", workers=2, gpus_per_worker=1, cpu_per_worker=8,
+        memory_per_worker_gib=64,
+    )),
+    "ray-cluster": ("Interactive Ray cluster", dict(
+        kind="ray-cluster", name="ray-dev", image=RAY_IMAGE, workers=2, gpus_per_worker=1,
+        cpu_per_worker=8, memory_per_worker_gib=64,
+    )),
 }
+
+
+def first_preset(kind: str) -> str:
+    """The preset a kind's tab starts from: the first of that kind."""
+    return next((key for key, (_, values) in PRESETS.items() if values["kind"] == kind), "single")
 
 
 def clone_initial(job: Job) -> dict:

@@ -32,13 +32,12 @@ from quotas.models import IdlePolicy
 from quotas.models.flavors import UNATTRIBUTABLE
 
 from . import actions, feasibility, gpu_use, logs, telemetry
-from .manifests import object_name, render_job
+from .kinds import for_job
+from .manifests import render_job
 from .models import IdleWatch, Job
 
 NO_CLUSTER = ("No cluster is configured for this platform, so pods and logs cannot be shown. "
               "The job's state above still comes from the database.")
-# A port-forward to a local port below 1024 needs root; a server on one is reached on this.
-LOCAL_PORT = 8080
 
 
 def _job(request, pk) -> Job:
@@ -74,19 +73,6 @@ def _status_context(request, job: Job) -> dict:
     }
 
 
-def endpoint(job: Job) -> dict | None:
-    """Where an inference server answers: its Service, in the cluster and by port-forward."""
-    if job.kind != Job.Kind.INFERENCE or job.port is None:
-        return None
-    service, namespace = object_name(job), job.team.namespace_name
-    local = job.port if job.port >= 1024 else LOCAL_PORT
-    return {
-        "service": service, "namespace": namespace, "port": job.port, "local_port": local,
-        "address": f"http://{service}.{namespace}.svc.cluster.local:{job.port}",
-        "port_forward": f"kubectl -n {namespace} port-forward service/{service} {local}:{job.port}",
-    }
-
-
 @login_required
 @require_GET
 def job_detail(request, pk):
@@ -99,7 +85,7 @@ def job_detail(request, pk):
         role=job.team.role_of(request.user),
         can_clone=job.team.can_submit(request.user),
         can_submit_draft=job.can_submit_draft(request.user),
-        endpoint=endpoint(job),
+        endpoint=for_job(job).endpoint(job),
     )
     return render(request, "jobs/job_detail.html", context)
 

@@ -13,16 +13,20 @@ Plain declarations, no Django: the model asks ``refused_on`` too, so this sits b
 from dataclasses import dataclass
 
 TRAINING, INFERENCE = "training", "inference"
+# Ray on the KubeRay operator (docs/ray.md): a RayJob (runs an entrypoint, then shuts its
+# cluster down) and a RayCluster (interactive, until cancelled).
+RAY_JOB, RAY_CLUSTER = "ray-job", "ray-cluster"
+RAY_KINDS = (RAY_JOB, RAY_CLUSTER)
 KUEUE, VOLCANO = "kueue", "volcano"
-KINDS = (TRAINING, INFERENCE)
+KINDS = (TRAINING, INFERENCE, *RAY_KINDS)
 SCHEDULERS = (KUEUE, VOLCANO)
 
 # Shapes that need more than a plain value: a related row named by one of its fields, a
 # list of words, a mapping of names to values, a decimal number.
 VALUE, RELATED, LIST, MAP, DECIMAL = "value", "related", "list", "map", "decimal"
 
-JOB, CONTAINER, RESOURCES, SERVING = "Job", "Container", "Resources", "Serving"
-SECTIONS = (JOB, CONTAINER, RESOURCES, SERVING)
+JOB, CONTAINER, RESOURCES, SERVING, RAY = "Job", "Container", "Resources", "Serving", "Ray"
+SECTIONS = (JOB, CONTAINER, RESOURCES, SERVING, RAY)
 
 
 @dataclass(frozen=True)
@@ -70,7 +74,8 @@ FIELDS = (
           listed=True),
     Field("name", JOB, "Name", "At most 40 lowercase letters, digits and '-', starting with a letter. "
           "Unique among the team's live jobs.", listed=True),
-    Field("kind", JOB, "Kind", "training (the default) or inference.", listed=True),
+    Field("kind", JOB, "Kind", "training (the default), inference, ray-job or ray-cluster (Ray on Kueue "
+          "flavors).", listed=True),
     Field("flavor", JOB, "Flavor", "The GPU flavor (hardware pool), by name.", shape=RELATED, named_by="name",
           listed=True),
     Field("priority", JOB, "Priority", "A priority class, by name; its value at most the team's ceiling. "
@@ -85,8 +90,8 @@ FIELDS = (
           f"{TEXT_BOUNDS.items}, names and values of {TEXT_BOUNDS.item_chars} characters, "
           f"{TEXT_BOUNDS.total_bytes // 1024} KiB in all. The torchrun variables (MASTER_ADDR, WORLD_SIZE, NNODES, NODE_RANK, "
           "...) are set by the platform.", shape=MAP, bounds=TEXT_BOUNDS),
-    Field("workers", RESOURCES, "Workers", "Pods started together (gang-scheduled); each gets the GPUs below.",
-          kinds=(TRAINING,), listed=True),
+    Field("workers", RESOURCES, "Workers", "Pods started together (gang-scheduled); each gets the GPUs below. "
+          "Ray: the worker pods beside the head (which has no GPU).", kinds=(TRAINING, *RAY_KINDS), listed=True),
     Field("gpus_per_worker", RESOURCES, "GPUs per worker", "At most the flavor's GPUs per node.", listed=True),
     Field("gpu_memory_gib", RESOURCES, "GPU memory per GPU (GiB)",
           "The GPU memory the job needs on each GPU (or share of one), e.g. about 16 GiB to run an 8B-parameter "
@@ -113,6 +118,12 @@ FIELDS = (
           "replicas' CPU use) or gpu (KEDA, on the average GPU utilization of the job's GPUs as Prometheus has it "
           "from dcgm-exporter; only where the cluster has KEDA). Either way at most max replicas, and no more "
           "than the team's quota can run.", kinds=(INFERENCE,)),
+    Field("ray_entrypoint", RAY, "Entrypoint", "The command the Ray job runs on its cluster, e.g. "
+          "python train.py --epochs 3 (at most 4096 characters).", kinds=(RAY_JOB,), schedulers=(KUEUE,),
+          required_for=(RAY_JOB,)),
+    Field("ray_runtime_env", RAY, "Runtime environment", "Ray's runtime environment as YAML, e.g. "
+          "'pip: [torch]' or 'working_dir: s3://...': a mapping, at most 32 KiB. Empty: none.",
+          kinds=(RAY_JOB,), schedulers=(KUEUE,)),
     Field("target_gpu_utilization_percent", SERVING, "Autoscale at GPU %",
           "Average GPU utilization KEDA keeps replicas at (1 to 100, default 70), when it scales on gpu.",
           kinds=(INFERENCE,)),
@@ -142,6 +153,15 @@ LISTED = tuple(field for field in FIELDS if field.listed)
 def for_kind(kind: str) -> tuple[Field, ...]:
     """The fields a job of this kind is given (the others keep the model's defaults)."""
     return tuple(field for field in FIELDS if kind in field.kinds)
+
+
+# The schedulers each job kind runs on (Ray: Kueue's ray.io integrations only).
+_KIND_SCHEDULERS = {RAY_JOB: (KUEUE,), RAY_CLUSTER: (KUEUE,)}
+
+
+def kind_schedulers(kind: str) -> tuple[str, ...]:
+    """The schedulers a job of `kind` can run on (the flavors it may pick)."""
+    return _KIND_SCHEDULERS.get(kind, SCHEDULERS)
 
 
 def sections(names) -> list[tuple[str, list[str]]]:

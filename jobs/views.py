@@ -24,7 +24,7 @@ from tenants.models import Team
 
 from . import actions, feasibility, gpu_use, spec, telemetry, usage
 from .filters import JobFilter
-from .forms import PRESETS, JobForm, clone_initial
+from .forms import PRESETS, JobForm, clone_initial, first_preset
 from .manifests import render_job
 from .models import LIVE_NAME_TAKEN, Job
 
@@ -166,7 +166,7 @@ def _initial(request) -> dict:
         job = get_object_or_404(Job.objects.visible_to(request.user), pk=clone_id)
         return clone_initial(job)
     # A tab (?kind=) starts from that kind's first preset; ?preset= picks one by name.
-    default = "inference" if request.GET.get("kind") == Job.Kind.INFERENCE else "single"
+    default = first_preset(request.GET.get("kind", ""))
     initial = dict(PRESETS.get(request.GET.get("preset"), PRESETS[default])[1])
     if team := request.GET.get("team"):
         initial["team"] = team
@@ -205,7 +205,8 @@ def job_submit(request):
     else:
         form = _form(request, initial=_initial(request))
         status = 200
-    context = {"form": form, "presets": PRESETS, "can_submit": can_submit, "kind": form.kind}
+    context = {"form": form, "presets": PRESETS, "can_submit": can_submit, "kind": form.kind,
+               "kinds": Job.Kind.choices}
     return render(request, "jobs/job_submit.html", context, status=status)
 
 

@@ -216,6 +216,9 @@ def pod_templates_of(obj: dict) -> list[dict]:
         return [task["template"] for task in spec["tasks"]]
     if obj["kind"] in ("Job", "Deployment"):
         return [spec["template"]]
+    if obj["kind"] in ("RayJob", "RayCluster"):  # its head and worker groups
+        cluster = spec.get("rayClusterSpec", spec)
+        return [group["template"] for group in [cluster["headGroupSpec"], *cluster.get("workerGroupSpecs", [])]]
     return []
 
 

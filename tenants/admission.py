@@ -13,13 +13,14 @@ writes into a team namespace, a person or a controller someone else gave rights 
 what the platform itself renders:
 
 - every kind that makes pods is matched, and only the platform's are admitted: Jobs,
-  Deployments and Volcano Jobs, and the Pods and ReplicaSets their controllers make
-  (StatefulSets, DaemonSets, ReplicationControllers and CronJobs are refused);
+  Deployments, Volcano Jobs, RayJobs and RayClusters, and the Pods, ReplicaSets, RayClusters
+  and Services their controllers make (StatefulSets, DaemonSets, ReplicationControllers,
+  CronJobs and RayServices are refused);
 - workloads carry the platform's labels; owner references name only kinds the platform makes
   (a Pod: a Job, a Volcano Job or a ReplicaSet, as its controller; a ReplicaSet: a Deployment;
   a Service: a Volcano Job's, for its pods' host names; a Job, Deployment or Volcano Job:
   none), so a bare Pod or ReplicaSet cannot pass for a controller's;
-- a batch Job names one of the team's Kueue LocalQueues (a LocalQueue is named after its
+- a batch Job, a RayJob or a RayCluster names one of the team's Kueue LocalQueues (a LocalQueue is named after its
   flavor, and the team's flavors are listed in the namespace's parameters ConfigMap); a
   Volcano Job, or a Deployment that Volcano schedules, names one of the team's Volcano queues;
 - pod templates keep the hardened rules: the workload ServiceAccount, no host namespaces, no
@@ -59,9 +60,14 @@ PLACEMENT_PREFIX = "_placement."
 # What the policy matches: every built-in kind that makes pods, and Volcano's Job.
 MATCHED_RESOURCES = {"": ["pods", "pods/ephemeralcontainers", "replicationcontrollers", "services"],
                      "apps": ["daemonsets", "deployments", "replicasets", "statefulsets"],
-                     "batch": ["cronjobs", "jobs"], "batch.volcano.sh": ["jobs"]}
-# Of those, the kinds admitted at all (a Volcano Job is a "Job" too).
-ADMITTED_KINDS = ["Deployment", "Job", "Pod", "ReplicaSet", "Service"]
+                     "batch": ["cronjobs", "jobs"], "batch.volcano.sh": ["jobs"],
+                     "ray.io": ["rayclusters", "rayjobs", "rayservices"]}
+# Of those, the kinds admitted at all (a Volcano Job is a "Job" too; no RayService: docs/ray.md).
+ADMITTED_KINDS = ["Deployment", "Job", "Pod", "RayCluster", "RayJob", "ReplicaSet", "Service"]
+# KubeRay's pods and Services are its RayClusters' (a RayJob's cluster is a RayCluster the
+# RayJob owns; the RayJob owns its head's Service too).
+_RAY_CLUSTER_OWNER = "(o.kind == 'RayCluster' && o.apiVersion.startsWith('ray.io/'))"
+_RAY_JOB_OWNER = "(o.kind == 'RayJob' && o.apiVersion.startsWith('ray.io/'))"
 # Tolerations Kubernetes puts on pods itself (DefaultTolerationSeconds).
 SYSTEM_TOLERATION_KEYS = ["node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"]
 
@@ -111,9 +117,10 @@ def placement(flavor) -> str:
 def _owner_allowed() -> str:
     volcano_job = "(o.kind == 'Job' && o.apiVersion.startsWith('batch.volcano.sh/'))"
     return ("object.kind == 'Pod' ? ((o.kind == 'Job' && o.apiVersion == 'batch/v1') || "
-            f"{volcano_job} || (o.kind == 'ReplicaSet' && o.apiVersion == 'apps/v1')) : "
+            f"{volcano_job} || (o.kind == 'ReplicaSet' && o.apiVersion == 'apps/v1') || {_RAY_CLUSTER_OWNER}) : "
             "object.kind == 'ReplicaSet' ? (o.kind == 'Deployment' && o.apiVersion == 'apps/v1') : "
-            f"object.kind == 'Service' ? {volcano_job} : false")
+            f"object.kind == 'Service' ? ({volcano_job} || {_RAY_CLUSTER_OWNER} || {_RAY_JOB_OWNER}) : "
+            f"object.kind == 'RayCluster' ? {_RAY_JOB_OWNER} : false")
 
 
 def _validations() -> list[dict]:
@@ -132,8 +139,9 @@ def _validations() -> list[dict]:
               f"{where}.contains('|tol:' + {_TOLERATION} + '|')))))")
     return [
         _rule(f"variables.volcano || object.kind in {_cel(ADMITTED_KINDS)}",
-              "The platform runs Jobs, Deployments and Volcano Jobs in team namespaces, and nothing else "
-              f"that makes pods (no StatefulSet, DaemonSet, ReplicationController or CronJob): {_SUBMIT}."),
+              "The platform runs Jobs, Deployments, Volcano Jobs, RayJobs and RayClusters in team namespaces, and "
+              "nothing else that makes pods (no StatefulSet, DaemonSet, ReplicationController, CronJob or "
+              f"RayService): {_SUBMIT}."),
         _rule(f"object.kind in ['Pod', 'ReplicaSet', 'Service'] || ({ours})",
               f"Workloads in team namespaces are the platform's: {_SUBMIT}."),
         _rule("!(object.kind in ['Pod', 'ReplicaSet']) || variables.owners.exists(o, has(o.controller) && o.controller)",
@@ -144,6 +152,9 @@ def _validations() -> list[dict]:
         _rule(f"!(object.kind == 'Job' && !variables.volcano) || ({_has_label(QUEUE_LABEL)} && "
               "variables.kueueQueue in variables.teamFlavors)",
               f"A Job in a team namespace waits in one of the team's own Kueue queues ({QUEUE_LABEL}): {_SUBMIT}."),
+        _rule(f"!variables.ray || ({_has_label(QUEUE_LABEL)} && variables.kueueQueue in variables.teamFlavors)",
+              f"A RayJob or RayCluster in a team namespace waits in one of the team's own Kueue queues ({QUEUE_LABEL}): "
+              f"{_SUBMIT}."),
         _rule("!variables.volcano || (has(object.spec.queue) && object.spec.queue in variables.queues)",
               "A Volcano Job in a team namespace names one of the team's own queues."),
         _rule(f"object.kind != 'Deployment' || ({_has_label(QUEUE_LABEL)} && variables.kueueQueue in variables.teamFlavors)"
@@ -190,10 +201,19 @@ def _variables() -> list[dict]:
         "object.kind == 'Pod' ? [object.spec] : "
         "object.kind == 'CronJob' ? [object.spec.jobTemplate.spec.template.spec] : "
         "variables.volcano ? (has(object.spec.tasks) ? object.spec.tasks.map(t, t.template.spec) : []) : "
+        "variables.ray ? variables.rayGroups.map(g, g.template.spec) : "
         "[object.spec.template.spec]"
     )
+    # A RayJob's cluster spec (none when it names an existing cluster) or a RayCluster's spec:
+    # its head group and worker groups, each with a pod template.
+    ray_groups = (
+        "!variables.ray ? [] : "
+        "(object.kind == 'RayJob' ? (has(object.spec.rayClusterSpec) ? [object.spec.rayClusterSpec] : []) : "
+        "[object.spec]).map(c, (has(c.headGroupSpec) ? [c.headGroupSpec] : []) + "
+        "(has(c.workerGroupSpecs) ? c.workerGroupSpecs : [])).flatten()"
+    )
     template_metadata = (
-        "object.kind in ['Service', 'Pod', 'CronJob'] || variables.volcano ? [] : "
+        "object.kind in ['Service', 'Pod', 'CronJob'] || variables.volcano || variables.ray ? [] : "
         "[has(object.spec.template.metadata) && has(object.spec.template.metadata.annotations) ? "
         "object.spec.template.metadata.annotations : {}]"
     )
@@ -213,6 +233,8 @@ def _variables() -> list[dict]:
     )
     return [
         {"name": "volcano", "expression": "object.apiVersion.startsWith('batch.volcano.sh/')"},
+        {"name": "ray", "expression": "object.apiVersion.startsWith('ray.io/')"},
+        {"name": "rayGroups", "expression": ray_groups},
         {"name": "data", "expression": "has(params.data) ? params.data : {}"},
         {"name": "queues", "expression": "variables.data.filter(k, !k.startsWith('_'))"},
         {"name": "teamFlavors", "expression": "variables.queues.map(q, variables.data[q])"},

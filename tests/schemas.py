@@ -5,7 +5,7 @@ fields rejected). Kueue and Volcano kinds go through their CRDs' ``openAPIV3Sche
 made strict the way ``fieldValidation=Strict`` is: an object schema with properties and
 no ``x-kubernetes-preserve-unknown-fields`` rejects fields it does not list.
 
-CRDs come from ``../shared/crds`` (reference copies) and from the Kueue, Volcano and KEDA Go
+CRDs come from ``../shared/crds`` (reference copies) and from the Kueue, Volcano, KEDA and KubeRay Go
 modules that the local cluster builds (downloaded here when missing), so a clone without
 ``../shared`` still validates. Every source found is used: an object must satisfy both
 the reference version and the version the local cluster runs.
@@ -34,6 +34,8 @@ CRD_MODULES = {
     "scheduling.volcano.sh": ("volcano.sh/volcano", "v1.15.1", "config/crd/volcano/bases"),
     # deploy/local-cluster/keda.sh: KEDA's operator and metrics server, CRDs from the same module.
     "keda.sh": ("github.com/kedacore/keda/v2", "v2.21.0", "config/crd/bases"),
+    # deploy/local-cluster/cluster.sh: the KubeRay operator and its CRDs (docs/ray.md).
+    "ray.io": ("github.com/ray-project/kuberay/ray-operator", "v1.6.0", "config/crd/bases"),
 }
 CORE_GROUPS = {"", "apps", "batch", "autoscaling", "networking.k8s.io", "rbac.authorization.k8s.io",
                "admissionregistration.k8s.io"}
@@ -131,5 +133,12 @@ def validate(obj: dict) -> str:
             kubernetes_validate.validate(
                 {"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": task["name"]},
                  "template": task["template"]}, KUBERNETES_VERSION, strict=True)
+    if group == "ray.io":
+        # And a Ray object's pod templates (head and worker groups) as core objects too.
+        cluster = obj["spec"].get("rayClusterSpec", obj["spec"])
+        for number, group_spec in enumerate([cluster["headGroupSpec"], *cluster.get("workerGroupSpecs", [])]):
+            kubernetes_validate.validate(
+                {"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": f"group-{number}"},
+                 "template": group_spec["template"]}, KUBERNETES_VERSION, strict=True)
     return ", ".join(path for path, _ in validators)
 

@@ -28,6 +28,7 @@ KWOK_VERSION=v0.8.0
 KUEUE_VERSION=v0.17.0
 VOLCANO_VERSION=v1.15.1
 VOLCANO_APIS_VERSION=v1.14.0 # volcano.sh/apis v1.15.x is not served by the proxy (see README)
+KUBERAY_VERSION=v1.6.0       # github.com/ray-project/kuberay/ray-operator, the one Kueue v0.17.0 is built against
 
 # ---- ports (all on 127.0.0.1) ------------------------------------------------------------------
 # GPUPLATFORM_CLUSTER_PORT_OFFSET shifts them all, to run a second cluster (with its own
@@ -46,6 +47,9 @@ VC_SCHEDULER_METRICS_PORT=$((16880 + OFFSET))
 VC_SCHEDULER_HEALTH_PORT=$((16251 + OFFSET))
 VC_CONTROLLER_METRICS_PORT=$((16881 + OFFSET))
 VC_CONTROLLER_HEALTH_PORT=$((16252 + OFFSET))
+# The KubeRay operator's metrics and health endpoints.
+KUBERAY_METRICS_PORT=$((16890 + OFFSET))
+KUBERAY_HEALTH_PORT=$((16891 + OFFSET))
 # kwok's kubelet-like server (container logs): every fake node's kubeletEndpoint port.
 KWOK_KUBELET_PORT=$((16250 + OFFSET))
 
@@ -74,11 +78,12 @@ bin() { # bin <component>
     kueue) echo "$BIN_DIR/kueue-$KUEUE_VERSION" ;;
     vc-scheduler|vc-controller-manager) echo "$BIN_DIR/$1-$VOLCANO_VERSION" ;;
     prometheus) echo "$BIN_DIR/prometheus-$PROMETHEUS_VERSION" ;;
+    kuberay-operator) echo "$BIN_DIR/kuberay-operator-$KUBERAY_VERSION" ;;
     gpu-exporter) echo "$BIN_DIR/gpu-exporter-$(gpu_exporter_hash)" ;;
     *) die "unknown component $1" ;;
   esac
 }
-ALL_BINARIES="etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok kueue vc-scheduler vc-controller-manager prometheus gpu-exporter"
+ALL_BINARIES="etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok kueue vc-scheduler vc-controller-manager kuberay-operator prometheus gpu-exporter"
 
 kubectl_() { "$(bin kubectl)" --kubeconfig "$KUBECONFIG_PATH" "$@"; }
 
@@ -96,9 +101,10 @@ PINS=(
   "sigs.k8s.io/kueue@$KUEUE_VERSION"
   "volcano.sh/volcano@$VOLCANO_VERSION"
   "volcano.sh/apis@$VOLCANO_APIS_VERSION"
+  "github.com/ray-project/kuberay/ray-operator@$KUBERAY_VERSION"
   "github.com/prometheus/prometheus@$PROMETHEUS_VERSION"
 )
-WRAPPERS="etcd kubernetes kwok kueue volcano prometheus gpu-exporter"
+WRAPPERS="etcd kubernetes kwok kueue volcano kuberay prometheus gpu-exporter"
 
 cmd_probe() {
   require_go
@@ -190,6 +196,7 @@ cmd_build() {
       build_module volcano "-s -w -X volcano.sh/volcano/pkg/version.Version=$VOLCANO_VERSION" \
       scheduler=vc-scheduler controller-manager=vc-controller-manager
   fi
+  build_module kuberay "-s -w" ray-operator=kuberay-operator
   build_telemetry
   "$HERE/keda.sh" build  # KEDA (inference autoscaling on GPU utilization): keda.sh
   log "build: all binaries in $BIN_DIR"
@@ -602,6 +609,7 @@ apply_crds() {
     kubectl_ wait --for condition=Established --timeout 60s crd --all >/dev/null
     touch "$marker"
   fi
+  apply_kuberay_crds "$modcache"
   kubectl_ apply --server-side --force-conflicts -f - >/dev/null <<EOF
 apiVersion: v1
 kind: Namespace
@@ -613,6 +621,38 @@ kind: Namespace
 metadata:
   name: volcano-system
 EOF
+}
+
+# KubeRay's CRDs from its module (RayCluster, RayJob, RayService; not RayCronJob, which the
+# platform does not render). Before Kueue starts: its ray.io integrations need them.
+apply_kuberay_crds() {
+  local crds="$1/github.com/ray-project/kuberay/ray-operator@$KUBERAY_VERSION/config/crd/bases"
+  if [[ ! -d "$crds" ]]; then
+    require_go
+    (cd "$MODULES/kuberay" && go mod download "github.com/ray-project/kuberay/ray-operator@$KUBERAY_VERSION")
+  fi
+  local marker="$CLUSTER_DIR/crds-applied-kuberay-$KUBERAY_VERSION"
+  if [[ -f "$marker" ]] && kubectl_ get crd rayjobs.ray.io rayclusters.ray.io rayservices.ray.io >/dev/null 2>&1; then
+    return 0
+  fi
+  log "CRDs: KubeRay $KUBERAY_VERSION (server-side apply)"
+  kubectl_ apply --server-side --force-conflicts -f "$crds/ray.io_rayclusters.yaml" -f "$crds/ray.io_rayjobs.yaml" \
+    -f "$crds/ray.io_rayservices.yaml" >/dev/null
+  # (a CRD just created has no conditions yet, which `kubectl wait` takes for an error: retried)
+  wait_for "KubeRay's CRDs" 60 kubectl_ wait --for condition=Established --timeout 5s \
+    crd rayjobs.ray.io rayclusters.ray.io rayservices.ray.io
+  touch "$marker"
+}
+
+# The KubeRay operator: every namespace, no leader election (one replica), no webhooks (its
+# own are optional and off by default). Kueue suspends and admits Ray objects; KubeRay makes
+# their pods once admitted.
+start_kuberay() {
+  KUBECONFIG="$KUBECONFIG_PATH" start_current kuberay-operator "$(bin kuberay-operator)" \
+    --kubeconfig "$KUBECONFIG_PATH" --enable-leader-election=false --watch-namespace "" \
+    --metrics-addr "127.0.0.1:$KUBERAY_METRICS_PORT" --health-probe-bind-address "127.0.0.1:$KUBERAY_HEALTH_PORT" \
+    --log-stdout-encoder console
+  wait_for "KubeRay operator health" 90 http_ok "http://127.0.0.1:$KUBERAY_HEALTH_PORT/readyz"
 }
 
 # The admission policy that guards team namespaces and its binding, from the file the Helm
@@ -744,7 +784,7 @@ kueue_ready() { # readyz answers and the webhook server completes a TLS handshak
 
 # Kueue's webhook definitions of the same version, pointed at https://127.0.0.1:<port>/... with
 # our CA; only the webhooks of the integrations we enable (Kueue objects, batch Job, Pod,
-# Deployment) are kept.
+# Deployment, RayJob, RayCluster) are kept.
 apply_kueue_webhooks() {
   local src; src="$(gomodcache_or_die)/sigs.k8s.io/kueue@$KUEUE_VERSION/config/components/webhook/manifests.yaml"
   log "Kueue: applying webhook configurations (url: https://127.0.0.1:$KUEUE_WEBHOOK_PORT)"
@@ -753,7 +793,8 @@ apply_kueue_webhooks() {
 import base64, json, sys
 port, ca_path = sys.argv[1], sys.argv[2]
 ca = base64.b64encode(open(ca_path, "rb").read()).decode()
-keep = ("-kueue-x-k8s-io-", "-batch-v1-job", "--v1-pod", "-apps-v1-deployment")
+keep = ("-kueue-x-k8s-io-", "-batch-v1-job", "--v1-pod", "-apps-v1-deployment",
+        "-ray-io-v1-rayjob", "-ray-io-v1-raycluster")
 system_ns = {"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "NotIn",
                                    "values": ["kube-system", "kueue-system", "volcano-system"]}]}
 text, items, pos = sys.stdin.read(), [], 0
@@ -826,8 +867,9 @@ cmd_up() {
   apply_nodes
   start_kueue
   start_volcano
+  start_kuberay
   wait_for "the default ServiceAccount" 60 kubectl_ get serviceaccount default -n default
-  for c in kube-controller-manager kube-scheduler kwok kueue vc-scheduler vc-controller-manager; do
+  for c in kube-controller-manager kube-scheduler kwok kueue vc-scheduler vc-controller-manager kuberay-operator; do
     alive_or_die "$c"
   done
   wait_for "kube-controller-manager health" 60 secure_health "$KCM_PORT" /healthz
@@ -861,7 +903,7 @@ cmd_down() {
   # KEDA, telemetry and controllers first, then the apiserver, then etcd
   "$HERE/keda.sh" down
   stop_telemetry
-  stop_group vc-scheduler vc-controller-manager kueue kwok kube-scheduler kube-controller-manager
+  stop_group kuberay-operator vc-scheduler vc-controller-manager kueue kwok kube-scheduler kube-controller-manager
   stop_group kube-apiserver
   stop_group etcd
   rm -f "$PIDS"/*.pid
@@ -882,7 +924,7 @@ cmd_restart_apiserver() {
 cmd_status() {
   local name state rc=0
   for name in etcd kube-apiserver kube-controller-manager kube-scheduler kwok kueue vc-controller-manager vc-scheduler \
-      gpu-exporter prometheus; do
+      kuberay-operator gpu-exporter prometheus; do
     if is_running "$name"; then state="running (pid $(cat "$PIDS/$name.pid"))"; else state="stopped"; rc=1; fi
     printf '%-24s %s\n' "$name" "$state"
   done

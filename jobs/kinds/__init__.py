@@ -1,19 +1,21 @@
 """The workload kinds a job can be, registered once, in the list below (`base.WorkloadKind`):
-Kueue training (a batch Job), Volcano gangs (a Volcano Job) and inference (Deployment +
-Service + HPA). `for_job(job)` is the one dispatch, by the job's kind and its flavor's
+Kueue training (a batch Job), Volcano gangs (a Volcano Job), inference (Deployment +
+Service + HPA), and Ray on Kueue flavors (a RayJob; a RayCluster + dashboard Service). `for_job(job)` is the one dispatch, by the job's kind and its flavor's
 scheduler; rendering, status, field ownership, prune, the watcher and RBAC all ask it or
 the list. A new kind is one module here and one line in `KINDS`.
 """
 
 from schedulers import Kind
 
-from . import inference, kueue_training, volcano_gang
+from . import inference, kueue_training, ray_cluster, ray_job, volcano_gang
 from .base import WorkloadKind
 
 KINDS: tuple[WorkloadKind, ...] = (
     kueue_training.KIND,
     volcano_gang.KIND,
     inference.KIND,
+    ray_job.KIND,
+    ray_cluster.KIND,
 )
 
 _BY_JOB = {(scheduler, kind.job_kind): kind for kind in KINDS for scheduler in kind.schedulers}

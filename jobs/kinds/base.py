@@ -35,6 +35,9 @@ class WorkloadKind:
     # other job's (job "a" never "a-b"'s): how `jobs.telemetry` finds a job's GPUs among
     # dcgm-exporter's series, which carry the pod's name and namespace, not our labels.
     pod_pattern: Callable[[object], str]
+    # Where the job answers, for its page: {"service", "namespace", "port", "local_port",
+    # "address", "port_forward"}, or None (a batch job answers nowhere).
+    endpoint: Callable[[object], dict | None] = lambda job: None
 
     @property
     def spec_fields(self) -> tuple[spec.Field, ...]:

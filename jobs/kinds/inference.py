@@ -37,6 +37,23 @@ def observe(job, seen):
     return observe_inference(job, seen.named(DEPLOYMENT), seen.pods(), seen.ceiling_gpus)
 
 
+# A port-forward to a local port below 1024 needs root; a server on one is reached on this.
+LOCAL_PORT = 8080
+
+
+def endpoint(job) -> dict | None:
+    """Where the server answers: its Service, in the cluster and by port-forward."""
+    if job.port is None:
+        return None
+    service, namespace = object_name(job), job.team.namespace_name
+    local = job.port if job.port >= 1024 else LOCAL_PORT
+    return {
+        "service": service, "namespace": namespace, "port": job.port, "local_port": local,
+        "address": f"http://{service}.{namespace}.svc.cluster.local:{job.port}",
+        "port_forward": f"kubectl -n {namespace} port-forward service/{service} {local}:{job.port}",
+    }
+
+
 def pod_pattern(job) -> str:
     # A Deployment's pods: <deployment>-<pod-template-hash, at most 10>-<5 random characters>.
     return rf"{object_name(job)}-[a-z0-9]{{1,10}}-[a-z0-9]{{5}}"
@@ -52,4 +69,5 @@ KIND = WorkloadKind(
     render=render,
     observe=observe,
     pod_pattern=pod_pattern,
+    endpoint=endpoint,
 )

@@ -48,6 +48,7 @@ from ..spec import RELATED, refused_on
 from .hardware import MPS_ENV_PREFIX, JobHardware
 from .moves import JobMoves
 from .preemptions import PreemptionContract
+from .ray import RAY_ENTRYPOINT_MAX_CHARS, RayRules
 
 JOB_NAME_MAX_LENGTH = 40
 # Bounds of the numbers a job asks for, the same on every database. Each is far inside the
@@ -137,10 +138,12 @@ class JobQuerySet(CapQuerySet, QueueingQuerySet):
                 "wait for some to finish, or cancel some, then submit again.")}, code="too_many_jobs")
 
 
-class Job(JobHardware, JobMoves, PreemptionContract, models.Model):
+class Job(JobHardware, JobMoves, PreemptionContract, RayRules, models.Model):
     class Kind(models.TextChoices):
         TRAINING = "training", "Training"
         INFERENCE = "inference", "Inference"
+        RAY_JOB = "ray-job", "Ray job"
+        RAY_CLUSTER = "ray-cluster", "Ray cluster"
 
     Autoscale = Autoscale
 
@@ -160,7 +163,7 @@ class Job(JobHardware, JobMoves, PreemptionContract, models.Model):
     )
     # DNS-1035 (a letter first): the job's Services are named after it.
     name = models.CharField(max_length=JOB_NAME_MAX_LENGTH, validators=[validate_dns1035_label])
-    kind = models.CharField(max_length=10, choices=Kind, default=Kind.TRAINING)
+    kind = models.CharField(max_length=16, choices=Kind, default=Kind.TRAINING)
     flavor = models.ForeignKey(GpuFlavor, on_delete=models.PROTECT, related_name="jobs")
     priority = models.ForeignKey(
         PriorityClass, on_delete=models.PROTECT, null=True, blank=True, related_name="jobs"
@@ -209,6 +212,10 @@ class Job(JobHardware, JobMoves, PreemptionContract, models.Model):
     target_gpu_utilization_percent = models.PositiveSmallIntegerField(
         null=True, blank=True, validators=between(1, 100)
     )
+
+    # Ray jobs only (docs/ray.md): what a RayJob runs and Ray's runtime environment (YAML).
+    ray_entrypoint = models.CharField(max_length=RAY_ENTRYPOINT_MAX_CHARS, blank=True, default="")
+    ray_runtime_env = models.TextField(blank=True, default="")
 
     state = models.CharField(max_length=12, choices=State, default=State.DRAFT, db_index=True)
     reason = models.CharField(max_length=64, blank=True)
@@ -259,7 +266,7 @@ class Job(JobHardware, JobMoves, PreemptionContract, models.Model):
                 violation_error_message=f"Each worker needs between 1 and {MAX_GPUS_PER_WORKER} GPUs.",
             ),
             models.CheckConstraint(
-                condition=Q(kind="training")
+                condition=~Q(kind="inference")
                 | Q(workers=1, port__isnull=False, min_replicas__gte=1, max_replicas__gte=F("min_replicas"),
                     max_replicas__lte=MAX_REPLICAS),
                 name="job_inference_shape",
@@ -479,6 +486,7 @@ class Job(JobHardware, JobMoves, PreemptionContract, models.Model):
                              "the share's limits from the flavor. Remove it.")
         if flavor:
             errors.update({name: text for name, text in self.hardware_problems(flavor).items() if name not in errors})
+        errors.update({name: text for name, text in self.ray_problems(flavor).items() if name not in errors})
         if self.kind == self.Kind.INFERENCE:
             if self.port is None:
                 errors["port"] = "An inference server needs the port it listens on."

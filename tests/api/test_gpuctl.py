@@ -309,3 +309,15 @@ def test_a_job_over_the_persons_cap_says_so_on_submit_status_and_list(gpuctl, jo
     assert "state: submitted  AtPersonalCap: You hold 8 of your 8 h100 GPUs" in out
     code, out, _ = gpuctl("list")
     assert out.splitlines()[1].split()[:5] == [str(second.pk), "vision", "second", "submitted", "(at"]
+
+
+def test_submit_wait_is_done_once_a_ray_cluster_is_up(gpuctl, tmp_path):
+    """A Ray cluster runs until cancelled: like a server, --wait ends once it runs."""
+    path = tmp_path / "ray.yaml"
+    path.write_text("team: vision\nname: ray-dev\nkind: ray-cluster\nflavor: h100\nimage: rayproject/ray:2.52.0\n"
+                    "workers: 2\ngpus_per_worker: 2\n")
+    mover = move_job_later("ray-dev", [State.RUNNING])
+    code, out, _ = gpuctl("submit", "-f", str(path), "--wait", "--interval", "0.1", "--timeout", "30")
+    mover.join()
+    assert code == EXIT["ok"] and out.splitlines()[-1].endswith("is up (its dashboard: see the job page)")
+    assert Job.objects.get().kind == "ray-cluster"

@@ -6,6 +6,7 @@ import re
 
 import pytest
 
+from jobs import spec
 from jobs.forms import PRESETS, JobForm
 from jobs.manifests import render_job
 from jobs.views import _yaml
@@ -52,8 +53,12 @@ def unresolved(objects: list[dict]) -> dict[str, set[str]]:
     return missing
 
 
-@pytest.mark.parametrize("scheduler", [Scheduler.KUEUE, Scheduler.VOLCANO])
-@pytest.mark.parametrize("preset", sorted(PRESETS))
+# Every preset on every scheduler its kind runs on (Ray: Kueue only, `spec.kind_schedulers`).
+CASES = [(preset, scheduler) for preset in sorted(PRESETS) for scheduler in (Scheduler.KUEUE, Scheduler.VOLCANO)
+         if scheduler in spec.kind_schedulers(PRESETS[preset][1]["kind"])]
+
+
+@pytest.mark.parametrize(("preset", "scheduler"), CASES)
 def test_every_variable_a_preset_uses_is_set_on_every_scheduler(member, team, scheduler, preset):
     flavor = make_flavor(f"pool-{scheduler}", scheduler=scheduler)
     job = preset_job(member, team, flavor, preset)
