@@ -110,7 +110,8 @@ def render_cluster_queue(quota, namespace: str, team: str) -> dict:
         "preemption": {"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "Never",
                        "borrowWithinCohort": {"policy": "Never"}},
         "flavorFungibility": {"whenCanBorrow": "MayStopSearch", "whenCanPreempt": "TryNextFlavor"},
-        "stopPolicy": "None",
+        # A drained pool (docs/drain.md): admit nothing new, let admitted workloads run on.
+        "stopPolicy": "Hold" if flavor.admission_held else "None",
         "fairSharing": {"weight": canonical(quota.weight)},
     }
     if quota.cohort_id is not None:
@@ -307,6 +308,7 @@ class Kueue(Scheduler):
     name, label = "kueue", "Kueue"
     cluster_kinds = [(API, "ResourceFlavor"), (API, "Cohort"), (API, "WorkloadPriorityClass")]
     queue_kinds = [(API, "ClusterQueue"), (API, "LocalQueue")]
+    holds_queues = True
 
     def cluster_objects(self, flavors, cohorts, priorities) -> list[dict]:
         # Cohorts and priorities are Kueue objects whatever governs a flavor: a cohort's
