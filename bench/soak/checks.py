@@ -108,6 +108,44 @@ def preemptions_charged(kueue_jobs: set[int], accounts: dict[int, Account]) -> R
                + (f" (not: #{', #'.join(str(j) for j, _ in missing[:6])})" if missing else ""), not missing)
 
 
+def drain_rows(pool_jobs: set[int], accounts: dict[int, Account], window: tuple[float, float, float],
+               cancels: dict[int, float], hold_lag: float) -> list[Row]:
+    """The drain window (docs/drain.md) on the cluster's own record: no job that held GPUs of
+    the pool when the drain began was evicted or failed inside the window (cancels aside), the
+    pool admitted nothing from the moment its queues were held (``hold_lag`` after the start:
+    a sweep and a reconcile) until it reopened, and something was admitted after it reopened."""
+    start, _, reopen = window
+    held_at_start, killed, admitted_inside, admitted_after = [], [], [], []
+    for job_id in sorted(pool_jobs):
+        account = accounts[job_id]
+        edges = sorted((at, holding) for at, holding in account.edges if at is not None)
+        holding = False
+        for at, on in edges:
+            if at > start:
+                break
+            holding = on
+        if holding:
+            held_at_start.append(job_id)
+            cancelled = job_id in cancels and start <= cancels[job_id] <= reopen
+            evicted = [at for at in account.preemptions if start <= at <= reopen]
+            failed = account.verdict == "failed" and account.finished is not None and start <= account.finished <= reopen
+            if (evicted or failed) and not cancelled:
+                killed.append(job_id)
+        admissions = [at for at, on in edges if on]
+        if any(start + hold_lag < at < reopen for at in admissions):
+            admitted_inside.append(job_id)
+        if any(at >= reopen for at in admissions):
+            admitted_after.append(job_id)
+    ids = lambda found: f" (#{', #'.join(map(str, found[:6]))})" if found else ""  # noqa: E731
+    return [
+        Row("jobs killed by a drain", f"{len(killed)} of {len(held_at_start)} on the pool at its start" + ids(killed),
+            not killed and bool(held_at_start)),
+        Row("jobs admitted to a drained pool before it reopened", str(len(admitted_inside)) + ids(admitted_inside),
+            not admitted_inside),
+        Row("jobs admitted after the pool reopened", str(len(admitted_after)), None),
+    ]
+
+
 def phantom_preemptions(jobs: dict[int, dict], accounts: dict[int, Account], budget: float) -> Row:
     """Preemptions the database records that the cluster never made (no Kueue eviction, no
     Volcano restart within the lag budget before it)."""
