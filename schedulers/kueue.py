@@ -226,6 +226,9 @@ def quota_message(job, kueue_message: str) -> str:
     if match := _MORE_NEEDED.search(kueue_message):
         return (f"Waiting for quota: team {team} has too few free {match['flavor']} GPUs for this job "
                 f"({gpus} needed, {match['more']} more must free up).")
+    if "is inactive" in kueue_message:  # "ClusterQueue <name> is inactive": held (docs/drain.md)
+        return (f"Waiting: the {job.flavor.name} pool admits nothing new now (drained for maintenance); this job "
+                "starts when it reopens.")
     if "Inadmissible" in kueue_message or "doesn't exist" in kueue_message:
         return f"Cannot be queued: {kueue_message}"
     return f"Waiting for quota: {kueue_message}" if kueue_message else "Waiting for quota."

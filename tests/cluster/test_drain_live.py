@@ -83,6 +83,8 @@ def test_a_drained_pool_admits_nothing_new_keeps_running_jobs_says_when_it_is_em
                message="nothing admitted to the drained pool")
     running.refresh_from_db()
     assert running.state == State.RUNNING and pod_uids(live, running) == uids, "the running job kept its pod"
+    wait_until(lambda: (long.refresh_from_db(), "admits nothing new" in long.message)[1], timeout=60,
+               message="the waiting job told in plain words that the pool is held (Kueue: ClusterQueue is inactive)")
 
     # The page's "empty at": the running job's admission plus its maximum runtime (as Kueue counts).
     expected = running.admitted_at + timedelta(seconds=900)

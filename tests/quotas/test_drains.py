@@ -15,7 +15,7 @@ from notifications.models import Event, Kind
 from quotas import actions
 from quotas.models import Drain
 from quotas.models.flavors import Scheduler
-from schedulers.kueue import render_cluster_queue
+from schedulers.kueue import quota_message, render_cluster_queue
 
 from ..builders import build_job, make_flavor, make_job, make_quota
 
@@ -170,3 +170,9 @@ def test_ending_a_drain_early_reopens_at_once_and_is_in_the_audit_trail(team, fl
     assert drain.phase() == "ended" and drain.reopened_at is not None
     history = list(drain.history.order_by("history_date"))
     assert [h.history_user for h in history] == [quota_manager, quota_manager]
+
+
+def test_a_job_waiting_in_a_held_queue_is_told_in_plain_words(team, flavor):
+    job = build_job(team, flavor)
+    said = quota_message(job, f"ClusterQueue {team.namespace_name}-h100 is inactive")
+    assert said == "Waiting: the h100 pool admits nothing new now (drained for maintenance); this job starts when it reopens."
