@@ -136,8 +136,9 @@ def final_checks(profile: Profile, run, observer: Observer, grant_start: float, 
     rows.append(checks.preemptions_charged({p.job_id for p in run.plan if p.job_id and p.label == "kueue-training"}
                                            & set(found), found))
     pool = {p.job_id for p in run.plan if p.job_id and plan_module.KINDS[p.label][1] == world.DRAIN[0]} & set(found)
-    rows += checks.drain_rows(pool, found, drain, run.cancels(),
-                              2 * profile.sweep_seconds + profile.lag_budget_seconds)
+    with observer.lock:
+        held = checks.held_from(observer.stop_policies, f"-{world.DRAIN[0]}", drain[0])
+    rows += checks.drain_rows(pool, found, drain, run.cancels(), held)
     rows.append(Row("every job shows the state the cluster gave it", f"{len(wrong)} differ"
                     + (f" ({'; '.join(wrong[:4])})" if wrong else ""), not wrong))
     with observer.lock:
