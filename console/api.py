@@ -1,21 +1,27 @@
-"""REST API for teams, with their quotas and what their jobs use of them, and the per-person
-caps their owners set (docs/caps.md)."""
+"""REST API for teams, with their quotas and what their jobs use of them, the per-person
+caps their owners set (docs/caps.md), and the drains of GPU pools (docs/drain.md)."""
 
 from dataclasses import replace
 
 from django.contrib.auth import get_user_model
-from rest_framework import mixins, serializers
+from django.core.exceptions import ValidationError as DjangoValidationError
+from rest_framework import mixins, permissions, serializers, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.response import Response
 
 from core.api_errors import SlugRelatedField
 from core.api_fields import StrictFields
 from core.api_input import CursorPagination
-from jobs import actions
+from jobs import actions, drains
 from jobs.models import Job
 from jobs.usage import job_gpus
+from quotas import actions as quota_actions
 from quotas.api import QuotaSerializer
 from quotas.fairshare import fair_shares
-from quotas.models import GpuFlavor, MemberCap
+from quotas.models import Drain, GpuFlavor, MemberCap
+from tenants.auth import TokenScope
 from tenants.models import Team
+from tenants.roles import is_quota_manager
 from tenants.scoping import TeamField, TeamFilterSet, TeamScopedViewSet, team_names_shown, teams_of
 
 
@@ -248,3 +254,94 @@ class MemberCapViewSet(TeamScopedViewSet, mixins.ListModelMixin, mixins.Retrieve
 
     def perform_destroy(self, instance):
         actions.remove_cap(instance, self.request.user)
+
+
+# --- drains (docs/drain.md) ---------------------------------------------------------------------
+class ReadOrQuotaManager(permissions.BasePermission):
+    """Everyone signed in reads drains (they say when a pool is closed); quota managers write."""
+
+    message = "Only quota managers drain GPU pools."
+
+    def has_permission(self, request, view):
+        return request.method in permissions.SAFE_METHODS or is_quota_manager(request.user)
+
+
+class StillRunningSerializer(serializers.Serializer):
+    id = serializers.IntegerField(source="job.pk")
+    name = serializers.CharField(source="job.name")
+    team = serializers.CharField(source="job.team.slug")
+    state = serializers.CharField(source="job.state")
+    ends_at = serializers.DateTimeField(allow_null=True, help_text="Its maximum runtime's end; null: none.")
+
+
+class DrainSerializer(StrictFields, serializers.ModelSerializer):
+    flavor = SlugRelatedField(slug_field="name", queryset=GpuFlavor.objects.all())
+    phase = serializers.SerializerMethodField(help_text="scheduled, draining, closed, reopened or ended.")
+    holds_queues = serializers.BooleanField(read_only=True, help_text=(
+        "True: Kueue holds the flavor's queues (jobs wait until it reopens); false (Volcano): jobs that would "
+        "outlive the deadline are refused."))
+    empty_at = serializers.SerializerMethodField(help_text="When the last job on the pool should end; null: "
+                                                           "a job without a maximum runtime still runs.")
+    still_running = serializers.SerializerMethodField(help_text="Quota managers only: the jobs on the pool.")
+    created_by = serializers.CharField(source="created_by.get_username", read_only=True, default=None)
+
+    class Meta:
+        model = Drain
+        fields = ["id", "flavor", "nodes", "starts_at", "deadline", "reopens_at", "reason", "phase", "holds_queues",
+                  "empty_at", "still_running", "created_by", "created_at", "ended_at"]
+        read_only_fields = ["id", "phase", "holds_queues", "empty_at", "still_running", "created_by", "created_at",
+                            "ended_at"]
+
+    def _pool(self, drain):
+        if not hasattr(drain, "_pool"):
+            drain._pool = drains.on_pool(drain)
+        return drain._pool
+
+    def get_phase(self, drain) -> str:
+        return drain.phase()
+
+    def get_empty_at(self, drain) -> serializers.DateTimeField(allow_null=True):
+        empty_at = self._pool(drain).empty_at
+        return serializers.DateTimeField().to_representation(empty_at) if empty_at else None
+
+    def get_still_running(self, drain) -> StillRunningSerializer(many=True, allow_null=True):
+        if not is_quota_manager(self.context["request"].user):
+            return None
+        return StillRunningSerializer(self._pool(drain).running, many=True).data
+
+    def validate(self, attrs):
+        drain = Drain(**attrs)
+        try:
+            drain.clean_fields(exclude=["created_by", "ended_by"])
+            drain.clean()
+        except DjangoValidationError as err:
+            raise serializers.ValidationError(serializers.as_serializer_error(err)) from err
+        return attrs
+
+
+class DrainPagination(CursorPagination):
+    ordering = "-pk"
+    page_size = 50
+
+
+class DrainViewSet(viewsets.GenericViewSet, mixins.ListModelMixin, mixins.RetrieveModelMixin,
+                   mixins.CreateModelMixin):
+    """Drains of GPU pools: read by everyone signed in, declared and ended by quota managers."""
+
+    queryset = Drain.objects.select_related("flavor", "created_by")
+    serializer_class = DrainSerializer
+    permission_classes = [permissions.IsAuthenticated, TokenScope, ReadOrQuotaManager]
+    pagination_class = DrainPagination
+    filterset_fields = ["flavor"]
+
+    def perform_create(self, serializer):
+        serializer.instance = quota_actions.declare_drain(Drain(**serializer.validated_data), self.request.user)
+
+    @action(detail=True, methods=["post"], serializer_class=None)
+    def end(self, request, pk=None):
+        """End the drain now: the pool reopens at once."""
+        drain = self.get_object()
+        if not quota_actions.end_drain(drain, request.user):
+            return Response({"detail": "This drain is already over."}, status=status.HTTP_409_CONFLICT)
+        drain.refresh_from_db()
+        return Response(DrainSerializer(drain, context=self.get_serializer_context()).data)

@@ -1,5 +1,5 @@
 """The quota managers' console: capacity at a glance, the request queue and decisions,
-grants, and the audit trail. Every view here is for quota managers only (403 otherwise)."""
+grants, drains of GPU pools, and the audit trail. Every view here is for quota managers only (403 otherwise)."""
 
 import functools
 
@@ -11,10 +11,11 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
+from jobs import drains
 from quotas import actions, audit
-from quotas.forms import ApproveForm, DenyForm
+from quotas.forms import ApproveForm, DenyForm, DrainForm
 from quotas.grants import last_day
-from quotas.models import Quota, QuotaGrant, QuotaRequest
+from quotas.models import Drain, Quota, QuotaGrant, QuotaRequest
 from tenants.models import Team
 from tenants.roles import is_quota_manager
 
@@ -203,3 +204,48 @@ def object_history(request, key, pk):
     title = str(current) if current else (str(entries[0].record.instance) if entries else f"{key} #{pk}")
     context = {**_nav(request, "history"), "entries": entries, "kind": key, "title": title, "pk": pk}
     return render(request, "console/object_history.html", context)
+
+
+# --- drains (docs/drain.md) ---------------------------------------------------------------------
+@quota_manager_required
+def drain_list(request):
+    """The drains under way and to come, the recent ones, and the form to drain a pool."""
+    form = DrainForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            drain = actions.declare_drain(form.instance, request.user)
+        except ValidationError as err:
+            form.add_error(None, err)
+        else:
+            messages.success(request, f"Draining {drain.flavor.name} by {drain.deadline:%Y-%m-%d %H:%M}: "
+                                      "nothing new is admitted to it from now on.")
+            return redirect("console:drain", drain.pk)
+    now = timezone.now()
+    base = Drain.objects.select_related("flavor", "created_by")
+    context = {**_nav(request, "drains"), "form": form, "now": now,
+               "current": list(base.not_over(now).order_by("starts_at")),
+               "past": list(base.exclude(pk__in=base.not_over(now).values("pk"))[:RECENT_DECISIONS])}
+    return render(request, "console/drains.html", context, status=400 if form.errors else 200)
+
+
+@quota_manager_required
+@require_GET
+def drain_detail(request, pk):
+    """What still runs on the pool and when each job should end, when it will be empty, and the
+    cluster admin's commands."""
+    drain = get_object_or_404(Drain.objects.select_related("flavor", "created_by", "ended_by"), pk=pk)
+    pool = drains.on_pool(drain)
+    context = {**_nav(request, "drains"), "drain": drain, "pool": pool, "phase": drain.phase(pool.now),
+               "overdue": pool.overdue(drain.deadline), "commands": drain.commands()}
+    return render(request, "console/drain_detail.html", context)
+
+
+@quota_manager_required
+@require_POST
+def drain_end(request, pk):
+    drain = get_object_or_404(Drain.objects.select_related("flavor"), pk=pk)
+    if actions.end_drain(drain, request.user):
+        messages.success(request, f"Ended the drain of {drain.flavor.name}: its queues reopen now.")
+    else:
+        messages.error(request, f"The drain of {drain.flavor.name} was already over.")
+    return redirect("console:drain", drain.pk)

@@ -26,6 +26,9 @@ urlpatterns = [
     path("quotas/console/requests/<int:pk>/deny/", manager_views.request_deny, name="deny"),
     path("quotas/console/grants/", manager_views.grant_list, name="grants"),
     path("quotas/console/grants/<int:pk>/end/", manager_views.grant_end, name="grant-end"),
+    path("quotas/console/drains/", manager_views.drain_list, name="drains"),
+    path("quotas/console/drains/<int:pk>/", manager_views.drain_detail, name="drain"),
+    path("quotas/console/drains/<int:pk>/end/", manager_views.drain_end, name="drain-end"),
     path("quotas/console/history/", manager_views.history, name="history"),
     path("quotas/console/history/<str:key>/<int:pk>/", manager_views.object_history, name="object-history"),
 ]

@@ -10,7 +10,7 @@ from core.owners import Scope
 from core.reconcile import RETRY_POLICY, NoCluster, current_cluster
 from jobs import reclaim  # noqa: F401 - registers the idle-GPU sweep's task (beat: "idle-gpus")
 from notifications.actions import notice_due
-from quotas.actions import apply_grants
+from quotas.actions import apply_grants, drain_windows
 
 from . import heal  # noqa: F401 - registers the heal's task (its hook: the leader's watcher)
 from .owners import prune_orphans, send_everything
@@ -20,7 +20,8 @@ log = logging.getLogger(__name__)
 
 @shared_task(**RETRY_POLICY)
 def sweep(self) -> dict:
-    """0. grants that start or end change their quotas (with or without a cluster), and
+    """0. grants that start or end change their quotas (with or without a cluster), drained
+    pools hold or reopen, and
     people hear of grants and long waits, 1. every item of every reconciled owner
     (`gpuplatform.owners`): the cluster-wide objects, every team and its quotas, every live
     job (in batches of `jobs.tasks.SWEEP_BATCH` a task), 2. delete the objects of owners
@@ -28,6 +29,7 @@ def sweep(self) -> dict:
     now = timezone.now()
     failures: list[str] = []  # quotas whose grants could not be applied: logged, retried next sweep
     apply_grants(now, failures=failures)
+    drain_windows(now)  # drained pools hold or reopen (docs/drain.md)
     try:
         notice_due(now)  # notifications: grants starting or ending soon or ended, jobs waiting long
     except Exception:  # noqa: BLE001 - a word that cannot be said must not stop the reconciles

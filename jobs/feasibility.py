@@ -74,6 +74,8 @@ def assess(job: Job) -> Feasibility:
             f"{usage.ceiling} on {flavor.name}, borrowing included.",
             in_use=usage.in_use, capacity=usage.ceiling,
         )
+    if (drain := flavor.open_drain()) is not None and drain.holds_queues:  # docs/drain.md
+        return Feasibility(Feasibility.QUEUE, drain.waiting_message(), in_use=usage.in_use, capacity=usage.nominal)
     if job.pk and job.at_personal_cap:  # not in the queue yet: waits for its submitter's other jobs
         return Feasibility(Feasibility.QUEUE, job.message, in_use=usage.in_use, capacity=usage.nominal)
     sizes = _sizes_ahead(job, usage)

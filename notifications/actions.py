@@ -18,10 +18,11 @@ from django.utils import timezone
 
 from core.ratelimit import take
 from core.reconcile import enqueue
+from jobs.drains import ON_THE_POOL, WAITING, ends_at
 from jobs.lifecycle import WAITING_FOR_QUOTA, State
 from jobs.models import Job, JobEvent
 from jobs.models.idle import WARNED
-from quotas.models import QuotaGrant, QuotaRequest
+from quotas.models import Drain, QuotaGrant, QuotaRequest
 from tenants.models import Membership, Team
 
 from .models import Event, Kind, Mailbox, Notification, Preference, Webhook, WebhookDelivery
@@ -270,12 +271,44 @@ def membership_changed(history_id: int) -> Event | None:
                   people=[person, *owners(team)])
 
 
+# --- drained pools (docs/drain.md) ---------------------------------------------------------------
+def notice_drains(now) -> int:
+    """The submitter and the team's owners of every job on a pool being drained hear once per
+    drain and job: when it should end (its maximum runtime) against the deadline, or that it
+    waits until the pool reopens."""
+    told = 0
+    for drain in Drain.objects.open_at(now).select_related("flavor"):
+        jobs = (Job.objects.filter(flavor_id=drain.flavor_id, state__in=[*ON_THE_POOL, *WAITING])
+                .exclude(pk__in=Event.objects.filter(key__startswith=f"drain:{drain.pk}:job:").values("job_id"))
+                .select_related("team", "flavor", "submitter"))
+        for job in jobs:
+            title = f"{job.name}: {drain.flavor.name} is drained by {_when(drain.deadline)}"
+            if job.state in WAITING:
+                message = drain.waiting_message()
+            else:
+                end = ends_at(job, now)
+                said = f"It should end by {_when(end)} (its maximum runtime)" if end else "It has no maximum runtime"
+                late = end is None or end > drain.deadline
+                message = (f"{drain.reason}. {said}" + (
+                    ": that is after the deadline, so checkpoint it and stop it before then, or the cluster admin's "
+                    "drain of the nodes will stop it." if late else ", before the deadline: nothing to do.")
+                    + f" The pool reopens at {_when(drain.reopens_at)}.")
+            told += bool(record(kind=Kind.JOB_DRAIN, key=f"drain:{drain.pk}:job:{job.pk}", team=job.team, job=job,
+                                title=title, message=message, path=reverse("jobs:detail", args=[job.pk]),
+                                data={**_job_data(job), "drain": {
+                                    "flavor": drain.flavor.name, "deadline": drain.deadline.isoformat(),
+                                    "reopens_at": drain.reopens_at.isoformat()}},
+                                people=[job.submitter, *owners(job.team)]))
+    return told
+
+
 # --- the sweep's part --------------------------------------------------------------------------
 def notice_due(now=None) -> dict:
     """Run from the periodic sweep: waiting jobs, grants, and a resend of lost work."""
     now = now or timezone.now()
     told = notice_grants(now)
     told["waiting"] = notice_waiting_jobs(now)
+    told["drains"] = notice_drains(now)
     told["requeued"] = requeue_stale(now)
     return told
 

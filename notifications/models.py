@@ -32,6 +32,7 @@ class Kind(models.TextChoices):
     JOB_WAITING = "job.waiting", "Your job waits long, or can never start"
     JOB_IDLE = "job.idle", "Your job's GPUs sit idle: it will be reclaimed"
     JOB_RECLAIMED = "job.reclaimed", "Your job was reclaimed for idle GPUs"
+    JOB_DRAIN = "job.drain", "The GPU pool of your job is drained for maintenance"
     QUOTA_REQUEST_DECIDED = "quota_request.decided", "A quota request was approved or denied"
     GRANT_STARTED = "grant.started", "A quota grant of your team started"
     GRANT_ENDING = "grant.ending", "A quota grant of your team ends soon"
@@ -50,7 +51,7 @@ CHOOSABLE = [kind for kind in Kind if kind != Kind.PING]
 # stops unless someone acts). Everything else is off until a person turns it on. No row
 # means the default, so a person who turned one off stays off.
 DEFAULT_ON = frozenset({Kind.JOB_SUCCEEDED, Kind.JOB_FAILED, Kind.QUOTA_REQUEST_DECIDED, Kind.GRANT_ENDING,
-                        Kind.JOB_IDLE, Kind.JOB_RECLAIMED})
+                        Kind.JOB_IDLE, Kind.JOB_RECLAIMED, Kind.JOB_DRAIN})
 # Who hears of each kind (shown on the preferences page).
 AUDIENCE = {
     "job": "the job's submitter",

@@ -5,13 +5,14 @@ approve, the standing grant, the arithmetic in `quotas.grants`) and never enqueu
 import logging
 
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from core.reconcile import enqueue
 from tenants.models import Team
 
 from .grants import Effective, effective
-from .models import GpuFlavor, Quota, QuotaGrant, QuotaRequest
+from .models import Drain, GpuFlavor, Quota, QuotaGrant, QuotaRequest
 from .tasks import reconcile_cluster_objects, reconcile_team_quotas
 
 log = logging.getLogger(__name__)
@@ -138,3 +139,55 @@ def apply_grants(now=None, *, team: Team | None = None, flavor: GpuFlavor | None
             log.exception("grants of team #%s on flavor #%s could not be applied", team_id, flavor_id)
             failures.append(f"team #{team_id}, flavor #{flavor_id}: {type(err).__name__}: {err}")
     return sorted(changed)
+
+
+# --- drains (docs/drain.md) ---------------------------------------------------------------------
+def _flavor_queues_changed(flavor_id: int) -> None:
+    """The queues of every team holding a quota on the flavor follow once committed (their
+    ClusterQueues' stopPolicy), not at the next sweep."""
+    for team in Team.objects.filter(quotas__flavor_id=flavor_id).distinct():
+        quotas_changed(team)
+
+
+def declare_drain(drain: Drain, user) -> Drain:
+    """A quota manager drains a flavor by a deadline (`Drain.declare_by`); its queues hold at
+    once when the drain has started."""
+    with transaction.atomic():
+        drain.declare_by(user)
+        if drain.starts_at <= timezone.now():
+            drain.held_at = timezone.now()
+            Drain.objects.filter(pk=drain.pk).update(held_at=drain.held_at)
+        _flavor_queues_changed(drain.flavor_id)
+    return drain
+
+
+def end_drain(drain: Drain, user, *, now=None) -> bool:
+    """End a drain early: the flavor's queues reopen at once."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        ended = drain.end_by(user, now)
+        if ended:
+            Drain.objects.filter(pk=drain.pk, reopened_at__isnull=True).update(reopened_at=now)
+            _flavor_queues_changed(drain.flavor_id)
+    return ended
+
+
+def drain_windows(now=None) -> dict[str, int]:
+    """The sweep's part: drains whose window opened or closed since the last sweep are noted
+    (``held_at``, ``reopened_at``) and their flavor's queues reconciled, so a pool reopens by
+    itself at ``reopens_at`` (the sweep renders every queue from the time anyway; this makes
+    it prompt and recorded)."""
+    now = now or timezone.now()
+    told = {"held": 0, "reopened": 0}
+    with transaction.atomic():
+        for drain in Drain.objects.open_at(now).filter(held_at__isnull=True):
+            if Drain.objects.filter(pk=drain.pk, held_at__isnull=True).update(held_at=now):
+                told["held"] += 1
+                _flavor_queues_changed(drain.flavor_id)
+        over = Drain.objects.filter(reopened_at__isnull=True, held_at__isnull=False).filter(
+            Q(reopens_at__lte=now) | Q(ended_at__lte=now))
+        for drain in over:
+            if Drain.objects.filter(pk=drain.pk, reopened_at__isnull=True).update(reopened_at=now):
+                told["reopened"] += 1
+                _flavor_queues_changed(drain.flavor_id)
+    return told

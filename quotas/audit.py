@@ -11,7 +11,7 @@ from django.http import Http404
 
 from tenants.models import Membership, Team
 
-from .models import GpuFlavor, Quota, QuotaGrant, QuotaRequest
+from .models import Drain, GpuFlavor, Quota, QuotaGrant, QuotaRequest
 
 # URL key -> model; the keys appear in /console/history/<key>/<pk>/.
 TRACKED = {
@@ -21,6 +21,7 @@ TRACKED = {
     "quota": Quota,
     "grant": QuotaGrant,
     "request": QuotaRequest,
+    "drain": Drain,
 }
 KEY_OF = {model: key for key, model in TRACKED.items()}
 ACTIONS = {"+": "created", "~": "changed", "-": "deleted"}

@@ -1,5 +1,5 @@
 """Forms of the quota console: an owner's request or renewal, a quota manager's approval or
-denial, an owner's per-person cap."""
+denial, an owner's per-person cap, a quota manager's drain of a pool."""
 
 from django import forms
 from django.contrib.auth import get_user_model
@@ -8,7 +8,7 @@ from django.utils import timezone
 from tenants.models import Membership
 
 from .grants import MAX_CPU_CORES, MAX_GPUS, MAX_MEMORY_GIB
-from .models import GpuFlavor, MemberCap, QuotaRequest
+from .models import Drain, GpuFlavor, MemberCap, QuotaRequest
 from .models.requests import MAX_JUSTIFICATION
 
 DATE = forms.DateInput(attrs={"type": "date"})
@@ -122,3 +122,27 @@ class MemberCapForm(forms.Form):
             team=self.team, flavor=data["flavor"], user=user)
         cap.max_gpus, cap.max_jobs = data["max_gpus"], data["max_jobs"]
         return cap
+
+
+DATETIME = forms.DateTimeInput(attrs={"type": "datetime-local"}, format="%Y-%m-%dT%H:%M")
+
+
+class DrainForm(forms.ModelForm):
+    """A quota manager drains a flavor (or some of its nodes) by a deadline (docs/drain.md)."""
+
+    nodes = forms.CharField(required=False, label="Only these nodes",
+                            help_text="Node names, separated by spaces or commas; empty: every node of the flavor.")
+
+    class Meta:
+        model = Drain
+        fields = ["flavor", "nodes", "deadline", "reopens_at", "reason"]
+        widgets = {"deadline": DATETIME, "reopens_at": DATETIME}
+        labels = {"deadline": "Empty by", "reopens_at": "Reopens at"}
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        for name in ("deadline", "reopens_at"):
+            self.fields[name].input_formats = ["%Y-%m-%dT%H:%M", "%Y-%m-%d %H:%M", "%Y-%m-%dT%H:%M:%S"]
+
+    def clean_nodes(self):
+        return [name for name in self.cleaned_data.get("nodes", "").replace(",", " ").split() if name]

@@ -129,6 +129,10 @@ class Scheduler:
     # workloads are not the scheduler's: each workload kind declares its own (`jobs.kinds`).
     cluster_kinds: list[Kind] = []
     queue_kinds: list[Kind] = []
+    # Whether its queues can be told to admit nothing new while admitted work runs on (Kueue's
+    # ClusterQueue `stopPolicy: Hold`); a pool drained without it refuses at submission what
+    # would outlive the deadline (docs/drain.md).
+    holds_queues: bool = False
 
     def cluster_objects(self, flavors, cohorts, priorities) -> list[dict]:
         """Cluster-wide objects for the flavors this scheduler governs."""

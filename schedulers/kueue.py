@@ -110,7 +110,8 @@ def render_cluster_queue(quota, namespace: str, team: str) -> dict:
         "preemption": {"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "Never",
                        "borrowWithinCohort": {"policy": "Never"}},
         "flavorFungibility": {"whenCanBorrow": "MayStopSearch", "whenCanPreempt": "TryNextFlavor"},
-        "stopPolicy": "None",
+        # A drained pool (docs/drain.md): admit nothing new, let admitted workloads run on.
+        "stopPolicy": "Hold" if flavor.admission_held else "None",
         "fairSharing": {"weight": canonical(quota.weight)},
     }
     if quota.cohort_id is not None:
@@ -225,6 +226,9 @@ def quota_message(job, kueue_message: str) -> str:
     if match := _MORE_NEEDED.search(kueue_message):
         return (f"Waiting for quota: team {team} has too few free {match['flavor']} GPUs for this job "
                 f"({gpus} needed, {match['more']} more must free up).")
+    if "is inactive" in kueue_message:  # "ClusterQueue <name> is inactive": held (docs/drain.md)
+        return (f"Waiting: the {job.flavor.name} pool admits nothing new now (drained for maintenance); this job "
+                "starts when it reopens.")
     if "Inadmissible" in kueue_message or "doesn't exist" in kueue_message:
         return f"Cannot be queued: {kueue_message}"
     return f"Waiting for quota: {kueue_message}" if kueue_message else "Waiting for quota."
@@ -307,6 +311,7 @@ class Kueue(Scheduler):
     name, label = "kueue", "Kueue"
     cluster_kinds = [(API, "ResourceFlavor"), (API, "Cohort"), (API, "WorkloadPriorityClass")]
     queue_kinds = [(API, "ClusterQueue"), (API, "LocalQueue")]
+    holds_queues = True
 
     def cluster_objects(self, flavors, cohorts, priorities) -> list[dict]:
         # Cohorts and priorities are Kueue objects whatever governs a flavor: a cohort's

@@ -56,6 +56,8 @@ MAP = {
     "ask for a quota change": (lambda w, u, c: QuotaRequest.can_request(w["team"], u), [True, False, False, False, False]),
     "approve or deny a request": (lambda w, u, c: w["request"].can_decide(u), [False, False, False, True, False]),
     "end a grant early": (lambda w, u, c: QuotaGrant.can_end(u), [False, False, False, True, False]),
+    "drain a GPU pool and end a drain": (
+        lambda w, u, c: c(u).get(reverse("console:drains")).status_code == 200, [False, False, False, True, False]),
     "use the quota console and audit trail": (
         lambda w, u, c: c(u).get(reverse("console:requests")).status_code == 200, [False, False, False, True, False]),
     "write in the admin (teams, members, quotas, grants)": (

@@ -108,6 +108,54 @@ def preemptions_charged(kueue_jobs: set[int], accounts: dict[int, Account]) -> R
                + (f" (not: #{', #'.join(str(j) for j, _ in missing[:6])})" if missing else ""), not missing)
 
 
+def held_from(stop_policies: dict[str, list[tuple[float, str]]], suffix: str, start: float) -> float | None:
+    """When every ClusterQueue of the drained flavor (named ``...-<flavor>``) was seen at
+    ``stopPolicy: Hold`` from the drain's start on: when the hold reached the cluster."""
+    queues = {name: seen for name, seen in stop_policies.items() if name.endswith(suffix)}
+    firsts = [next((at for at, policy in seen if policy == "Hold" and at >= start - 1), None) for seen in queues.values()]
+    return max(firsts) if firsts and None not in firsts else None
+
+
+def drain_rows(pool_jobs: set[int], accounts: dict[int, Account], window: tuple[float, float, float],
+               cancels: dict[int, float], held: float | None) -> list[Row]:
+    """The drain window (docs/drain.md) on the cluster's own record. From the moment the pool's
+    queues were held on the cluster (``held``: the sweep's `drain_windows` and a reconcile after
+    the drain's start) until it reopened: no job that held GPUs of the pool then was evicted or
+    failed (cancels aside), and nothing was admitted; after it reopened, jobs were admitted."""
+    start, _, reopen = window
+    if held is None:
+        return [Row("jobs killed by a drain", "the pool's queues were never seen held", False)]
+    held_at_start, killed, admitted_inside, admitted_after = [], [], [], []
+    for job_id in sorted(pool_jobs):
+        account = accounts[job_id]
+        edges = sorted((at, holding) for at, holding in account.edges if at is not None)
+        holding = False
+        for at, on in edges:
+            if at > held:
+                break
+            holding = on
+        if holding:
+            held_at_start.append(job_id)
+            cancelled = job_id in cancels and held <= cancels[job_id] <= reopen
+            evicted = [at for at in account.preemptions if held <= at <= reopen]
+            failed = account.verdict == "failed" and account.finished is not None and held <= account.finished <= reopen
+            if (evicted or failed) and not cancelled:
+                killed.append(job_id)
+        admissions = [at for at, on in edges if on]
+        if any(held < at < reopen for at in admissions):
+            admitted_inside.append(job_id)
+        if any(at >= reopen for at in admissions):
+            admitted_after.append(job_id)
+    ids = lambda found: f" (#{', #'.join(map(str, found[:6]))})" if found else ""  # noqa: E731
+    return [
+        Row("jobs killed by a drain", f"{len(killed)} of {len(held_at_start)} on the pool when its queues held "
+            f"({held - start:.0f}s after the drain's start)" + ids(killed), not killed and bool(held_at_start)),
+        Row("jobs admitted to a drained pool before it reopened", str(len(admitted_inside)) + ids(admitted_inside),
+            not admitted_inside),
+        Row("jobs admitted after the pool reopened", str(len(admitted_after)), None),
+    ]
+
+
 def phantom_preemptions(jobs: dict[int, dict], accounts: dict[int, Account], budget: float) -> Row:
     """Preemptions the database records that the cluster never made (no Kueue eviction, no
     Volcano restart within the lag budget before it)."""

@@ -67,8 +67,10 @@ def main() -> int:
         run = Run(profile, plan_module.build(profile), tokens, observer=observer, procs=procs,
                   kubeconfig=kubeconfig, env=env, redis=broker)
         grant_start, grant_end = world.dated_grants(profile, datetime.fromtimestamp(run.t0, timezone.utc))
+        drain = world.dated_drain(profile, datetime.fromtimestamp(run.t0, timezone.utc))
         run.run()
-        rows = final_checks(profile, run, observer, grant_start.timestamp(), grant_end.timestamp())
+        rows = final_checks(profile, run, observer, grant_start.timestamp(), grant_end.timestamp(),
+                            tuple(at.timestamp() for at in drain))
     finally:
         procs.stop_all()
         observer.stop()
@@ -108,7 +110,8 @@ def charged_hours(start, end) -> float:
     return seconds / 3600
 
 
-def final_checks(profile: Profile, run, observer: Observer, grant_start: float, grant_end: float) -> list[Row]:
+def final_checks(profile: Profile, run, observer: Observer, grant_start: float, grant_end: float,
+                 drain: tuple[float, float, float]) -> list[Row]:
     from console.accounting import usage_rows
     from jobs.models import Job
     from tenants.models import Team
@@ -132,6 +135,10 @@ def final_checks(profile: Profile, run, observer: Observer, grant_start: float, 
     rows.append(checks.phantom_preemptions(jobs, found, profile.lag_budget_seconds))
     rows.append(checks.preemptions_charged({p.job_id for p in run.plan if p.job_id and p.label == "kueue-training"}
                                            & set(found), found))
+    pool = {p.job_id for p in run.plan if p.job_id and plan_module.KINDS[p.label][1] == world.DRAIN[0]} & set(found)
+    with observer.lock:
+        held = checks.held_from(observer.stop_policies, f"-{world.DRAIN[0]}", drain[0])
+    rows += checks.drain_rows(pool, found, drain, run.cancels(), held)
     rows.append(Row("every job shows the state the cluster gave it", f"{len(wrong)} differ"
                     + (f" ({'; '.join(wrong[:4])})" if wrong else ""), not wrong))
     with observer.lock:

@@ -88,6 +88,9 @@ class Observer:
         self.objects: dict[str, ObjectInfo] = {}          # uid -> info
         self.job_of_uid: dict[str, int] = {}              # batch Job and Pod UIDs -> job id
         self.interruptions: dict[str, int] = defaultdict(int)
+        # ClusterQueue name -> (when seen, its stopPolicy) at each change: when a drain's hold
+        # reached the cluster (docs/drain.md).
+        self.stop_policies: dict[str, list[tuple[float, str]]] = defaultdict(list)
         self.streams: list = []
         self.threads: list[threading.Thread] = []
 
@@ -150,6 +153,10 @@ class Observer:
                 info.deletion = info.deletion or ts(meta["deletionTimestamp"])
             if event == "DELETED":
                 info.gone = info.gone or now
+            if kind == CLUSTER_QUEUE:
+                policy, seen = (obj.get("spec") or {}).get("stopPolicy", "None"), self.stop_policies[info.name]
+                if not seen or seen[-1][1] != policy:
+                    seen.append((now, policy))
             summary = self._summary(kind, obj)
             if summary is not None and (not info.history or info.history[-1][1] != summary):
                 info.history.append((now, summary))

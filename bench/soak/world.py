@@ -38,6 +38,12 @@ CPU_PER_GPU, MEMORY_GIB_PER_GPU = 12, 120
 # Dated grants, as fractions of the run: one starts mid-run, one ends mid-run.
 GRANT_STARTS = ("nlp", "h100", 8, 0.30)
 GRANT_ENDS = ("vision", "a100", 4, 0.65)
+# A drain window (docs/drain.md), as fractions of the run: announced at the start, the pool
+# admits nothing new from the first, must be empty by the second, reopens at the third.
+# After the preemption scenes (a held queue preempts nothing), over the borrowing jobs and
+# the long ones, which must keep running; reopened before the API-server restart (0.60), so
+# the admissions it lets go are not read through a restart.
+DRAIN = ("h100", 0.38, 0.46, 0.54)
 # Our objects from an earlier run; namespaces first (they hold the workloads).
 LEFTOVERS = [
     "namespaces",
@@ -149,3 +155,19 @@ def first_reconcile(env: dict) -> None:
         if time.monotonic() > deadline:
             raise SystemExit(f"the first reconcile failed:\n{result.stdout[-2000:]}\n{result.stderr[-2000:]}")
         time.sleep(2)
+
+
+def dated_drain(profile: Profile, started: datetime) -> tuple[datetime, datetime, datetime]:
+    """The drain window, announced now by a quota manager as on the console; the sweep's
+    ``drain_windows`` holds the flavor's queues at its start and reopens them at its end."""
+    from django.contrib.auth import get_user_model
+
+    from quotas import actions
+    from quotas.models import Drain, GpuFlavor
+
+    flavor, start, deadline, reopen = DRAIN
+    at = [started + timedelta(seconds=profile.at(fraction)) for fraction in (start, deadline, reopen)]
+    actions.declare_drain(Drain(flavor=GpuFlavor.objects.get(name=flavor), starts_at=at[0], deadline=at[1],
+                                reopens_at=at[2], reason="soak maintenance window"),
+                          get_user_model().objects.get(username="soak-quinn"))
+    return at[0], at[1], at[2]

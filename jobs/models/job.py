@@ -487,6 +487,9 @@ class Job(JobHardware, JobMoves, PreemptionContract, RayRules, models.Model):
         if flavor:
             errors.update({name: text for name, text in self.hardware_problems(flavor).items() if name not in errors})
         errors.update({name: text for name, text in self.ray_problems(flavor).items() if name not in errors})
+        if flavor and self.state in (State.DRAFT, State.SUBMITTED) and (drain := flavor.open_drain()):
+            # A drained pool that cannot hold its queues (docs/drain.md) refuses what would outlive it.
+            errors.update({name: text for name, text in drain.refusal(self).items() if name not in errors})
         if self.kind == self.Kind.INFERENCE:
             if self.port is None:
                 errors["port"] = "An inference server needs the port it listens on."

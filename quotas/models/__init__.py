@@ -4,13 +4,15 @@
 - ``quotas``: Quota, a team's GPUs on one flavor;
 - ``requests``: QuotaRequest and the dated QuotaGrant it may become;
 - ``idle``: IdlePolicy, when idle GPUs are warned of and reclaimed (a flavor's, a team's);
-- ``caps``: MemberCap, what one person of a team may hold of a flavor at once.
+- ``caps``: MemberCap, what one person of a team may hold of a flavor at once;
+- ``drains``: Drain, a flavor emptied by a deadline and closed for maintenance (docs/drain.md).
 
 Django finds an app's models in ``<app>.models``, so this package imports them; no module
 of the app imports back from here (a submodule imports its sibling, e.g. ``.flavors``).
 """
 
 from .caps import MAX_CAP_JOBS, MemberCap, MemberCapQuerySet
+from .drains import Drain, DrainQuerySet
 from .flavors import (
     MAX_GPU_MEMORY_GIB,
     MAX_RUNTIME_SECONDS,
@@ -30,7 +32,7 @@ from .quotas import Quota, QuotaQuerySet
 from .requests import QuotaGrant, QuotaGrantQuerySet, QuotaRequest, QuotaRequestQuerySet
 
 __all__ = [
-    "MAX_CAP_JOBS", "MAX_GPU_MEMORY_GIB", "MAX_RUNTIME_SECONDS", "MIN_RUNTIME_SECONDS", "Action", "Cohort", "Fabric",
+    "MAX_CAP_JOBS", "MAX_GPU_MEMORY_GIB", "MAX_RUNTIME_SECONDS", "MIN_RUNTIME_SECONDS", "Action", "Cohort", "Drain", "DrainQuerySet", "Fabric",
     "GdrLevel", "GpuFlavor", "IdlePolicy", "IdleRules", "Limits", "MemberCap", "MemberCapQuerySet", "PriorityClass",
     "Quota",
     "QuotaGrant", "QuotaGrantQuerySet", "QuotaQuerySet", "QuotaRequest", "QuotaRequestQuerySet", "Scheduler",

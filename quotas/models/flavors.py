@@ -7,6 +7,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator
 from django.db import models
 from django.db.models import Q
+from django.utils import timezone
 from simple_history.models import HistoricalRecords
 
 import schedulers
@@ -212,6 +213,15 @@ class GpuFlavor(RuntimeLimits):
             raise ValidationError(errors)
 
     # --- what one unit of quota is --------------------------------------------------------
+    def open_drain(self, now=None):
+        """The drain that holds this pool now (announced and not reopened), if any (docs/drain.md)."""
+        return self.drains.open_at(now or timezone.now()).first()
+
+    @property
+    def admission_held(self) -> bool:
+        """Whether its queues admit nothing new now (a drain, on a scheduler that can hold them)."""
+        return schedulers.for_flavor(self).holds_queues and self.open_drain() is not None
+
     @property
     def shared_by(self) -> int:
         """Pods one physical GPU is handed to (1 unless time-sliced or MPS)."""

@@ -151,6 +151,7 @@ SESSION_ONLY = {
     ("POST", "/api/v1/webhooks/{id}/deliveries/{delivery_id}/resend"), ("POST", "/api/v1/group-mappings"),
     ("DELETE", "/api/v1/group-mappings/{id}"), ("POST", "/api/v1/webhooks/{id}/rotate-secret"),
     ("POST", "/api/v1/member-caps"), ("PATCH", "/api/v1/member-caps/{id}"), ("DELETE", "/api/v1/member-caps/{id}"),
+    ("POST", "/api/v1/drains"), ("POST", "/api/v1/drains/{id}/end"),
 }
 
 
@@ -192,6 +193,8 @@ def writable_bodies(team, flavor, hook):
                                                       {"ends_on": "2099-01-01", "justification": "x"}),
         ("POST", "/api/v1/member-caps"): ("/api/v1/member-caps", {"team": "vision", "flavor": "h100", "max_gpus": 8}),
         ("PATCH", "/api/v1/member-caps/{id}"): (f"/api/v1/member-caps/{a_cap(team, flavor).pk}", {"max_gpus": 4}),
+        ("POST", "/api/v1/drains"): ("/api/v1/drains", {"flavor": "h100", "deadline": "2099-01-01T00:00:00Z",
+                                                         "reopens_at": "2099-01-02T00:00:00Z", "reason": "x"}),
     }
 
 

@@ -205,12 +205,13 @@ def test_a_submit_reads_nothing_back(client_as, owner, team, flavor, django_asse
     and then its live jobs counted (MAX_LIVE_JOBS_PER_TEAM), the submitter's cap looked up
     (none here; with one, their holding is counted too: jobs.caps), the job (inserted as submitted,
     no draft to update), its event, the key's job; then the feasibility answer's usage and
-    quota (no other job waits, so the queue is not read)."""
+    quota (no other job waits, so the queue is not read); and the flavor's open drain, asked by
+    the job's validation and by the verdict (docs/drain.md)."""
     from .conftest import issue_token
 
     make_quota(team, flavor, nominal_gpus=8)
     api = client_as(token=issue_token(owner, team=team))
     api.get("/api/v1/jobs")
-    with django_assert_num_queries(17):
+    with django_assert_num_queries(19):
         response = api.post("/api/v1/jobs", {**JOB_BODY, "team": team.slug}, HTTP_IDEMPOTENCY_KEY="k-1")
     assert response.status_code == 201, response.json()

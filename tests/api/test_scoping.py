@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from jobs.models import Job
 from notifications.models import Event, Kind, Webhook, WebhookDelivery
-from quotas.models import MemberCap, QuotaGrant, QuotaRequest
+from quotas.models import Drain, MemberCap, QuotaGrant, QuotaRequest
 from tenants.models import Membership
 from tenants.models.identities import GroupMapping
 from tenants.tokens import ApiToken
@@ -36,6 +36,7 @@ SEES = {
     "tokens": ("owner",),  # one's own tokens
     "group-mappings": (),  # quota managers only
     "flavors": (), "notification-preferences": (), "ping": (), "schema": (),
+    "drains": (),  # a pool's drain is everyone's to read; the jobs on it quota managers' only
 }
 
 
@@ -63,7 +64,10 @@ def world(team, owner, member, viewer, outsider, flavor, fake, settings):
     person = make_user(f"{MARKER}-person")
     Membership.objects.create(team=team, user=person, role=Membership.Role.MEMBER)
     cap = MemberCap.objects.create(team=team, flavor=flavor, user=person, max_gpus=8)
-    ids = {"member-caps": cap.pk, "jobs": job.pk, "quota-requests": request.pk, "quota-grants": grant.pk, "webhooks": hook.pk, "group-mappings": mapping.pk,
+    drain = Drain(flavor=flavor, deadline=timezone.now() + timedelta(hours=1),
+                  reopens_at=timezone.now() + timedelta(hours=2), reason="maintenance")
+    drain.declare_by(make_user("drain-quinn", quota_manager=True))
+    ids = {"drains": drain.pk, "member-caps": cap.pk, "jobs": job.pk, "quota-requests": request.pk, "quota-grants": grant.pk, "webhooks": hook.pk, "group-mappings": mapping.pk,
            "tokens": token.pk}
     values = {"slug": team.slug, "name": flavor.name, "kind": "job.started", "delivery_id": delivery.pk}
     return {"ids": ids, "values": values, "team": team, "job": job, "hook": hook}
@@ -121,6 +125,9 @@ def body_of(method: str, path: str, world) -> dict | None:
         ("POST", "/api/v1/member-caps"): {"team": "vision", "flavor": "h100", "max_gpus": 0},
         ("PATCH", "/api/v1/member-caps/{id}"): {"max_gpus": 0},
         ("DELETE", "/api/v1/member-caps/{id}"): None,
+        ("POST", "/api/v1/drains"): {"flavor": "h100", "deadline": "2099-01-01T00:00:00Z",
+                                     "reopens_at": "2099-01-02T00:00:00Z", "reason": "intruder"},
+        ("POST", "/api/v1/drains/{id}/end"): None,
     }
     assert (method, path) in bodies, f"{method} {path}: add a body that would change the team"
     return bodies[(method, path)]
@@ -138,6 +145,7 @@ def snapshot(team) -> dict:
         "mappings": sorted(GroupMapping.objects.filter(team=team).values_list("id", "group", "role")),
         "members": sorted(team.memberships.values_list("user__username", "role")),
         "caps": sorted(MemberCap.objects.filter(team=team).values_list("id", "user", "max_gpus", "max_jobs")),
+        "drains": sorted(Drain.objects.values_list("id", "ended_at")),
     }
 
 

@@ -198,10 +198,10 @@ def test_alone_in_the_queue_nothing_is_ahead_and_the_queue_is_not_read(team, fla
     running(team, flavor, 8)
     waiting = queued(team, flavor, 2)
     queued(make_team("other-team"), flavor, 2)  # another team's queue is not this one's
-    with django_assert_num_queries(2):  # the usage and the quota; no queue count
+    with django_assert_num_queries(3):  # the usage, the quota, the flavor's drain (docs/drain.md); no queue count
         result = feasibility.assess(waiting)
     assert result.message == "Will queue: 0 jobs ahead, 8 of 8 GPUs in use."
-    with django_assert_num_queries(3):  # a new job has the waiting one ahead: the queue is read
+    with django_assert_num_queries(4):  # a new job has the waiting one ahead: the queue is read
         assert feasibility.assess(build_job(team, flavor, gpus_per_worker=1)).jobs_ahead == 1
 
 
