@@ -11,6 +11,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
+from jobs import estimates
 from quotas import actions, audit
 from quotas.forms import ApproveForm, DenyForm
 from quotas.grants import last_day
@@ -203,3 +204,13 @@ def object_history(request, key, pk):
     title = str(current) if current else (str(entries[0].record.instance) if entries else f"{key} #{pk}")
     context = {**_nav(request, "history"), "entries": entries, "kind": key, "title": title, "pk": pk}
     return render(request, "console/object_history.html", context)
+
+
+@quota_manager_required
+@require_GET
+def eta_accuracy(request):
+    """How right the start estimates were (docs/eta.md): per flavor, over the recorded
+    estimates whose jobs have started, the median error relative to the actual wait and the
+    share of starts inside the p10-p90 range, beside the naive estimate's error."""
+    context = {**_nav(request, "eta"), "flavors": estimates.accuracy_by_flavor()}
+    return render(request, "console/eta_accuracy.html", context)

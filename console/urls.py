@@ -27,5 +27,6 @@ urlpatterns = [
     path("quotas/console/grants/", manager_views.grant_list, name="grants"),
     path("quotas/console/grants/<int:pk>/end/", manager_views.grant_end, name="grant-end"),
     path("quotas/console/history/", manager_views.history, name="history"),
+    path("quotas/console/eta/", manager_views.eta_accuracy, name="eta-accuracy"),
     path("quotas/console/history/<str:key>/<int:pk>/", manager_views.object_history, name="object-history"),
 ]

@@ -39,7 +39,7 @@ from tenants.auth import token_of
 from tenants.scoping import TeamField, TeamScopedViewSet
 from tenants.tokens import Scope
 
-from . import actions, feasibility, gpu_use, spec, telemetry
+from . import actions, estimates, feasibility, gpu_use, spec, telemetry
 from .filters import JobFilter
 from .logs import problem_of
 from .manifests import render_job
@@ -137,15 +137,45 @@ class FeasibilitySerializer(serializers.Serializer):
     message = serializers.CharField()
 
 
+class AdviceSerializer(serializers.Serializer):
+    change = serializers.ChoiceField(choices=["fewer_gpus", "other_flavor"])
+    message = serializers.CharField()
+    p50_seconds = serializers.IntegerField(help_text="The median estimate with the change, seconds from now.")
+    clone_url = serializers.CharField(help_text="The submit form, filled with this job and the change.")
+
+
+class EtaSerializer(serializers.Serializer):
+    """When a waiting job will start (docs/eta.md): seconds from now, or unknown and why."""
+
+    known = serializers.BooleanField()
+    p10_seconds = serializers.IntegerField(allow_null=True)
+    p50_seconds = serializers.IntegerField(allow_null=True)
+    p90_seconds = serializers.IntegerField(allow_null=True)
+    reason = serializers.CharField(help_text="Why it is unknown; empty when known.")
+    message = serializers.CharField(help_text="The estimate in plain words, as the job page says it.")
+    sooner = AdviceSerializer(many=True, help_text="Changes that would start it sooner (owners and members only).")
+
+
+def eta_of(job: Job, user) -> dict | None:
+    """The job's start estimate; null unless it waits. Advice only for who may clone it."""
+    estimate = estimates.estimate(job, advise=job.team.can_submit(user))
+    return None if estimate is None else estimate.as_dict()
+
+
 class JobCreatedSerializer(JobSerializer):
     """A job just submitted, with the platform's estimate of whether it can run: a job that
     can never run is accepted (the quota may grow), but the submitter is told at once."""
 
     feasibility = serializers.SerializerMethodField()
+    eta = serializers.SerializerMethodField()
 
     class Meta(JobSerializer.Meta):
-        fields = [*JobSerializer.Meta.fields, "feasibility"]
-        read_only_fields = [*JobSerializer.Meta.read_only_fields, "feasibility"]
+        fields = [*JobSerializer.Meta.fields, "feasibility", "eta"]
+        read_only_fields = [*JobSerializer.Meta.read_only_fields, "feasibility", "eta"]
+
+    @extend_schema_field(EtaSerializer(allow_null=True))
+    def get_eta(self, job) -> dict | None:
+        return eta_of(job, self.context["request"].user)
 
     @extend_schema_field(FeasibilitySerializer)
     def get_feasibility(self, job) -> dict:
@@ -153,7 +183,7 @@ class JobCreatedSerializer(JobSerializer):
         return {"verdict": verdict.verdict, "message": verdict.message}
 
     def to_representation(self, job: Job) -> dict:
-        return {**super().to_representation(job), "feasibility": self.get_feasibility(job)}
+        return {**super().to_representation(job), "feasibility": self.get_feasibility(job), "eta": self.get_eta(job)}
 
 
 class GpuUtilizationSerializer(serializers.Serializer):
@@ -238,11 +268,16 @@ class JobDetailSerializer(JobSerializer):
         help_text="Seconds before the max runtime stops the job, counted from its admission; null without a "
                   "limit, before admission and once it ended.")
     preemption = serializers.SerializerMethodField()
+    eta = serializers.SerializerMethodField()
 
     class Meta(JobSerializer.Meta):
-        fields = [*JobSerializer.Meta.fields, "gpu_utilization", "idle", "runtime_left_seconds", "preemption"]
+        fields = [*JobSerializer.Meta.fields, "gpu_utilization", "idle", "runtime_left_seconds", "preemption", "eta"]
         read_only_fields = [*JobSerializer.Meta.read_only_fields, "gpu_utilization", "idle", "runtime_left_seconds",
-                            "preemption"]
+                            "preemption", "eta"]
+
+    @extend_schema_field(EtaSerializer(allow_null=True))
+    def get_eta(self, job) -> dict | None:
+        return eta_of(job, self.context["request"].user)
 
     @extend_schema_field(PreemptionContractSerializer)
     def get_preemption(self, job) -> dict:
@@ -268,7 +303,7 @@ class JobDetailSerializer(JobSerializer):
     def to_representation(self, job: Job) -> dict:
         return {**super().to_representation(job), "gpu_utilization": self.get_gpu_utilization(job),
                 "idle": self.get_idle(job), "runtime_left_seconds": self.get_runtime_left_seconds(job),
-                "preemption": self.get_preemption(job)}
+                "preemption": self.get_preemption(job), "eta": self.get_eta(job)}
 
 
 class JobEventSerializer(serializers.ModelSerializer):
