@@ -156,9 +156,11 @@ class EtaSerializer(serializers.Serializer):
     sooner = AdviceSerializer(many=True, help_text="Changes that would start it sooner (owners and members only).")
 
 
-def eta_of(job: Job, user) -> dict | None:
+def eta_of(job: Job, user, verdict=None) -> dict | None:
     """The job's start estimate; null unless it waits. Advice only for who may clone it."""
-    estimate = estimates.estimate(job, advise=job.team.can_submit(user))
+    if not estimates.applies(job):
+        return None
+    estimate = estimates.estimate(job, advise=lambda: job.team.can_submit(user), verdict=verdict)
     return None if estimate is None else estimate.as_dict()
 
 
@@ -183,7 +185,9 @@ class JobCreatedSerializer(JobSerializer):
         return {"verdict": verdict.verdict, "message": verdict.message}
 
     def to_representation(self, job: Job) -> dict:
-        return {**super().to_representation(job), "feasibility": self.get_feasibility(job), "eta": self.get_eta(job)}
+        verdict = feasibility.assess(job)  # once, for both: the estimate starts from it
+        return {**super().to_representation(job), "feasibility": {"verdict": verdict.verdict, "message": verdict.message},
+                "eta": eta_of(job, self.context["request"].user, verdict)}
 
 
 class GpuUtilizationSerializer(serializers.Serializer):

@@ -142,16 +142,23 @@ def _naive(job: Job, now) -> float | None:
     return eta.naive(position, admitted / RECENT.total_seconds())
 
 
-def estimate(job: Job, *, record: bool = True, advise: bool = True, now=None) -> Estimate | None:
-    """The start estimate of a waiting (or unsaved) job, calibrated; None when it does not wait."""
+def applies(job: Job) -> bool:
+    """Whether ``job`` gets an estimate: it waits for quota (asked before anything is read)."""
+    return job.state in WAITING_FOR_QUOTA
+
+
+def estimate(job: Job, *, record: bool = True, advise=True, verdict=None, now=None) -> Estimate | None:
+    """The start estimate of a waiting (or unsaved) job, calibrated; None when it does not wait.
+    ``advise``: whether to add the start-sooner advice (a callable is asked only when there
+    is a wait to advise on); ``verdict``: `feasibility.assess` of the job, if already asked."""
     now = now or timezone.now()
-    if job.pk is not None and job.state not in WAITING_FOR_QUOTA:
+    if job.pk is not None and not applies(job):
         return None
     if job.pk is not None and job.at_personal_cap:
         held = eta.Eta(reason="it is held back until its submitter's other jobs end (their personal cap)")
         return Estimate(held, held, eta.sentence(held))
-    verdict = feasibility.assess(job)
-    if verdict.verdict == feasibility.Feasibility.NOW and job.pk is None:
+    verdict = verdict or feasibility.assess(job)
+    if verdict.verdict == feasibility.Feasibility.NOW:  # fits what is free (or lent) now
         now_eta = eta.Eta(0.0, 0.0, 0.0)
         return Estimate(now_eta, now_eta, eta.sentence(now_eta))
     if verdict.verdict == feasibility.Feasibility.NEVER:
@@ -163,6 +170,8 @@ def estimate(job: Job, *, record: bool = True, advise: bool = True, now=None) ->
     naive = _naive(job, now)
     if record and job.pk and fixed.known:
         _record(job, raw, fixed, naive, now)
+    if callable(advise):
+        advise = fixed.known and advise()
     sooner = tuple(_sooner(job, queue, fixed)) if advise and fixed.known else ()
     return Estimate(fixed, raw, eta.sentence(fixed), naive, sooner)
 

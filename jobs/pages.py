@@ -59,7 +59,7 @@ def _status_context(request, job: Job) -> dict:
         "events": list(job.events.all()),
         "queue_position": feasibility.queue_position(job),
         # When it will start (p50, p10-p90) and what would start it sooner (docs/eta.md).
-        "eta": estimates.estimate(job, advise=job.team.can_submit(request.user)),
+        "eta": estimates.estimate(job, advise=lambda: job.team.can_submit(request.user)) if estimates.applies(job) else None,
         "can_cancel": job.can_cancel(request.user),
         "queue_wait": job.queue_wait(now),
         "run_time": job.run_time(now),
