@@ -309,3 +309,24 @@ def test_a_job_over_the_persons_cap_says_so_on_submit_status_and_list(gpuctl, jo
     assert "state: submitted  AtPersonalCap: You hold 8 of your 8 h100 GPUs" in out
     code, out, _ = gpuctl("list")
     assert out.splitlines()[1].split()[:5] == [str(second.pk), "vision", "second", "submitted", "(at"]
+
+
+def test_a_queued_job_is_told_when_it_starts_on_submit_and_status(gpuctl, job_file, team, flavor):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from jobs.lifecycle import State
+
+    holder = Job.objects.create(team=team, flavor=flavor, name="holder", image="ghcr.io/x/a:1", workers=1,
+                                gpus_per_worker=8, max_runtime_seconds=3600, state=State.RUNNING, gpus_in_use=8,
+                                admitted_at=timezone.now() - timedelta(minutes=30),
+                                run_admitted_at=timezone.now() - timedelta(minutes=30))
+    code, out, _ = gpuctl("submit", "-f", str(job_file))
+    assert code == 0 and ("Starts in about 30 min" in out or "Starts in about 29 min" in out)
+    queued = Job.objects.get(name="resnet")
+    code, out, _ = gpuctl("status", str(queued.pk))
+    assert "start: Starts in about" in out
+    # Half the GPUs would not start sooner either: the holder has all 8; no other flavor.
+    assert "sooner:" not in out
+    holder.delete()
