@@ -1,5 +1,5 @@
 # The two commands of the README are `make demo` and `make test`.
-.PHONY: image helm chart-lint demo test cluster-up cluster-down cluster-status idp-up idp-down idp-status demo-cluster-down clean bench-reconcile bench-api bench-pages bench-watcher bench-e2e e2e-cluster-down soak soak-cluster-down
+.PHONY: image helm chart-lint demo test cluster-up cluster-down cluster-status idp-up idp-down idp-status demo-cluster-down clean bench-reconcile bench-api bench-pages bench-watcher bench-e2e bench-eta e2e-cluster-down soak soak-cluster-down
 
 demo:  ## start the platform with demo data (SQLite unless DATABASE_URL is set)
 	@scripts/demo.sh
@@ -86,3 +86,7 @@ helm:  ## build Helm from its Go module into ~/.cache/gpuplatform/bin (cached by
 chart-lint:  ## helm lint the chart with its defaults and the production example
 	@h=$$(deploy/helm/build-helm.sh) && $$h lint --strict deploy/helm/gpuplatform && \
 	  $$h lint --strict deploy/helm/gpuplatform -f deploy/helm/values-production.example.yaml
+
+bench-eta:  ## the start estimate replayed offline on two generated traces (Alibaba GPU 2023-like, a bursty week); no servers
+	@scripts/venv.sh dev
+	@.venv/bin/python bench/eta.py

@@ -11,7 +11,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
-from jobs import drains
+from jobs import drains, estimates
 from quotas import actions, audit
 from quotas.forms import ApproveForm, DenyForm, DrainForm
 from quotas.grants import last_day
@@ -249,3 +249,13 @@ def drain_end(request, pk):
     else:
         messages.error(request, f"The drain of {drain.flavor.name} was already over.")
     return redirect("console:drain", drain.pk)
+
+
+@quota_manager_required
+@require_GET
+def eta_accuracy(request):
+    """How right the start estimates were (docs/eta.md): per flavor, over the recorded
+    estimates whose jobs have started, the median error relative to the actual wait and the
+    share of starts inside the p10-p90 range, beside the naive estimate's error."""
+    context = {**_nav(request, "eta"), "flavors": estimates.accuracy_by_flavor()}
+    return render(request, "console/eta_accuracy.html", context)

@@ -30,5 +30,6 @@ urlpatterns = [
     path("quotas/console/drains/<int:pk>/", manager_views.drain_detail, name="drain"),
     path("quotas/console/drains/<int:pk>/end/", manager_views.drain_end, name="drain-end"),
     path("quotas/console/history/", manager_views.history, name="history"),
+    path("quotas/console/eta/", manager_views.eta_accuracy, name="eta-accuracy"),
     path("quotas/console/history/<str:key>/<int:pk>/", manager_views.object_history, name="object-history"),
 ]

@@ -147,6 +147,8 @@ def _submit(client: Client, args) -> int:
             return _fail(f"job {job['id']} can never run as asked: {verdict['message']} It stays submitted "
                          f"(the quota may grow): cancel it with 'gpuctl cancel {job['id']}'.", "never")
         print(f"gpuctl: warning: {verdict['message']}", file=sys.stderr)
+    if verdict.get("verdict") == "queue" and job.get("eta"):
+        _progress(args, f"job {job['id']}: {job['eta']['message']}")
     if not args.wait:
         if args.output != "text":
             _print_doc(job, args)
@@ -203,6 +205,10 @@ def _status(client: Client, args) -> int:
         left = job.get("runtime_left_seconds")
         print(f"max runtime: {_span(job['max_runtime_seconds'])}"
               + (f", {_span(left)} left (counted from admission)" if left is not None else ""))
+    if eta := job.get("eta"):
+        print(f"start: {eta['message']}")
+        for advice in eta.get("sooner") or ():
+            print(f"  sooner: {advice['message']}  (clone: {advice['clone_url']})")
     idle = job.get("idle") or {}
     if idle.get("idle_gpu_hours") is not None and job["state"] == "reclaimed":
         print(f"reclaimed at {idle['reclaim_at']}: {idle['idle_gpu_hours']} idle GPU-hours")

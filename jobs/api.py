@@ -40,6 +40,7 @@ from tenants.scoping import TeamField, TeamScopedViewSet
 from tenants.tokens import Scope
 
 from . import actions, feasibility, gpu_use, spec, telemetry
+from .eta_api import EtaSerializer, eta_of
 from .filters import JobFilter
 from .logs import problem_of
 from .manifests import render_job
@@ -142,10 +143,15 @@ class JobCreatedSerializer(JobSerializer):
     can never run is accepted (the quota may grow), but the submitter is told at once."""
 
     feasibility = serializers.SerializerMethodField()
+    eta = serializers.SerializerMethodField()
 
     class Meta(JobSerializer.Meta):
-        fields = [*JobSerializer.Meta.fields, "feasibility"]
-        read_only_fields = [*JobSerializer.Meta.read_only_fields, "feasibility"]
+        fields = [*JobSerializer.Meta.fields, "feasibility", "eta"]
+        read_only_fields = [*JobSerializer.Meta.read_only_fields, "feasibility", "eta"]
+
+    @extend_schema_field(EtaSerializer(allow_null=True))
+    def get_eta(self, job) -> dict | None:
+        return eta_of(job, self.context["request"].user)
 
     @extend_schema_field(FeasibilitySerializer)
     def get_feasibility(self, job) -> dict:
@@ -153,7 +159,9 @@ class JobCreatedSerializer(JobSerializer):
         return {"verdict": verdict.verdict, "message": verdict.message}
 
     def to_representation(self, job: Job) -> dict:
-        return {**super().to_representation(job), "feasibility": self.get_feasibility(job)}
+        verdict = feasibility.assess(job)  # once, for both: the estimate starts from it
+        return {**super().to_representation(job), "feasibility": {"verdict": verdict.verdict, "message": verdict.message},
+                "eta": eta_of(job, self.context["request"].user, verdict)}
 
 
 class GpuUtilizationSerializer(serializers.Serializer):
@@ -238,11 +246,16 @@ class JobDetailSerializer(JobSerializer):
         help_text="Seconds before the max runtime stops the job, counted from its admission; null without a "
                   "limit, before admission and once it ended.")
     preemption = serializers.SerializerMethodField()
+    eta = serializers.SerializerMethodField()
 
     class Meta(JobSerializer.Meta):
-        fields = [*JobSerializer.Meta.fields, "gpu_utilization", "idle", "runtime_left_seconds", "preemption"]
+        fields = [*JobSerializer.Meta.fields, "gpu_utilization", "idle", "runtime_left_seconds", "preemption", "eta"]
         read_only_fields = [*JobSerializer.Meta.read_only_fields, "gpu_utilization", "idle", "runtime_left_seconds",
-                            "preemption"]
+                            "preemption", "eta"]
+
+    @extend_schema_field(EtaSerializer(allow_null=True))
+    def get_eta(self, job) -> dict | None:
+        return eta_of(job, self.context["request"].user)
 
     @extend_schema_field(PreemptionContractSerializer)
     def get_preemption(self, job) -> dict:
@@ -268,7 +281,7 @@ class JobDetailSerializer(JobSerializer):
     def to_representation(self, job: Job) -> dict:
         return {**super().to_representation(job), "gpu_utilization": self.get_gpu_utilization(job),
                 "idle": self.get_idle(job), "runtime_left_seconds": self.get_runtime_left_seconds(job),
-                "preemption": self.get_preemption(job)}
+                "preemption": self.get_preemption(job), "eta": self.get_eta(job)}
 
 
 class JobEventSerializer(serializers.ModelSerializer):

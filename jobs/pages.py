@@ -31,7 +31,7 @@ from core.reconcile import NoCluster, current_cluster
 from quotas.models import IdlePolicy
 from quotas.models.flavors import UNATTRIBUTABLE
 
-from . import actions, feasibility, gpu_use, logs, telemetry
+from . import actions, estimates, feasibility, gpu_use, logs, telemetry
 from .kinds import for_job
 from .manifests import render_job
 from .models import IdleWatch, Job
@@ -57,6 +57,8 @@ def _status_context(request, job: Job) -> dict:
         "job": job,
         "events": list(job.events.all()),
         "queue_position": feasibility.queue_position(job),
+        # When it will start (p50, p10-p90) and what would start it sooner (docs/eta.md).
+        "eta": estimates.estimate(job, advise=lambda: job.team.can_submit(request.user)) if estimates.applies(job) else None,
         "can_cancel": job.can_cancel(request.user),
         "queue_wait": job.queue_wait(now),
         "run_time": job.run_time(now),

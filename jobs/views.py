@@ -22,7 +22,7 @@ from quotas.models import GpuFlavor
 from tenants import picker
 from tenants.models import Team
 
-from . import actions, feasibility, gpu_use, spec, telemetry, usage
+from . import actions, estimates, feasibility, gpu_use, spec, telemetry, usage
 from .filters import JobFilter
 from .forms import PRESETS, JobForm, clone_initial, first_preset
 from .manifests import render_job
@@ -31,6 +31,8 @@ from .models import LIVE_NAME_TAKEN, Job
 PAGE_SIZE = 25
 # Placeholder id for a job not saved yet: object names end in "-<id>".
 PREVIEW_ID = 0
+# Fields a clone link may change (`?clone=<id>&workers=2`): what the start-sooner advice suggests.
+CLONE_CHANGES = ("workers", "gpus_per_worker", "flavor")
 
 
 class _NoAliases(yaml.SafeDumper):
@@ -164,7 +166,9 @@ def _initial(request) -> dict:
         if not clone_id.isdigit():
             raise Http404("No such job to clone.")
         job = get_object_or_404(Job.objects.visible_to(request.user), pk=clone_id)
-        return clone_initial(job)
+        # The start-sooner advice (`jobs.estimates`) links here with the one change it suggests.
+        return {**clone_initial(job), **{name: request.GET[name] for name in CLONE_CHANGES
+                                         if request.GET.get(name, "").isdigit()}}
     # A tab (?kind=) starts from that kind's first preset; ?preset= picks one by name.
     default = first_preset(request.GET.get("kind", ""))
     initial = dict(PRESETS.get(request.GET.get("preset"), PRESETS[default])[1])
@@ -198,7 +202,9 @@ def job_submit(request):
                     # Accepted (the quota may still grow), but the submitter hears it now.
                     messages.warning(request, f"Submitted {job.name} to {team.slug}. {verdict.message}")
                 else:
-                    messages.success(request, f"Submitted {job.name} to {team.slug}.")
+                    estimate = estimates.estimate(job, advise=False)
+                    when = f" {estimate.sentence}" if estimate and verdict.verdict == verdict.QUEUE else ""
+                    messages.success(request, f"Submitted {job.name} to {team.slug}.{when}")
                 return redirect("jobs:detail", pk=job.pk)
         messages.error(request, "The job was not submitted: fix the fields marked below.")
         status = 400
@@ -225,4 +231,6 @@ def job_preview(request):
         job = form.sizing_job()
     if job is not None:
         context.update(feasibility=feasibility.assess(job), usage=usage.usage_of(job.team, job.flavor))
+        if context["feasibility"].verdict == feasibility.Feasibility.QUEUE:
+            context["eta"] = estimates.estimate(job, record=False, advise=False)
     return render(request, "jobs/partials/preview.html", context)

@@ -8,12 +8,14 @@
 - ``logtails``: LogTail, the last lines of a failed container;
 - ``preemptions``: the preemption contract (mixed into Job) and Preemption, each one the
   cluster reported with the GPU-hours it lost and the team charged;
+- ``estimates``: EtaEstimate, each start estimate given, for its published accuracy;
 - ``idempotency``: IdempotencyKey, so a retried API submission makes one job.
 
 Django finds an app's models in ``<app>.models``, so this package imports them; no module
 of the app imports back from here (a submodule imports its sibling, e.g. ``.moves``).
 """
 
+from .estimates import EtaEstimate
 from .idempotency import IdempotencyKey, KeyConflict
 from .idle import IdleWatch
 from .intervals import GpuInterval
@@ -45,7 +47,7 @@ __all__ = [
     "JOB_NAME_MAX_LENGTH", "LIVE_NAME_TAKEN", "MAX_CPU_PER_WORKER", "MAX_GPUS_PER_WORKER",
     "MAX_MEMORY_PER_WORKER_GIB", "MAX_PROBE_DELAY_SECONDS", "MAX_REPLICAS", "MAX_RUNTIME_SECONDS",
     "MAX_WORKERS", "MIN_RUNTIME_SECONDS", "RESERVED_ENV_NAMES", "RETAIN_FINISHED", "SUBMITTED_BECAUSE",
-    "GpuInterval", "GpuUse", "IdempotencyKey", "IdleWatch", "Job", "JobEvent", "JobQuerySet", "KeyConflict", "LogTail",
+    "EtaEstimate", "GpuInterval", "GpuUse", "IdempotencyKey", "IdleWatch", "Job", "JobEvent", "JobQuerySet", "KeyConflict", "LogTail",
     "Preemption",
     "gpu_runtime_env_names", "gpus_to_start", "total_gpus",
 ]

@@ -321,3 +321,24 @@ def test_submit_wait_is_done_once_a_ray_cluster_is_up(gpuctl, tmp_path):
     mover.join()
     assert code == EXIT["ok"] and out.splitlines()[-1].endswith("is up (its dashboard: see the job page)")
     assert Job.objects.get().kind == "ray-cluster"
+
+
+def test_a_queued_job_is_told_when_it_starts_on_submit_and_status(gpuctl, job_file, team, flavor):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from jobs.lifecycle import State
+
+    holder = Job.objects.create(team=team, flavor=flavor, name="holder", image="ghcr.io/x/a:1", workers=1,
+                                gpus_per_worker=8, max_runtime_seconds=3600, state=State.RUNNING, gpus_in_use=8,
+                                admitted_at=timezone.now() - timedelta(minutes=30),
+                                run_admitted_at=timezone.now() - timedelta(minutes=30))
+    code, out, _ = gpuctl("submit", "-f", str(job_file))
+    assert code == 0 and ("Starts in about 30 min" in out or "Starts in about 29 min" in out)
+    queued = Job.objects.get(name="resnet")
+    code, out, _ = gpuctl("status", str(queued.pk))
+    assert "start: Starts in about" in out
+    # Half the GPUs would not start sooner either: the holder has all 8; no other flavor.
+    assert "sooner:" not in out
+    holder.delete()

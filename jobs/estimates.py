@@ -1,0 +1,237 @@
+"""A waiting job's start estimate from the platform's records, its start-sooner advice, and
+the published accuracy of past estimates. The simulation itself is `jobs.eta` (pure); this
+module reads what it needs (one team's queue on one flavor) and records every estimate it
+gives (`EtaEstimate`), so the error is known once the job starts.
+
+What the simulation is fed:
+- capacity: what the team holds now or its nominal quota, whichever is more (a job that fits
+  what the cohort lends now is told "starts now" by `jobs.feasibility` before any simulation);
+- running jobs: their GPUs, time since admission, maximum runtime, and the runtimes of the
+  team's ended jobs of the same size on the flavor (any size when none of that size ended);
+- waiting jobs: in Kueue's pending order when its visibility API answers (`jobs.pending`),
+  else the database's (`jobs.queueing`), each with its maximum runtime and history.
+"""
+
+from dataclasses import dataclass
+from datetime import timedelta
+from urllib.parse import urlencode
+
+from django.db.models import F
+from django.urls import reverse
+from django.utils import timezone
+
+from core.reconcile import NoCluster, current_cluster
+from quotas.models import Quota
+from schedulers.kueue import KUEUE
+from schedulers.workloads import object_name
+
+from . import eta, feasibility, pending
+from .lifecycle import FINAL_STATE_VALUES, HOLDING_QUOTA, WAITING_FOR_QUOTA, State
+from .models import EtaEstimate, Job
+from .queueing import START_GPUS
+from .usage import usage_of
+
+HISTORY = 200  # ended jobs of the team on the flavor read for runtimes
+RECORD_EVERY = timedelta(minutes=5)  # one recorded estimate per job per this, however often asked
+CALIBRATION_WINDOW = 400  # past estimates of a flavor the calibration learns from
+RECENT = timedelta(hours=1)  # the naive estimate's admission rate window
+
+
+@dataclass(frozen=True)
+class Advice:
+    """A change that would start the job sooner: what, the estimate with it, a clone link."""
+
+    change: str
+    message: str
+    p50_seconds: float
+    clone_url: str
+
+
+@dataclass(frozen=True)
+class Estimate:
+    eta: eta.Eta
+    raw: eta.Eta
+    sentence: str
+    naive_seconds: float | None = None
+    sooner: tuple[Advice, ...] = ()
+
+    def as_dict(self) -> dict:
+        return {"known": self.eta.known, "p10_seconds": _secs(self.eta.p10), "p50_seconds": _secs(self.eta.p50),
+                "p90_seconds": _secs(self.eta.p90), "reason": self.eta.reason, "message": self.sentence,
+                "sooner": [{"change": a.change, "message": a.message, "p50_seconds": _secs(a.p50_seconds),
+                            "clone_url": a.clone_url} for a in self.sooner]}
+
+
+def _secs(value) -> int | None:
+    return None if value is None else int(round(value))
+
+
+def _histories(team, flavor) -> dict[int | None, tuple[float, ...]]:
+    """Runtimes (seconds) of the team's last ended jobs on the flavor, by the GPUs they started
+    with; key None holds them all."""
+    rows = (Job.objects.filter(team=team, flavor=flavor, state__in=FINAL_STATE_VALUES,
+                               run_admitted_at__isnull=False, finished_at__isnull=False)
+            .annotate(size=START_GPUS).order_by("-finished_at")
+            .values_list("size", "run_admitted_at", "finished_at")[:HISTORY])
+    out: dict[int | None, list[float]] = {None: []}
+    for size, began, ended in rows:
+        runtime = max((ended - began).total_seconds(), 1.0)
+        out.setdefault(size, []).append(runtime)
+        out[None].append(runtime)
+    return {k: tuple(v) for k, v in out.items()}
+
+
+def _history(histories, gpus) -> tuple[float, ...]:
+    return histories.get(gpus) or histories[None]
+
+
+def _waiting(job: Job, ceiling: int) -> list[Job]:
+    """The waiting jobs of ``job``'s queue in the scheduler's order, ``job`` among them (last of
+    those at its priority when it is not saved yet)."""
+    queue = Job.objects.queue_of(job.team, job.flavor, ceiling).annotate(size=START_GPUS)
+    if job.pk is None:
+        return [*queue.ahead(job), job]
+    jobs = list(queue)
+    order = _kueue_order(job)
+    if order:  # Kueue's own order; a job it does not list yet keeps its place after those it lists
+        rank = {name: i for i, name in enumerate(order)}
+        jobs.sort(key=lambda j: rank.get(object_name(j), len(rank)))
+    return jobs
+
+
+def _kueue_order(job: Job) -> list[str] | None:
+    if job.flavor.scheduler != KUEUE.name:
+        return None
+    try:
+        return pending.kueue_order(job, current_cluster())
+    except NoCluster:
+        return None
+
+
+def queue_for(job: Job, now=None) -> eta.Queue:
+    """``job``'s queue as plain data for `jobs.eta`."""
+    now = now or timezone.now()
+    usage = usage_of(job.team, job.flavor)
+    histories = _histories(job.team, job.flavor)
+    running = (Job.objects.filter(team=job.team, flavor=job.flavor, state__in=[*HOLDING_QUOTA, State.CANCELLING])
+               .exclude(pk=job.pk).annotate(size=START_GPUS))
+    runners = tuple(eta.Runner(r.gpus_in_use or r.size,
+                               (now - (r.run_admitted_at or r.admitted_at or now)).total_seconds(),
+                               r.max_runtime_seconds, _history(histories, r.size)) for r in running)
+    waiters = tuple(eta.Waiter(w.gpus_to_start, w.max_runtime_seconds, _history(histories, w.gpus_to_start),
+                               target=(w is job or (job.pk is not None and w.pk == job.pk)))
+                    for w in _waiting(job, usage.ceiling))
+    return eta.Queue(capacity=min(max(usage.nominal, usage.in_use), usage.ceiling), ceiling=usage.ceiling,
+                     running=runners, waiting=waiters)
+
+
+def calibration_of(flavor) -> eta.Calibration:
+    """What the flavor's past estimates, whose jobs have started since, say of the raw ones."""
+    rows = (EtaEstimate.objects.filter(flavor=flavor, job__admitted_at__gte=F("made_at"))
+            .values_list("raw_p50_seconds", "raw_p10_seconds", "raw_p90_seconds", "made_at", "job__admitted_at")
+            [:CALIBRATION_WINDOW])
+    return eta.Calibration.fit([(p50, p10, p90, (admitted - made).total_seconds())
+                                for p50, p10, p90, made, admitted in rows])
+
+
+def _naive(job: Job, now) -> float | None:
+    position = feasibility.queue_position(job) if job.pk else Job.objects.ahead_of(job)
+    if position is None:
+        return None
+    admitted = Job.objects.filter(team=job.team, flavor=job.flavor, admitted_at__gte=now - RECENT).count()
+    return eta.naive(position, admitted / RECENT.total_seconds())
+
+
+def applies(job: Job) -> bool:
+    """Whether ``job`` gets an estimate: it waits for quota (asked before anything is read)."""
+    return job.state in WAITING_FOR_QUOTA
+
+
+def estimate(job: Job, *, record: bool = True, advise=True, verdict=None, now=None) -> Estimate | None:
+    """The start estimate of a waiting (or unsaved) job, calibrated; None when it does not wait.
+    ``advise``: whether to add the start-sooner advice (a callable is asked only when there
+    is a wait to advise on); ``verdict``: `feasibility.assess` of the job, if already asked."""
+    now = now or timezone.now()
+    if job.pk is not None and not applies(job):
+        return None
+    if job.pk is not None and job.at_personal_cap:
+        held = eta.Eta(reason="it is held back until its submitter's other jobs end (their personal cap)")
+        return Estimate(held, held, eta.sentence(held))
+    verdict = verdict or feasibility.assess(job)
+    if verdict.verdict == feasibility.Feasibility.NOW:  # fits what is free (or lent) now
+        now_eta = eta.Eta(0.0, 0.0, 0.0)
+        return Estimate(now_eta, now_eta, eta.sentence(now_eta))
+    if verdict.verdict == feasibility.Feasibility.NEVER:
+        unknown = eta.Eta(reason=verdict.message.removeprefix("Can never run: ").rstrip("."))
+        return Estimate(unknown, unknown, eta.sentence(unknown))
+    queue = queue_for(job, now)
+    raw = eta.estimate(queue)
+    fixed = eta.calibrate(raw, calibration_of(job.flavor))
+    naive = _naive(job, now)
+    if record and job.pk and fixed.known:
+        _record(job, raw, fixed, naive, now)
+    if callable(advise):
+        advise = fixed.known and advise()
+    sooner = tuple(_sooner(job, queue, fixed)) if advise and fixed.known else ()
+    return Estimate(fixed, raw, eta.sentence(fixed), naive, sooner)
+
+
+def _record(job: Job, raw: eta.Eta, fixed: eta.Eta, naive, now) -> None:
+    if EtaEstimate.objects.filter(job=job, made_at__gt=now - RECORD_EVERY).exists():
+        return
+    EtaEstimate.objects.create(job=job, flavor=job.flavor, made_at=now, p10_seconds=fixed.p10, p50_seconds=fixed.p50,
+                               p90_seconds=fixed.p90, raw_p10_seconds=raw.p10, raw_p50_seconds=raw.p50,
+                               raw_p90_seconds=raw.p90, naive_seconds=naive)
+
+
+def _clone_url(job: Job, **change) -> str:
+    if job.pk is None:
+        return ""
+    return f"{reverse('jobs:submit')}?{urlencode({'clone': job.pk, **change})}"
+
+
+def _sooner(job: Job, queue: eta.Queue, current: eta.Eta):
+    """Changes that would start the job at least a minute and a fifth sooner, best first: fewer
+    GPUs (half the workers, or half the GPUs per worker), another flavor where the team has the
+    GPUs free now. Under BestEffortFIFO a job's own maximum runtime does not change when it
+    starts (Kueue does not backfill by runtime), so no shorter runtime is suggested."""
+    earlier = []
+    if job.kind == Job.Kind.TRAINING and job.gpus_to_start > 1:
+        change = ({"workers": job.workers // 2} if job.workers > 1
+                  else {"gpus_per_worker": job.gpus_per_worker // 2})
+        gpus = change.get("workers", job.workers) * change.get("gpus_per_worker", job.gpus_per_worker)
+        smaller = eta.estimate(eta.with_target(queue, gpus=gpus))
+        if smaller.known and _worth(current.p50, smaller.p50):
+            earlier.append(Advice("fewer_gpus", f"With {gpus} GPUs instead of {job.gpus_to_start}: "
+                                  f"{eta.sentence(smaller).lower()}", smaller.p50, _clone_url(job, **change)))
+    for quota in (Quota.objects.filter(team=job.team).exclude(flavor=job.flavor).select_related("flavor")):
+        flavor = quota.flavor
+        if job.gpus_per_worker > flavor.gpus_per_node or not _worth(current.p50, 0.0):
+            continue
+        free = usage_of(job.team, flavor)
+        if job.gpus_to_start <= free.nominal - free.in_use:
+            earlier.append(Advice("other_flavor", f"On {flavor.name}: starts now ({free.nominal - free.in_use} of "
+                                  f"the team's {free.nominal} GPUs there are free).", 0.0,
+                                  _clone_url(job, flavor=flavor.pk)))
+    return sorted(earlier, key=lambda a: a.p50_seconds)
+
+
+def _worth(was: float, would: float) -> bool:
+    return was - would >= max(60.0, 0.2 * was)
+
+
+# --- published accuracy ----------------------------------------------------------------------
+def accuracy_by_flavor(since=None) -> dict[str, dict[str, eta.Accuracy]]:
+    """Per flavor name: the accuracy of recorded estimates whose job has started since, over
+    starts that waited over 5 minutes and over all of them."""
+    rows = EtaEstimate.objects.filter(job__admitted_at__gte=F("made_at"))
+    if since is not None:
+        rows = rows.filter(made_at__gte=since)
+    by_flavor: dict[str, list] = {}
+    for name, p10, p50, p90, naive, made, admitted in rows.values_list(
+            "flavor__name", "p10_seconds", "p50_seconds", "p90_seconds", "naive_seconds", "made_at", "job__admitted_at"):
+        by_flavor.setdefault(name, []).append((p10, p50, p90, (admitted - made).total_seconds(), naive))
+    return {name: {"long": eta.accuracy(rows), "all": eta.accuracy(rows, min_wait=0.0)}
+            for name, rows in sorted(by_flavor.items())}
+
+

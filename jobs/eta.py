@@ -1,0 +1,247 @@
+"""When will a waiting job start: a forward simulation of its team's queue on one flavor.
+
+Pure: fed plain data (`Queue`), imports nothing of Django, so the job page, the API, the
+submit verdict, the tests and the offline replay (`bench/eta.py`) run the same code.
+
+The model is the scheduler's (`jobs.queueing`): the GPUs the team may use now (its nominal
+quota plus what the cohort lends it now, at most its ceiling); the running jobs end at a
+runtime drawn from the history of similar jobs (same team and shape, the platform's own
+records) that is longer than what they have run so far, capped by their maximum runtime; the
+waiting jobs are considered in the scheduler's order (Kueue's pending order when it answers)
+and each takes what is free when it fits, one that does not fit blocking nobody
+(BestEffortFIFO). The draws are repeated (`DRAWS`, a fixed seed: same input, same answer)
+and the target's start times give p10, p50 and p90. `calibrate` then corrects them by what
+past estimates got wrong (`Calibration.fit`).
+
+What it leaves out, and why the calibration is there: jobs submitted later at a higher
+priority, preemption, and the cohort's other teams taking back what they lent.
+"""
+
+import math
+import random
+from dataclasses import dataclass, field, replace
+
+DRAWS = 200
+SEED = 33
+# A job with no similar past run and no maximum runtime: the simulation cannot say when it
+# ends, so an estimate that depends on it is "unknown".
+NO_END = None
+
+
+@dataclass(frozen=True)
+class Runner:
+    """A job holding GPUs: how many, how long it has run, its maximum runtime (None: none)."""
+
+    gpus: int
+    elapsed: float = 0.0
+    max_runtime: float | None = None
+    history: tuple[float, ...] = ()  # runtimes (seconds) of similar jobs that ended
+
+
+@dataclass(frozen=True)
+class Waiter:
+    """A waiting job, in the scheduler's order; ``target`` marks the one asked about."""
+
+    gpus: int
+    max_runtime: float | None = None
+    history: tuple[float, ...] = ()
+    target: bool = False
+
+
+@dataclass(frozen=True)
+class Queue:
+    capacity: int  # GPUs the team may hold now: nominal + lent now, at most its ceiling
+    ceiling: int  # the most it can ever hold
+    running: tuple[Runner, ...] = ()
+    waiting: tuple[Waiter, ...] = ()  # in order, the target among them
+
+
+@dataclass(frozen=True)
+class Eta:
+    """Seconds from now until the target starts (p10 <= p50 <= p90), or why it is unknown."""
+
+    p10: float | None = None
+    p50: float | None = None
+    p90: float | None = None
+    reason: str = ""
+
+    @property
+    def known(self) -> bool:
+        return self.p50 is not None
+
+
+def _draw_runtime(rng, history, elapsed: float, cap: float | None) -> float | None:
+    """A total runtime for a job that has run ``elapsed`` seconds: a past run of a similar job
+    that lasted longer, at most the cap; the cap itself when none lasted longer."""
+    longer = [h for h in history if h > elapsed]
+    if longer:
+        runtime = rng.choice(longer)
+    elif cap is not None:
+        runtime = cap
+    elif history:  # every similar run ended sooner: it ends soon, by the longest of them
+        runtime = elapsed + max(history) * 0.25
+    else:
+        return NO_END
+    return min(runtime, cap) if cap is not None else runtime
+
+
+def _unknown_ends(queue: Queue) -> int:
+    jobs = [*queue.running, *(w for w in queue.waiting if not w.target)]
+    return sum(1 for j in jobs if not j.history and j.max_runtime is None)
+
+
+def _simulate_once(queue: Queue, rng) -> float | None:
+    """One draw: the target's start (seconds from now), or None when it never starts."""
+    ends: list[tuple[float, int]] = []  # (time it ends, GPUs it frees)
+    used = 0
+    for r in queue.running:
+        runtime = _draw_runtime(rng, r.history, r.elapsed, r.max_runtime)
+        ends.append((math.inf if runtime is None else max(runtime - r.elapsed, 0.0), r.gpus))
+        used += r.gpus
+    waiting = list(queue.waiting)
+    now = 0.0
+    while True:
+        free = queue.capacity - used
+        still = []
+        for w in waiting:
+            if w.gpus <= free:
+                if w.target:
+                    return now
+                free -= w.gpus
+                used += w.gpus
+                runtime = _draw_runtime(rng, w.history, 0.0, w.max_runtime)
+                ends.append((math.inf if runtime is None else now + runtime, w.gpus))
+            else:
+                still.append(w)
+        waiting = still
+        finite = [e for e in ends if e[0] < math.inf]
+        if not finite:
+            return None
+        now = min(e[0] for e in finite)
+        used -= sum(g for t, g in ends if t == now)
+        ends = [e for e in ends if e[0] != now]
+
+
+def _quantile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    pos = q * (len(ordered) - 1)
+    low, high = math.floor(pos), math.ceil(pos)
+    return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
+
+
+def estimate(queue: Queue, draws: int = DRAWS, seed: int = SEED) -> Eta:
+    """The target's start as p10/p50/p90 seconds from now, or unknown with the reason."""
+    target = next((w for w in queue.waiting if w.target), None)
+    if target is None:
+        return Eta(reason="the job is not waiting")
+    if target.gpus > queue.ceiling:
+        return Eta(reason=f"it needs {target.gpus} GPUs, more than the team can ever use ({queue.ceiling})")
+    rng = random.Random(seed)
+    starts = [_simulate_once(queue, rng) for _ in range(draws)]
+    known = [s for s in starts if s is not None]
+    if len(known) < draws * 0.9:
+        blind = _unknown_ends(queue)
+        if blind:
+            jobs = "job has" if blind == 1 else "jobs have"
+            return Eta(reason=f"{blind} {jobs} no maximum runtime and no similar past run, "
+                              "so when they end cannot be estimated")
+        return Eta(reason="the GPUs it needs are not freed by the jobs that hold them")
+    return Eta(_quantile(known, 0.1), _quantile(known, 0.5), _quantile(known, 0.9))
+
+
+def with_target(queue: Queue, **change) -> Queue:
+    """``queue`` with its target changed (e.g. ``gpus=``): for the start-sooner advice."""
+    return replace(queue, waiting=tuple(replace(w, **change) if w.target else w for w in queue.waiting))
+
+
+# --- calibration: what the recorded errors say -------------------------------------------------
+@dataclass(frozen=True)
+class Calibration:
+    """Multipliers of the raw p50 that past (raw p50, actual wait) pairs say give the median
+    and the 10th and 90th percentiles of the actual wait. Identity until enough are seen."""
+
+    low: float = 1.0
+    mid: float = 1.0
+    high: float = 1.0
+    samples: int = 0
+    # Starts this soon (seconds) count as "now": no ratio is learned from them.
+    MIN_WAIT = 60.0
+    MIN_SAMPLES = 20
+
+    @classmethod
+    def fit(cls, pairs, *, prior: "Calibration | None" = None) -> "Calibration":
+        """From (raw p50, raw p10, raw p90, actual wait) of past estimates of waits over a minute."""
+        ratios = [actual / p50 for p50, _, _, actual in pairs if p50 and p50 >= cls.MIN_WAIT and actual > 0]
+        if len(ratios) < cls.MIN_SAMPLES:
+            return prior or cls()
+        logs = [math.log(r) for r in ratios]
+        return cls(math.exp(_quantile(logs, 0.1)), math.exp(_quantile(logs, 0.5)),
+                   math.exp(_quantile(logs, 0.9)), len(ratios))
+
+
+def calibrate(eta: Eta, calibration: Calibration) -> Eta:
+    """The raw simulation corrected: the median scaled by the median observed ratio, and the
+    range at least as wide as the observed ratios' 10th-90th percentiles (never narrower than
+    the simulation's own spread)."""
+    if not eta.known or not calibration.samples or eta.p50 < Calibration.MIN_WAIT:
+        return eta
+    p50 = eta.p50 * calibration.mid
+    p10 = min(eta.p10 * calibration.mid, eta.p50 * calibration.low)
+    p90 = max(eta.p90 * calibration.mid, eta.p50 * calibration.high)
+    return Eta(min(p10, p50), p50, max(p90, p50))
+
+
+# --- accuracy: what is published --------------------------------------------------------------
+@dataclass
+class Accuracy:
+    jobs: int = 0
+    median_rel_error: float | None = None
+    coverage: float | None = None
+    naive_median_rel_error: float | None = None
+    rows: list = field(default_factory=list, repr=False)
+
+
+def accuracy(outcomes, *, min_wait: float = 300.0) -> Accuracy:
+    """Over (p10, p50, p90, actual wait, naive estimate or None) of starts that waited at least
+    ``min_wait`` seconds: the median of |p50 - actual| / actual, the share of actual waits
+    inside [p10, p90], and the naive estimate's median relative error beside it."""
+    rows = [o for o in outcomes if o[3] >= min_wait and o[1] is not None]
+    if not rows:
+        return Accuracy()
+    errors = [abs(p50 - actual) / actual for _, p50, _, actual, _ in rows]
+    inside = sum(1 for p10, _, p90, actual, _ in rows if p10 <= actual <= p90)
+    naive = [abs(n - actual) / actual for *_, actual, n in rows if n is not None]
+    return Accuracy(len(rows), _quantile(errors, 0.5), inside / len(rows),
+                    _quantile(naive, 0.5) if naive else None, rows)
+
+
+def naive(position: int, admissions_per_second: float) -> float | None:
+    """The naive estimate: position in the queue over the queue's recent admission rate."""
+    if admissions_per_second <= 0:
+        return None
+    return (position + 1) / admissions_per_second
+
+
+# --- in plain words ---------------------------------------------------------------------------
+def words(seconds: float) -> str:
+    seconds = max(int(round(seconds)), 0)
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes = rest // 60
+    if days:
+        return f"{days} d {hours} h"
+    if hours:
+        return f"{hours} h {minutes:02d} min"
+    if minutes:
+        return f"{minutes} min"
+    return "under a minute"
+
+
+def sentence(estimate: Eta) -> str:
+    """"Starts in about 25 min (likely 10 min to 1 h 05 min)." or why it cannot say."""
+    if not estimate.known:
+        return f"Start time unknown: {estimate.reason}."
+    if estimate.p90 < 60:
+        return "Starts within a minute."
+    return (f"Starts in about {words(estimate.p50)} "
+            f"(likely {words(estimate.p10)} to {words(estimate.p90)}).")
