@@ -145,6 +145,8 @@ def _submit(client: Client, args) -> int:
             return _fail(f"job {job['id']} can never run as asked: {verdict['message']} It stays submitted "
                          f"(the quota may grow): cancel it with 'gpuctl cancel {job['id']}'.", "never")
         print(f"gpuctl: warning: {verdict['message']}", file=sys.stderr)
+    elif verdict.get("waits_for"):  # room on the nodes, not quota: say which jobs it waits for
+        print(f"gpuctl: {verdict['message']}", file=sys.stderr)
     if not args.wait:
         if args.output != "text":
             _print_doc(job, args)
