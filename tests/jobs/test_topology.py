@@ -131,3 +131,20 @@ def test_the_admission_policy_reads_the_topology_levels_as_labels_kueue_may_add(
     assert placement(flavor) == ("|node:gpuplatform.io/pool=h100|nodes:1|tol:nvidia.com/gpu:Exists::NoSchedule:"
                                  "|topo:gpuplatform.io/block|topo:gpuplatform.io/rack|topo:kubernetes.io/hostname|")
     assert "topo:" not in placement(make_flavor("t4", tolerations=[]))
+
+
+def test_the_job_page_says_which_racks_the_pods_landed_in(team):
+    from cluster import FakeCluster
+    from jobs.logs import PodView, landed
+
+    flavor = make_flavor("h100", **RACKED)
+    fake = FakeCluster()
+    for name, rack in (("n0", "r1"), ("n1", "r1"), ("n2", "r2")):
+        fake.put({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {
+            "gpuplatform.io/block": "b1", "gpuplatform.io/rack": rack}}})
+    job = build_job(team, flavor, workers=2)
+    pods = lambda *nodes: [PodView(f"p{i}", "Running", node, 0, "") for i, node in enumerate(nodes)]  # noqa: E731
+    assert landed(fake, job, pods("n0", "n1")) == "Placed in one block: b1 (n0, n1); in one rack: r1 (n0, n1)."
+    assert landed(fake, job, pods("n0", "n2")) == "Placed in one block: b1 (n0, n2); in 2 racks: r1 (n0); r2 (n2)."
+    assert landed(fake, job, pods("", "")) == ""  # not placed yet
+    assert landed(fake, build_job(team, make_flavor("t4"), workers=2), pods("n0")) == ""  # no topology
