@@ -125,13 +125,15 @@ def _say_jobs(jobs) -> str:
     return ", ".join(said)
 
 
-def room(job, nodes: Nodes) -> Room:
-    """The answer for ``job`` (unsaved or waiting) on what ``nodes`` says now."""
+def room(job, nodes: Nodes) -> Room | None:
+    """The answer for ``job`` (unsaved or waiting) on what ``nodes`` says now; None when no
+    schedulable node of the flavor is there to judge by (its labels may name nodes an
+    autoscaler has not made yet)."""
     flavor, per_pod, need = job.flavor, job.gpus_per_worker or 1, job.workers or 1
     asked = job.topology_request
     where = f"one {asked.level}" if asked and asked.required else "the flavor's nodes"
     if not nodes.size:
-        return Room(NEVER, f"Can never start: no schedulable node of {flavor.name} is in the cluster.")
+        return None
     empty = nodes.pods_fit(job, dict(nodes.size))
     if empty < need:
         return Room(NEVER, f"Can never start: {need} pods of {per_pod} GPUs, but {where} of {flavor.name} holds at "

@@ -130,9 +130,16 @@ def test_a_rack_busy_elsewhere_waits_for_the_job_in_that_rack(team, racked, quot
 
 def test_cordoned_nodes_and_other_pools_are_not_room(team, racked, quota):
     other = {**node("g0"), "metadata": {"name": "g0", "labels": {"gpuplatform.io/pool": "a100"}}}
-    fake = cluster_of(node("n0", unschedulable=True), other)
-    result = feasibility.assess(build_job(team, racked, gpus_per_worker=1), fake)
-    assert result.verdict == Feasibility.NEVER and "no schedulable node of h100" in result.message
+    fake = cluster_of(node("n0", unschedulable=True), other, node("n1", gpus=4))
+    result = feasibility.assess(build_job(team, racked, gpus_per_worker=8), fake)
+    assert result.verdict == Feasibility.NEVER and "holds at most 0 such pods" in result.message
+
+
+def test_no_node_of_the_flavor_leaves_the_quotas_verdict(team, racked, quota):
+    # No node to judge by (an autoscaler may make them): the quota's answer stands.
+    fake = cluster_of(node("n0", unschedulable=True))
+    result = feasibility.assess(build_job(team, racked, gpus_per_worker=8), fake)
+    assert result.verdict == Feasibility.NOW and result.message.startswith("Starts now")
 
 
 def test_the_quota_verdict_stands_alone_without_a_cluster(team, racked, quota, settings):
