@@ -15,6 +15,7 @@ from core.reconcile import NoCluster, current_cluster
 from jobs import reclaim
 from jobs.usage import JobGpus, job_gpus
 from quotas.models import GpuFlavor, Quota
+from quotas.models.hardware import node_gpus, selects_node
 
 
 @dataclass
@@ -65,21 +66,8 @@ def cluster_gpus(flavors) -> tuple[dict[int, int], str]:
         return {}, str(err)
     except ClusterError as err:
         return {}, f"The cluster could not be reached: {err}"
-    counts = {}
-    for flavor in flavors:
-        total = 0
-        for node in nodes:
-            labels = node.get("metadata", {}).get("labels") or {}
-            if not flavor.node_labels or any(labels.get(k) != v for k, v in flavor.node_labels.items()):
-                continue
-            status = node.get("status") or {}
-            amount = (status.get("allocatable") or {}).get(flavor.resource_name) or (
-                status.get("capacity") or {}).get(flavor.resource_name)
-            try:
-                total += int(amount) if amount is not None else flavor.gpus_per_node
-            except (TypeError, ValueError):
-                total += flavor.gpus_per_node
-        counts[flavor.pk] = total
+    counts = {flavor.pk: sum(node_gpus(flavor, node) for node in nodes if selects_node(flavor, node))
+              for flavor in flavors}
     return counts, ""
 
 

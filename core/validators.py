@@ -218,6 +218,11 @@ def validate_visible_text(value) -> None:
                 "characters are refused, so what runs reads as it is shown.", code="hidden_character")
 
 
+def validate_label_key(value: str) -> None:
+    if value and not is_qualified_name(value):
+        raise ValidationError(f"'{value}' is not a valid label key, e.g. example.com/rack.", code="label_key")
+
+
 def validate_node_labels(value) -> None:
     if not isinstance(value, dict):
         raise ValidationError("Node labels must be a mapping of key to value.", code="labels")

@@ -147,6 +147,8 @@ def _submit(client: Client, args) -> int:
             return _fail(f"job {job['id']} can never run as asked: {verdict['message']} It stays submitted "
                          f"(the quota may grow): cancel it with 'gpuctl cancel {job['id']}'.", "never")
         print(f"gpuctl: warning: {verdict['message']}", file=sys.stderr)
+    elif verdict.get("waits_for"):  # room on the nodes, not quota: say which jobs it waits for
+        print(f"gpuctl: {verdict['message']}", file=sys.stderr)
     if verdict.get("verdict") == "queue" and job.get("eta"):
         _progress(args, f"job {job['id']}: {job['eta']['message']}")
     if not args.wait:

@@ -9,7 +9,7 @@ import yaml
 
 FIELDS = {
     "team", "name", "kind", "flavor", "priority", "image", "command", "args", "env", "workers",
-    "gpus_per_worker", "gpu_memory_gib", "cpu_per_worker", "memory_per_worker_gib", "max_runtime_seconds",
+    "gpus_per_worker", "gpu_memory_gib", "placement", "cpu_per_worker", "memory_per_worker_gib", "max_runtime_seconds",
     "port", "min_replicas", "max_replicas", "readiness_path", "readiness_initial_delay_seconds",
     "autoscaling_target_cpu_percent", "autoscale_metric", "target_gpu_utilization_percent",
     "ray_entrypoint", "ray_runtime_env",

@@ -133,9 +133,14 @@ class JobSerializer(StrictFields, serializers.ModelSerializer):
 
 class FeasibilitySerializer(serializers.Serializer):
     verdict = serializers.ChoiceField(choices=["now", "queue", "never"], help_text=(
-        "now: fits the free quota (or what the cohort lends); queue: waits behind other jobs; "
-        "never: cannot run as asked (bigger than a node, or than the team's quota with borrowing)."))
+        "now: fits the free quota (or what the cohort lends) and the free GPUs of the nodes; queue: waits behind "
+        "other jobs, or for room on the nodes; never: cannot run as asked (bigger than a node, a rack or the "
+        "team's quota with borrowing)."))
     message = serializers.CharField()
+    waits_for = serializers.ListField(child=serializers.IntegerField(), help_text=(
+        "Ids of the running jobs whose end makes room for this one on the nodes (empty: none known)."))
+    eta = serializers.DateTimeField(allow_null=True, help_text=(
+        "When the last of those jobs reaches its max runtime; null when one of them has none."))
 
 
 class JobCreatedSerializer(JobSerializer):
@@ -156,7 +161,9 @@ class JobCreatedSerializer(JobSerializer):
     @extend_schema_field(FeasibilitySerializer)
     def get_feasibility(self, job) -> dict:
         verdict = feasibility.assess(job)
-        return {"verdict": verdict.verdict, "message": verdict.message}
+        return {"verdict": verdict.verdict, "message": verdict.message,
+                "waits_for": [held.pk for held in verdict.waits_for],
+                "eta": serializers.DateTimeField().to_representation(verdict.eta) if verdict.eta else None}
 
     def to_representation(self, job: Job) -> dict:
         verdict = feasibility.assess(job)  # once, for both: the estimate starts from it

@@ -3,7 +3,8 @@
 Model-level rules the web UI asks before a submission and on job pages; computed from
 the team's quota (nominal and what it can borrow), the GPUs its jobs' pods hold now
 (`jobs.usage`), the queue of its waiting jobs as the scheduler orders it (`jobs.queueing`),
-and the flavor's node size. The scheduler has the last word; this is the honest estimate a
+and the flavor's node size; then from the free GPUs per node (and per rack or block), which a
+quota's free GPUs may not match (`jobs.fragmentation`). The scheduler has the last word; this is the honest estimate a
 researcher sees before pressing Submit.
 
 The queues are BestEffortFIFO: the jobs ahead are considered first, and each that fits what
@@ -12,9 +13,10 @@ what the jobs ahead leave starts now, however many wait ahead of it; a job that 
 start is never ahead of anyone.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import datetime
 
-from . import pending
+from . import fragmentation, pending
 from .lifecycle import WAITING_FOR_QUOTA
 from .models import Job
 from .usage import usage_of
@@ -39,6 +41,9 @@ class Feasibility:
     jobs_ahead: int = 0
     in_use: int = 0
     capacity: int = 0
+    # The jobs whose end makes room on the nodes, and when the last is due (if known).
+    waits_for: tuple = ()
+    eta: datetime | None = None
 
     NOW = "now"
     QUEUE = "queue"
@@ -54,8 +59,24 @@ def _sizes_ahead(job: Job, usage) -> list[int]:
     return Job.objects.start_sizes_ahead(job, usage.ceiling)
 
 
-def assess(job: Job) -> Feasibility:
-    """Whether an unsaved (or waiting) ``job`` starts now, queues, or can never run."""
+def assess(job: Job, cluster=None) -> Feasibility:
+    """Whether an unsaved (or waiting) ``job`` starts now, queues, or can never run: the
+    quota's answer, then the nodes' (`jobs.fragmentation`, when the cluster can be read)."""
+    verdict = _by_quota(job)
+    if verdict.verdict == Feasibility.NEVER or (job.pk and job.at_personal_cap):
+        return verdict
+    room = fragmentation.assess(job, cluster)
+    if room is None or room.verdict == fragmentation.NOW:
+        return verdict
+    if room.verdict == fragmentation.NEVER:
+        return Feasibility(Feasibility.NEVER, room.message, in_use=verdict.in_use, capacity=verdict.capacity)
+    # The quota has room (or the job queues for it anyway): the nodes say what else it waits for.
+    message = (f"Will queue for room on the nodes: {room.message}" if verdict.verdict == Feasibility.NOW
+               else f"{verdict.message} {room.message}")
+    return replace(verdict, verdict=Feasibility.QUEUE, message=message, waits_for=room.waits_for, eta=room.eta)
+
+
+def _by_quota(job: Job) -> Feasibility:
     flavor, team = job.flavor, job.team
     if job.gpus_per_worker > flavor.gpus_per_node:
         return Feasibility(

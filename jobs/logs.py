@@ -163,3 +163,22 @@ def keep_failed(cluster, job_id: int, pod: dict, failures: list[Failure] | None 
             reason=failure.reason, message=failure.message, restarts=failure.restarts, ended_at=failure.finished_at,
         )
     return kept
+
+
+def landed(cluster, job: Job, views: list[PodView]) -> str:
+    """Where the job's placed pods are in its flavor's topology ("" when the flavor declares
+    none or no pod is on a node): per level, the domains and their nodes, from the nodes'
+    labels (the ones Kueue's TAS assigned from)."""
+    levels = [(level, label) for level, label in job.flavor.topology_levels if level != "host"]
+    placed = sorted({view.node for view in views if view.node})
+    if not levels or not placed:
+        return ""
+    labels = {node["metadata"]["name"]: node["metadata"].get("labels") or {} for node in cluster.list("v1", "Node")}
+    said = []
+    for level, label in levels:
+        domains: dict[str, list[str]] = {}
+        for node in placed:
+            domains.setdefault(labels.get(node, {}).get(label, "unlabelled"), []).append(node)
+        where = "; ".join(f"{domain} ({', '.join(nodes)})" for domain, nodes in sorted(domains.items()))
+        said.append(f"one {level}: {where}" if len(domains) == 1 else f"{len(domains)} {level}s: {where}")
+    return "Placed in " + "; in ".join(said) + "."

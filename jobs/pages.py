@@ -99,12 +99,13 @@ def job_pods(request, pk):
     """The job's pods as the cluster shows them (an inference server's replicas too), and
     the log tails kept from its failed containers; polls while the job lives."""
     job = _job(request, pk)
-    context = {"job": job, "pods": [], "more_pods": 0, "problem": "", "replicas": None,
+    context = {"job": job, "pods": [], "more_pods": 0, "problem": "", "replicas": None, "landed": "",
                "tails": list(job.log_tails.defer("text"))}
     try:
         cluster = current_cluster()
         views = [logs.pod_view(pod) for pod in logs.job_pods(cluster, job)]
-        context.update(pods=views[:logs.MAX_PODS_SHOWN], more_pods=max(0, len(views) - logs.MAX_PODS_SHOWN))
+        context.update(pods=views[:logs.MAX_PODS_SHOWN], more_pods=max(0, len(views) - logs.MAX_PODS_SHOWN),
+                       landed=logs.landed(cluster, job, views))
         if job.kind == Job.Kind.INFERENCE:
             context["replicas"] = logs.replicas(cluster, job)
     except NoCluster:

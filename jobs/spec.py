@@ -97,6 +97,10 @@ FIELDS = (
           "The GPU memory the job needs on each GPU (or share of one), e.g. about 16 GiB to run an 8B-parameter "
           "model in FP16. On a shared flavor a job needing more than one share is refused with what would fit; "
           "on MPS the share's limit is enforced. Empty: not declared."),
+    Field("placement", RESOURCES, "Keep workers together",
+          "rack or block: all workers in one rack (or block) of the flavor's network topology, or the job waits; "
+          "rack-preferred or block-preferred: as close as the free GPUs allow. Empty: anywhere. Kueue flavors that "
+          "declare a topology only (Kueue's topology-aware scheduling).", kinds=(TRAINING,), schedulers=(KUEUE,)),
     Field("cpu_per_worker", RESOURCES, "CPU cores per worker", "0.1 to 1024 cores.", shape=DECIMAL),
     Field("memory_per_worker_gib", RESOURCES, "Memory per worker (GiB)", "1 to 16384 GiB."),
     Field("max_runtime_seconds", RESOURCES, "Max runtime (seconds)",

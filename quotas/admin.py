@@ -85,6 +85,10 @@ class ClusterObjectAdmin:
     through `quotas.actions` once the transaction commits, not at the next sweep.
     `quotas_of(obj)`: the quotas whose team queues name it."""
 
+    @admin.display(description="Levels")
+    def topology(self, obj) -> str:
+        return obj.topology_description
+
     def quotas_of(self, obj):
         return Quota.objects.none()
 
@@ -107,7 +111,7 @@ class GpuFlavorAdmin(ClusterObjectAdmin, SimpleHistoryAdmin):
                     "one_unit", "network_fabric", "idle_reclaim", "cost_per_gpu_hour"]
     list_filter = ["scheduler", "resource_name", "gpu_sharing", "network_fabric"]
     search_fields = ["name", "display_name", "resource_name"]
-    readonly_fields = ["one_unit", "network", "idle_reclaim"]
+    readonly_fields = ["one_unit", "network", "topology", "idle_reclaim"]
     fieldsets = [
         (None, {"fields": ["name", "display_name", "description", "scheduler", "cost_per_gpu_hour"]}),
         ("Hardware and sharing", {
@@ -115,6 +119,10 @@ class GpuFlavorAdmin(ClusterObjectAdmin, SimpleHistoryAdmin):
                        "replicas_per_gpu", "one_unit"],
             "description": "What one unit of quota is: docs/sharing.md explains each mode."}),
         ("Placement", {"fields": ["node_labels", "node_taints", "tolerations"]}),
+        ("Network topology", {
+            "fields": ["topology_block_label", "topology_rack_label", "topology"],
+            "description": "Node labels of the blocks and racks jobs may keep their workers in (Kueue flavors): "
+                           "docs/topology.md."}),
         ("Network for multi-node training", {
             "fields": ["network_fabric", "nccl_socket_ifname", "nccl_ib_hca", "nccl_ib_gid_index",
                        "nccl_net_gdr_level", "rdma_resources", "network"],
@@ -129,6 +137,10 @@ class GpuFlavorAdmin(ClusterObjectAdmin, SimpleHistoryAdmin):
     @admin.display(description="What multi-node jobs get")
     def network(self, obj) -> str:
         return obj.network_description
+
+    @admin.display(description="Levels")
+    def topology(self, obj) -> str:
+        return obj.topology_description
 
     def quotas_of(self, obj):
         return Quota.objects.filter(flavor=obj)
@@ -162,6 +174,10 @@ class IdlePolicyAdmin(SimpleHistoryAdmin):
 class CohortAdmin(ClusterObjectAdmin, admin.ModelAdmin):
     list_display = ["name", "description"]
     search_fields = ["name"]
+
+    @admin.display(description="Levels")
+    def topology(self, obj) -> str:
+        return obj.topology_description
 
     def quotas_of(self, obj):
         return Quota.objects.filter(cohort=obj)

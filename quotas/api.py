@@ -34,15 +34,21 @@ class FlavorSerializer(serializers.ModelSerializer):
         "GPU memory one unit may count on: the GPU, the MIG slice, or an even share of a time-sliced or MPS GPU."))
     nccl_env = serializers.DictField(source="nccl_defaults", child=serializers.CharField(), read_only=True,
                                      help_text="NCCL variables multi-node jobs get (a job's own env wins).")
+    topology = serializers.SerializerMethodField(help_text=(
+        "The levels a training job may keep its workers in (its placement: rack or block), widest first, each with "
+        "the node label that names it; empty: no topology."))
 
     class Meta:
         model = GpuFlavor
         fields = [
             "name", "display_name", "description", "resource_name", "gpu_model", "gpu_memory_gib",
             "gpus_per_node", "scheduler", "cost_per_gpu_hour", "gpu_sharing", "replicas_per_gpu", "unit",
-            "unit_memory_mib", "network_fabric", "nccl_env", "rdma_resources",
+            "unit_memory_mib", "network_fabric", "nccl_env", "rdma_resources", "topology",
         ]
         read_only_fields = fields
+
+    def get_topology(self, flavor) -> list[dict[str, str]]:
+        return [{"level": level, "node_label": label} for level, label in flavor.topology_levels]
 
 
 class QuotaSerializer(serializers.ModelSerializer):

@@ -36,6 +36,10 @@ WORKLOAD = (API, "Workload")
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 MAX_EXEC_LABEL = "kueue.x-k8s.io/max-exec-time-seconds"
+# Topology-aware scheduling (TAS, beta and on by default since Kueue v0.14): a podset asks to
+# stay within one domain of a level, required or preferred, by the level's node label.
+REQUIRED_TOPOLOGY = "kueue.x-k8s.io/podset-required-topology"
+PREFERRED_TOPOLOGY = "kueue.x-k8s.io/podset-preferred-topology"
 COMPLETION_INDEX = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 # A job inside its minimum runtime runs under this class (docs/preemption.md): Kueue preempts
@@ -56,11 +60,28 @@ def local_queue_name(flavor) -> str:
 # --- quota objects ------------------------------------------------------------------------------
 def render_resource_flavor(flavor) -> dict:
     spec: dict = {"nodeLabels": dict(flavor.node_labels)}
+    if flavor.topology_levels:
+        spec["topologyName"] = flavor.name
     if flavor.node_taints:
         spec["nodeTaints"] = [dict(t) for t in flavor.node_taints]
     if flavor.tolerations:
         spec["tolerations"] = [dict(t) for t in flavor.tolerations]
     return owned({"apiVersion": API, "kind": "ResourceFlavor", "metadata": {"name": flavor.name}, "spec": spec})
+
+
+def render_topology(flavor) -> dict:
+    """The flavor's levels, widest first, for TAS; named after the flavor, whose ResourceFlavor
+    names it (one Topology per flavor: flavors may read different labels)."""
+    return owned({"apiVersion": API, "kind": "Topology", "metadata": {"name": flavor.name},
+                  "spec": {"levels": [{"nodeLabel": label} for _, label in flavor.topology_levels]}})
+
+
+def topology_annotations(job) -> dict:
+    """The podset topology request of a training job that asks to keep its pods together."""
+    asked = job.topology_request
+    if asked is None:
+        return {}
+    return {REQUIRED_TOPOLOGY if asked.required else PREFERRED_TOPOLOGY: asked.label}
 
 
 def render_cohort(cohort) -> dict:
@@ -164,6 +185,7 @@ def render_training(job) -> list[dict]:
         labels[PRIORITY_LABEL] = PROTECTED_PRIORITY_CLASS
     if job.max_runtime_seconds:
         labels[MAX_EXEC_LABEL] = str(job.max_runtime_seconds)
+    topology = topology_annotations(job)
     batch_job = job_owned(job, {
         "apiVersion": "batch/v1", "kind": "Job",
         "metadata": {"name": name, "namespace": namespace, "labels": labels},
@@ -176,7 +198,7 @@ def render_training(job) -> list[dict]:
             "backoffLimit": 3,
             "ttlSecondsAfterFinished": FINISHED_TTL_SECONDS,
             "template": {
-                "metadata": {"labels": pod_labels(job)},
+                "metadata": {"labels": pod_labels(job), **({"annotations": topology} if topology else {})},
                 "spec": pod_spec(job, main, restartPolicy="Never", **grace, **({} if alone else {"subdomain": name})),
             },
         },
@@ -309,7 +331,7 @@ def observe_training(job, workload: dict | None, batch_job: dict | None) -> Obse
 
 class Kueue(Scheduler):
     name, label = "kueue", "Kueue"
-    cluster_kinds = [(API, "ResourceFlavor"), (API, "Cohort"), (API, "WorkloadPriorityClass")]
+    cluster_kinds = [(API, "Topology"), (API, "ResourceFlavor"), (API, "Cohort"), (API, "WorkloadPriorityClass")]
     queue_kinds = [(API, "ClusterQueue"), (API, "LocalQueue")]
     holds_queues = True
 
@@ -318,7 +340,8 @@ class Kueue(Scheduler):
         # members may be Kueue quotas only, and priorities order Kueue's queues.
         # The protected class exists with the first class, before any job could be raised to it.
         protected = [render_protected_priority_class()] if priorities else []
-        return ([render_resource_flavor(f) for f in flavors if f.scheduler == self.name]
+        ours = [f for f in flavors if f.scheduler == self.name]
+        return ([render_topology(f) for f in ours if f.topology_levels] + [render_resource_flavor(f) for f in ours]
                 + [render_cohort(c) for c in cohorts] + [render_priority_class(p) for p in priorities] + protected)
 
     def queue_objects(self, quota, namespace: str, team: str) -> list[dict]:

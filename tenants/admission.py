@@ -30,7 +30,10 @@ what the platform itself renders:
 - placement is the flavor's: the nodeSelector of the flavor of the queue named (any of the
   team's flavors for a Pod that names none), its tolerations only (plus the ones Kubernetes
   adds itself), no node affinity, no nodeName: ``tolerations: [{operator: Exists}]`` with
-  another pool's nodeSelector does not reach that pool;
+  another pool's nodeSelector does not reach that pool. On a flavor with a network topology
+  (docs/topology.md), the labels of its levels may be added with any value: Kueue's
+  topology-aware scheduling ungates each pod with the domain it assigned (e.g.
+  ``kubernetes.io/hostname``), always beside the flavor's own labels;
 - Services are ClusterIP without ``externalIPs`` (the ResourceQuota also holds LoadBalancers
   and NodePorts at 0).
 
@@ -108,8 +111,10 @@ def placement(flavor) -> str:
     count, and the tolerations its pods may carry (its own, and the one Kubernetes'
     ExtendedResourceToleration plugin adds for its GPU resource)."""
     labels = dict(flavor.node_labels or {})
+    levels = [label for _, label in flavor.topology_levels if label not in labels]
     tolerations = [*(flavor.tolerations or []), {"key": flavor.resource_name, "operator": "Exists", "effect": "NoSchedule"}]
     tokens = sorted({f"nodes:{len(labels)}", *(f"node:{k}={v}" for k, v in labels.items()),
+                     *(f"topo:{label}" for label in levels),
                      *(f"tol:{toleration_key(t)}" for t in tolerations)})
     return "|" + "|".join(tokens) + "|"
 
@@ -133,8 +138,10 @@ def _validations() -> list[dict]:
     where = f"variables.data[{_cel(PLACEMENT_PREFIX)} + f]"
     placed = ("variables.templates.all(s, variables.flavors.exists(f, "
               f"({_cel(PLACEMENT_PREFIX)} + f) in variables.data && "
-              f"(!has(s.nodeSelector) || s.nodeSelector.all(k, {where}.contains('|node:' + k + '=' + s.nodeSelector[k] + '|'))) && "
-              f"{where}.contains('|nodes:' + string(has(s.nodeSelector) ? size(s.nodeSelector) : 0) + '|') && "
+              f"(!has(s.nodeSelector) || s.nodeSelector.all(k, {where}.contains('|node:' + k + '=' + s.nodeSelector[k] + '|')"
+              f" || {where}.contains('|topo:' + k + '|'))) && "
+              f"{where}.contains('|nodes:' + string(has(s.nodeSelector) ? "
+              f"size(s.nodeSelector.filter(k, !{where}.contains('|topo:' + k + '|'))) : 0) + '|') && "
               f"(!has(s.tolerations) || s.tolerations.all(t, {_SYSTEM_TOLERATION} || "
               f"{where}.contains('|tol:' + {_TOLERATION} + '|')))))")
     return [

@@ -5,6 +5,7 @@ a declared network fabric."""
 
 from quotas.models import Quota, Sharing
 from quotas.models.hardware import gib_text
+from quotas.models.topology import TopologyRequest, placement_problem, topology_request
 
 # Read by the CUDA client of an MPS server: a job's own value could raise its memory or
 # compute share over the one its quota unit buys (the platform sets them on MPS flavors).
@@ -12,6 +13,14 @@ MPS_ENV_PREFIX = "CUDA_MPS_"
 
 
 class JobHardware:
+    @property
+    def topology_request(self) -> TopologyRequest | None:
+        """Where the job's workers must or should stay together, in its flavor's terms (None:
+        anywhere, or a level the flavor lost since the job was submitted)."""
+        if self.kind != "training" or not self.placement:
+            return None
+        return topology_request(self.flavor, self.placement)
+
     def hardware_problems(self, flavor) -> dict[str, str]:
         """Field errors for what the flavor's hardware cannot give this job."""
         errors = {}
@@ -25,7 +34,14 @@ class JobHardware:
             errors["workers"] = (
                 f"Flavor {flavor.name} declares no network fabric, and multi-node training without the right NCCL "
                 "network settings runs 10-100x slower: run 1 worker, or ask a quota manager to declare its fabric.")
+        if self.placement and (why := self._placement_refusal(flavor)):
+            errors["placement"] = why
         return errors
+
+    def _placement_refusal(self, flavor) -> str:
+        if self.kind != "training":
+            return "Inference replicas are placed one by one; keeping them in one rack applies to training only."
+        return placement_problem(flavor, self.placement)
 
     def _memory_refusal(self, flavor) -> str:
         need, share = self.gpu_memory_gib, gib_text(flavor.unit_memory_mib)

@@ -29,6 +29,7 @@ from quotas.models import (
     PriorityClass,
     runtime_limits,
 )
+from quotas.models.topology import Placement
 from schedulers.workloads import CHECKPOINT_GRACE_ENV, GPU_RUNTIME_ENV_NAMES, GPU_RUNTIME_ENV_PREFIXES
 from tenants.models import Membership, Team
 
@@ -191,6 +192,9 @@ class Job(JobHardware, JobMoves, PreemptionContract, RayRules, models.Model):
     gpu_memory_gib = models.PositiveIntegerField(
         null=True, blank=True, validators=between(1, MAX_GPU_MEMORY_GIB),
         help_text="GPU memory needed on each GPU (or share), in GiB; empty: not declared.")
+    placement = models.CharField(
+        max_length=16, blank=True, default=Placement.ANYWHERE, choices=Placement,
+        help_text="Keep the workers in one rack or block of the flavor's topology (required or preferred).")
     max_runtime_seconds = models.PositiveIntegerField(
         null=True, blank=True, validators=between(MIN_RUNTIME_SECONDS, MAX_RUNTIME_SECONDS),
         help_text="Stop the job after this long, counted from its admission; empty means no limit (a submission "

@@ -14,6 +14,7 @@ import schedulers
 from core.validators import (
     between,
     validate_dns1123_label,
+    validate_label_key,
     validate_node_labels,
     validate_resource_name,
     validate_taints,
@@ -34,6 +35,7 @@ from .hardware import (
     validate_ifname_list,
     validate_rdma_resources,
 )
+from .topology import topology_description, topology_levels, topology_problems
 
 MAX_GPU_MEMORY_GIB = 4096
 # A job's maximum runtime: a minute to a leap year (far inside Kubernetes' int32 seconds).
@@ -165,6 +167,13 @@ class GpuFlavor(RuntimeLimits):
     rdma_resources = models.JSONField(
         default=dict, blank=True, validators=[validate_rdma_resources],
         help_text='RDMA devices each pod of a multi-node job gets, e.g. {"rdma/hca": 1} (InfiniBand, RoCE).')
+    # The network topology jobs may keep their pods together in (topology.py, docs/topology.md).
+    topology_block_label = models.CharField(
+        max_length=253, blank=True, validators=[validate_label_key],
+        help_text="Node label naming a node's block (a group of racks), e.g. cloud.google.com/gce-topology-block.")
+    topology_rack_label = models.CharField(
+        max_length=253, blank=True, validators=[validate_label_key],
+        help_text="Node label naming a node's rack, e.g. cloud.google.com/gce-topology-subblock. Empty: no topology.")
     cost_per_gpu_hour = models.DecimalField(
         max_digits=8, decimal_places=2, null=True, blank=True,
         validators=[MinValueValidator(0)],
@@ -208,7 +217,8 @@ class GpuFlavor(RuntimeLimits):
         return self.display_name or self.name
 
     def clean(self) -> None:
-        errors = {**self.runtime_problems(), **sharing_problems(self), **network_problems(self)}
+        errors = {**self.runtime_problems(), **sharing_problems(self), **network_problems(self),
+                  **topology_problems(self)}
         if errors:
             raise ValidationError(errors)
 
@@ -278,6 +288,15 @@ class GpuFlavor(RuntimeLimits):
         parts += [f"{k}={v}" for k, v in self.nccl_defaults.items()]
         parts += [f"{name}: {count} per pod" for name, count in sorted((self.rdma_resources or {}).items())]
         return "; ".join(parts)
+
+    # --- the network topology ----------------------------------------------------------
+    @property
+    def topology_levels(self) -> list[tuple[str, str]]:
+        return topology_levels(self)
+
+    @property
+    def topology_description(self) -> str:
+        return topology_description(self)
 
     @property
     def idle_exempt_because(self) -> str:

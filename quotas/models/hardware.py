@@ -157,3 +157,22 @@ def nccl_env(flavor) -> dict[str, str]:
     if flavor.network_fabric == Fabric.ROCE and flavor.nccl_ib_gid_index is not None:
         env["NCCL_IB_GID_INDEX"] = str(flavor.nccl_ib_gid_index)
     return env
+
+
+def selects_node(flavor, node: dict) -> bool:
+    """Whether a Node (as the API server gives it) is one of the flavor's: it carries every
+    one of the flavor's node labels (a flavor without labels selects none)."""
+    labels = (node.get("metadata") or {}).get("labels") or {}
+    return bool(flavor.node_labels) and all(labels.get(k) == v for k, v in flavor.node_labels.items())
+
+
+def node_gpus(flavor, node: dict) -> int:
+    """The flavor's units a node offers pods: its allocatable (else capacity) of the flavor's
+    resource, or the flavor's GPUs per node when the node does not say."""
+    status = node.get("status") or {}
+    amount = (status.get("allocatable") or {}).get(flavor.resource_name) or (
+        status.get("capacity") or {}).get(flavor.resource_name)
+    try:
+        return int(amount) if amount is not None else flavor.gpus_per_node
+    except (TypeError, ValueError):
+        return flavor.gpus_per_node

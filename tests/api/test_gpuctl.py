@@ -342,3 +342,25 @@ def test_a_queued_job_is_told_when_it_starts_on_submit_and_status(gpuctl, job_fi
     # Half the GPUs would not start sooner either: the holder has all 8; no other flavor.
     assert "sooner:" not in out
     holder.delete()
+
+
+def test_a_job_that_fits_the_quota_but_not_the_nodes_names_the_job_it_waits_for(gpuctl, job_file, fake, flavor):
+    """The same answer in gpuctl and the API's 201 body: 16 GPUs on two nodes, 10 held by another
+    team's job, so no node has room for a 4-GPU worker of the job file, whatever the quota says."""
+    from ..builders import make_job, make_team
+    from ..jobs.test_fragmentation import node, pod
+
+    other = make_team("other")
+    make_quota(other, flavor, nominal_gpus=10)
+    holder = make_job(other, flavor, workers=2, gpus_per_worker=5)
+    for state in (State.SUBMITTED, State.QUEUED, State.ADMITTED, State.RUNNING):
+        holder.transition(state, reason=state.label)
+    for name in ("n0", "n1"):
+        fake.put(node(name))
+        fake.put(pod(f"holder-{name}", name, 5, holder))
+    code, out, err = gpuctl("-o", "json", "submit", "-f", str(job_file))
+    assert code == EXIT["ok"]
+    verdict = json.loads(out)["feasibility"]
+    assert verdict["verdict"] == "queue" and verdict["waits_for"] == [holder.pk] and verdict["eta"] is None
+    assert "6 h100 GPUs free, but at most 3 on one node" in err
+    assert f"cannot start until job {holder.pk} (other/{holder.name}, end unknown) ends" in err

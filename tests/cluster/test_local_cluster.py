@@ -101,6 +101,12 @@ def test_fake_gpu_nodes_are_ready_with_capacity_and_taints(api_client):
     mps = nodes["mps-0"].metadata.labels
     assert (mps["nvidia.com/gpu.sharing-strategy"], mps["nvidia.com/mps.capable"], mps["nvidia.com/gpu.replicas"]) \
         == ("mps", "true", "4")
+    # Racked for topology-aware placement (docs/topology.md): two racks of H100s in one block.
+    racks = {name: (nodes[name].metadata.labels.get("gpuplatform.io/block"),
+                    nodes[name].metadata.labels.get("gpuplatform.io/rack")) for name in nodes if name[:4] in ("h100", "a100")}
+    assert racks == {"h100-0": ("block-a", "rack-a1"), "h100-1": ("block-a", "rack-a1"),
+                     "h100-2": ("block-a", "rack-a2"), "h100-3": ("block-a", "rack-a2"),
+                     "a100-0": ("block-b", "rack-b1"), "a100-1": ("block-b", "rack-b1")}
     cpu_node = nodes["cpu-0"]
     assert not cpu_node.spec.taints
     assert cpu_node.status.capacity["cpu"] == "16"

@@ -26,11 +26,13 @@ def _pool(pool: str, product: str) -> dict:
 INFINIBAND = dict(network_fabric="infiniband", nccl_ib_hca="mlx5", nccl_net_gdr_level="PHB",
                   rdma_resources={"rdma/hca": 1})
 TCP = dict(network_fabric="tcp", nccl_socket_ifname="eth0")
+# The H100s' racks and block, as the fake nodes are labelled (docs/topology.md).
+TOPOLOGY = dict(topology_block_label="gpuplatform.io/block", topology_rack_label="gpuplatform.io/rack")
 
 FLAVORS = [
     dict(name="h100", display_name="NVIDIA H100 80GB", scheduler=Scheduler.KUEUE, gpu_model="H100 80GB",
          resource_name="nvidia.com/gpu", gpu_memory_gib=80, gpus_per_node=8, cost_per_gpu_hour="3.50",
-         node_labels=_pool("h100", "NVIDIA-H100-80GB-HBM3"), **INFINIBAND),
+         node_labels=_pool("h100", "NVIDIA-H100-80GB-HBM3"), **INFINIBAND, **TOPOLOGY),
     dict(name="a100", display_name="NVIDIA A100 80GB", scheduler=Scheduler.VOLCANO, gpu_model="A100 80GB",
          resource_name="nvidia.com/gpu", gpu_memory_gib=80, gpus_per_node=8, cost_per_gpu_hour="2.20",
          node_labels=_pool("a100", "NVIDIA-A100-SXM4-80GB"), **TCP),
