@@ -11,7 +11,7 @@ FIELDS = {
     "team", "name", "kind", "flavor", "priority", "image", "command", "args", "env", "workers",
     "gpus_per_worker", "gpu_memory_gib", "cpu_per_worker", "memory_per_worker_gib", "max_runtime_seconds",
     "port", "min_replicas", "max_replicas", "readiness_path", "readiness_initial_delay_seconds",
-    "autoscaling_target_cpu_percent", "autoscale_metric", "target_gpu_utilization_percent",
+    "autoscaling_target_cpu_percent", "autoscale_metric", "target_gpu_utilization_percent", "volumes",
 }
 LISTS = ("command", "args")
 
@@ -40,6 +40,9 @@ def load(text: str, *, team: str | None = None) -> dict:
             raise JobFileError("env must be a mapping of names to values, e.g. env: {EPOCHS: '3'}.")
         # YAML reads 3 and true as numbers and booleans; environment values are strings.
         spec["env"] = {str(k): _env_value(v) for k, v in spec["env"].items()}
+    if "volumes" in spec and not (isinstance(spec["volumes"], dict)
+                                  and all(isinstance(v, str) for v in spec["volumes"].values())):
+        raise JobFileError("volumes must be a mapping of volume names to mount paths, e.g. volumes: {datasets: /data}.")
     if team:
         spec["team"] = team
     if not spec.get("team"):

@@ -48,6 +48,7 @@ from ..spec import RELATED, refused_on
 from .hardware import MPS_ENV_PREFIX, JobHardware
 from .moves import JobMoves
 from .preemptions import PreemptionContract
+from .volumes import JobVolumes
 
 JOB_NAME_MAX_LENGTH = 40
 # Bounds of the numbers a job asks for, the same on every database. Each is far inside the
@@ -137,7 +138,7 @@ class JobQuerySet(CapQuerySet, QueueingQuerySet):
                 "wait for some to finish, or cancel some, then submit again.")}, code="too_many_jobs")
 
 
-class Job(JobHardware, JobMoves, PreemptionContract, models.Model):
+class Job(JobHardware, JobVolumes, JobMoves, PreemptionContract, models.Model):
     class Kind(models.TextChoices):
         TRAINING = "training", "Training"
         INFERENCE = "inference", "Inference"
@@ -174,6 +175,8 @@ class Job(JobHardware, JobMoves, PreemptionContract, models.Model):
     args = models.JSONField(default=list, blank=True,
                             validators=[validate_string_list, _bounded("args"), validate_visible_text])
     env = models.JSONField(default=dict, blank=True, validators=[validate_env, _bounded("env"), validate_visible_text])
+    # The team's volumes it mounts, volume name -> mount path (`.volumes`).
+    volumes = models.JSONField(default=dict, blank=True, validators=[_bounded("volumes"), validate_visible_text])
 
     workers = models.PositiveSmallIntegerField(default=1, validators=between(1, MAX_WORKERS))
     gpus_per_worker = models.PositiveSmallIntegerField(default=1, validators=between(1, MAX_GPUS_PER_WORKER))
@@ -479,6 +482,7 @@ class Job(JobHardware, JobMoves, PreemptionContract, models.Model):
                              "the share's limits from the flavor. Remove it.")
         if flavor:
             errors.update({name: text for name, text in self.hardware_problems(flavor).items() if name not in errors})
+        errors.update(self.volume_problems())
         if self.kind == self.Kind.INFERENCE:
             if self.port is None:
                 errors["port"] = "An inference server needs the port it listens on."
