@@ -9,11 +9,11 @@ from rest_framework import mixins, permissions, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
-from core.api_errors import SlugRelatedField
+from core.api_errors import Conflict, SlugRelatedField
 from core.api_fields import StrictFields
 from core.api_input import CursorPagination
 from jobs import actions, drains
-from jobs.models import Job
+from jobs.models import Job, Volume
 from jobs.usage import job_gpus
 from quotas import actions as quota_actions
 from quotas.api import QuotaSerializer
@@ -345,3 +345,60 @@ class DrainViewSet(viewsets.GenericViewSet, mixins.ListModelMixin, mixins.Retrie
             return Response({"detail": "This drain is already over."}, status=status.HTTP_409_CONFLICT)
         drain.refresh_from_db()
         return Response(DrainSerializer(drain, context=self.get_serializer_context()).data)
+
+
+# --- volumes ---------------------------------------------------------------------------------
+# Everyone in a team reads its volumes and the live jobs that mount them; owners (and quota
+# managers) create and delete them (`jobs.actions`); a volume a live job mounts is kept (409).
+
+
+class VolumeFilter(TeamFilterSet):
+    class Meta:
+        model = Volume
+        fields = ["team", "storage_class"]
+
+
+class VolumeSerializer(StrictFields, serializers.ModelSerializer):
+    team = TeamField()
+    created_by = SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
+    mounted_by = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Volume
+        fields = ["id", "team", "name", "storage_class", "size_gib", "created_by", "created_at", "mounted_by"]
+        read_only_fields = ["id", "created_by", "created_at", "mounted_by"]
+        validators = []  # Volume.full_clean (in Volume.objects.add) says them as field errors
+
+    def validate_team(self, team):
+        if not Volume.can_manage(team, self.context["request"].user):
+            raise serializers.ValidationError(f"Only owners of {team.slug} create its volumes.")
+        return team
+
+    def get_mounted_by(self, volume) -> list[str]:
+        """Names of the team's live jobs that mount it."""
+        return sorted(volume.mounted_by().values_list("name", flat=True))
+
+
+class VolumeViewSet(TeamScopedViewSet, mixins.ListModelMixin, mixins.RetrieveModelMixin,
+                    mixins.CreateModelMixin, mixins.DestroyModelMixin):
+    """Your teams' named volumes (PersistentVolumeClaims) that jobs mount by name
+    (`volumes`: name -> mount path). Everyone in a team reads them; owners create and delete
+    them from a signed-in session (a token reads); deleting one a live job mounts answers 409."""
+
+    rows = Volume.objects.visible_to
+    serializer_class = VolumeSerializer
+    queryset = Volume.objects.none()  # for the schema; rows and refine are the truth
+    pagination_class = CapPagination
+    filterset_class = VolumeFilter
+
+    def refine(self, volumes):
+        return volumes.select_related("team", "created_by")
+
+    def perform_create(self, serializer):
+        serializer.instance = actions.create_volume(user=self.request.user, **serializer.validated_data)
+
+    def perform_destroy(self, instance):
+        try:
+            actions.delete_volume(instance, self.request.user)
+        except DjangoValidationError as err:
+            raise Conflict(err.messages[0]) from err

@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from . import manager_views, usage_views, views
+from . import manager_views, storage_views, usage_views, views
 
 app_name = "console"
 urlpatterns = [
@@ -11,6 +11,8 @@ urlpatterns = [
     path("teams/<slug:slug>/members/<int:pk>/remove/", views.member_remove, name="member-remove"),
     path("teams/<slug:slug>/caps/", views.cap_set, name="cap-set"),
     path("teams/<slug:slug>/caps/<int:pk>/remove/", views.cap_remove, name="cap-remove"),
+    path("teams/<slug:slug>/volumes/", storage_views.volume_create, name="volume-create"),
+    path("teams/<slug:slug>/volumes/<int:pk>/delete/", storage_views.volume_delete, name="volume-delete"),
     path("teams/<slug:slug>/grants/<int:pk>/", views.grant_detail, name="grant"),
     path("teams/<slug:slug>/grants/<int:pk>/renew/", views.grant_renew, name="grant-renew"),
     path("quotas/", views.quota_list, name="quotas"),

@@ -8,7 +8,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.paginator import Paginator
-from django.db.models import Q
+from django.db.models import Q, Sum
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
@@ -16,7 +16,8 @@ from django.views.decorators.http import require_GET, require_POST
 from cluster.prometheus import PrometheusUnavailable
 from jobs import actions as job_actions
 from jobs import gpu_use
-from jobs.models import Job
+from jobs.forms import VolumeForm
+from jobs.models import Job, Volume
 from jobs.usage import usage_for
 from quotas.fairshare import fair_shares
 from quotas.forms import MemberCapForm, QuotaRequestForm, RenewalForm
@@ -105,7 +106,7 @@ def _team(request, slug) -> Team:
     return get_object_or_404(Team.objects.visible_to(request.user), slug=slug)
 
 
-def _team_page(request, team: Team, form=None, status=200, request_form=None, cap_form=None):
+def _team_page(request, team: Team, form=None, status=200, request_form=None, cap_form=None, volume_form=None):
     usage = usage_for([team])
     context = {
         "team": team,
@@ -118,6 +119,7 @@ def _team_page(request, team: Team, form=None, status=200, request_form=None, ca
         "form": form or MemberForm(team=team),
         **team_quota_context(request, team, request_form),
         **team_caps_context(request, team, cap_form),
+        **team_volumes_context(request, team, volume_form),
     }
     if not request.htmx:  # the page, not one of its parts
         context.update(gpu_use_context([team]), **fair_share_context(request, [team]))
@@ -125,6 +127,8 @@ def _team_page(request, team: Team, form=None, status=200, request_form=None, ca
         return render(request, "console/partials/team_requests.html", context, status=status)
     if request.htmx and request.htmx.target == "member-caps":
         return render(request, "console/partials/member_caps.html", context, status=status)
+    if request.htmx and request.htmx.target == "volumes":
+        return render(request, "console/partials/volumes.html", context, status=status)
     if request.htmx and request.htmx.target == "members":
         return render(request, "console/partials/members.html", context, status=status)
     return render(request, "console/team_detail.html", context, status=status)
@@ -168,6 +172,28 @@ def member_remove(request, slug, pk):
     if request.htmx:
         return _team_page(request, team)
     return redirect("console:team", slug=team.slug)
+
+
+def team_volumes_context(request, team: Team, form=None) -> dict:
+    """Everyone in the team sees its storage quota, volumes and the live jobs mounting them;
+    owners get the form."""
+    volumes = list(team.volumes.order_by("name"))
+    live = team.jobs.exclude(volumes={}).live().values_list("name", "volumes")
+    mounted: dict[str, list[str]] = {}
+    for job, mounts in live:
+        for name in mounts:
+            mounted.setdefault(name, []).append(job)
+    used = dict(team.volumes.values("storage_class").annotate(total=Sum("size_gib")).values_list("storage_class",
+                                                                                                    "total"))
+    counts: dict[str, int] = {}
+    for volume in volumes:
+        counts[volume.storage_class] = counts.get(volume.storage_class, 0) + 1
+    storage = [{"quota": quota, "used_gib": used.get(quota.storage_class, 0),
+                "volumes": counts.get(quota.storage_class, 0)} for quota in team.storage_quotas.all()]
+    can_manage = Volume.can_manage(team, request.user)
+    return {"storage": storage, "volume_rows": [{"volume": v, "mounted_by": mounted.get(v.name, [])} for v in volumes],
+            "can_manage_volumes": can_manage,
+            "volume_form": (form or VolumeForm(team=team)) if can_manage and storage else None}
 
 
 def team_caps_context(request, team: Team, form=None) -> dict:

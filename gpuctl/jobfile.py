@@ -11,7 +11,7 @@ FIELDS = {
     "team", "name", "kind", "flavor", "priority", "image", "command", "args", "env", "workers",
     "gpus_per_worker", "gpu_memory_gib", "placement", "cpu_per_worker", "memory_per_worker_gib", "max_runtime_seconds",
     "port", "min_replicas", "max_replicas", "readiness_path", "readiness_initial_delay_seconds",
-    "autoscaling_target_cpu_percent", "autoscale_metric", "target_gpu_utilization_percent",
+    "autoscaling_target_cpu_percent", "autoscale_metric", "target_gpu_utilization_percent", "volumes",
     "ray_entrypoint", "ray_runtime_env",
 }
 LISTS = ("command", "args")
@@ -44,6 +44,9 @@ def load(text: str, *, team: str | None = None) -> dict:
     if isinstance(spec.get("ray_runtime_env"), dict):
         # Written as a mapping in the file; the API takes Ray's runtime environment as YAML text.
         spec["ray_runtime_env"] = yaml.safe_dump(spec["ray_runtime_env"], sort_keys=False)
+    if "volumes" in spec and not (isinstance(spec["volumes"], dict)
+                                  and all(isinstance(v, str) for v in spec["volumes"].values())):
+        raise JobFileError("volumes must be a mapping of volume names to mount paths, e.g. volumes: {datasets: /data}.")
     if team:
         spec["team"] = team
     if not spec.get("team"):

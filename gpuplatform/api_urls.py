@@ -13,7 +13,7 @@ from rest_framework.routers import SimpleRouter
 from rest_framework.views import APIView
 
 from accounts.api import GroupMappingViewSet, TeamAccessView
-from console.api import DrainViewSet, MemberCapViewSet, TeamViewSet
+from console.api import DrainViewSet, MemberCapViewSet, TeamViewSet, VolumeViewSet
 from core.api_errors import not_found
 from jobs.api import JobViewSet
 from notifications.api import PreferenceViewSet, WebhookViewSet
@@ -32,6 +32,7 @@ router.register("webhooks", WebhookViewSet, basename="webhook")
 router.register("group-mappings", GroupMappingViewSet, basename="group-mapping")
 router.register("member-caps", MemberCapViewSet, basename="member-cap")
 router.register("drains", DrainViewSet, basename="drain")
+router.register("volumes", VolumeViewSet, basename="volume")
 
 
 

@@ -18,11 +18,11 @@ from __future__ import annotations
 from core.owners import Owner, Scope, by_scope, registered, run
 from core.ownership import MANAGED_BY_LABEL, MANAGED_BY_VALUE
 from core.reconcile import Outcome
-from jobs.tasks import JOB_WORKLOADS
+from jobs.tasks import JOB_WORKLOADS, TEAM_VOLUMES
 from quotas.tasks import CLUSTER_OBJECTS, TEAM_QUOTAS
 from tenants.tasks import TEAM_OBJECTS
 
-OWNERS: list[Owner] = [CLUSTER_OBJECTS, TEAM_OBJECTS, TEAM_QUOTAS, JOB_WORKLOADS]
+OWNERS: list[Owner] = [CLUSTER_OBJECTS, TEAM_OBJECTS, TEAM_QUOTAS, TEAM_VOLUMES, JOB_WORKLOADS]
 
 
 def ordered_keys(owners: list[Owner]) -> list:

@@ -7,9 +7,9 @@ from django.db import transaction
 from core.reconcile import enqueue
 
 from .lifecycle import State
-from .models import Job
+from .models import Job, Volume
 from .models.idempotency import IdempotencyKey
-from .tasks import reconcile_job, release_at_cap
+from .tasks import reconcile_job, reconcile_team_volumes, release_at_cap
 
 
 def reconcile_soon(job: Job) -> None:
@@ -84,3 +84,16 @@ def remove_cap(cap, by) -> None:
     with transaction.atomic():
         cap.remove_by(by)
         caps_changed(cap.team)
+
+
+def create_volume(*, team, user, **fields) -> Volume:
+    """A team's new volume (`Volume.objects.add`); its claim follows after commit."""
+    volume = Volume.objects.add(team=team, user=user, **fields)
+    enqueue(reconcile_team_volumes, team.pk)
+    return volume
+
+
+def delete_volume(volume: Volume, user) -> None:
+    """Delete a volume no live job mounts (`volume.delete_by`); its claim goes after commit."""
+    volume.delete_by(user)
+    enqueue(reconcile_team_volumes, volume.team_id)

@@ -93,6 +93,7 @@ class JobSerializer(StrictFields, serializers.ModelSerializer):
     args = serializers.ListField(child=serializers.CharField(allow_blank=True), required=False,
                                  help_text=_help("args"))
     env = serializers.DictField(child=serializers.CharField(allow_blank=True), required=False, help_text=_help("env"))
+    volumes = serializers.DictField(child=serializers.CharField(), required=False, help_text=_help("volumes"))
     cpu_per_worker = DecimalInput(min_value=Decimal("0.1"), max_value=Decimal(MAX_CPU_PER_WORKER), required=False,
                                   help_text=_help("cpu_per_worker"))
 

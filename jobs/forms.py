@@ -14,7 +14,7 @@ from quotas.models.hardware import gib_text
 from tenants.models import Team
 
 from . import autoscaling, spec
-from .models import Job
+from .models import Job, Volume
 
 PYTORCH_IMAGE = "pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime"
 # torchrun's c10d rendezvous at the platform's MASTER_ADDR:MASTER_PORT numbers the nodes
@@ -145,7 +145,9 @@ TYPED_AS_TEXT = {spec.LIST: ListField, spec.MAP: EnvField}
 # What the form says beyond the spec's help: how to type it here.
 HOW_TO_TYPE = {"env": f"One NAME=value per line, at most {spec.TEXT_BOUNDS.items} (names and values of "
                       f"{spec.TEXT_BOUNDS.item_chars} characters, {spec.TEXT_BOUNDS.total_bytes // 1024} KiB in all). "
-                      "The torchrun variables (MASTER_ADDR, WORLD_SIZE, NNODES, ...) are set by the platform."}
+                      "The torchrun variables (MASTER_ADDR, WORLD_SIZE, NNODES, ...) are set by the platform.",
+               "volumes": "One volume=/mount/path per line, e.g. model-cache=/models: the team's volumes, which "
+                          "owners create on the team's page. One mounted at /home/user keeps the home directory."}
 
 
 class JobForm(forms.ModelForm):
@@ -271,3 +273,16 @@ class JobForm(forms.ModelForm):
     def submit_fields(self) -> dict:
         """Keyword arguments for ``Job.objects.submit`` (team and submitter apart)."""
         return {name: value for name, value in self.cleaned_data.items() if name != "team"}
+
+
+class VolumeForm(forms.Form):
+    """A new volume of the team (`Volume.objects.add` holds the rules: the storage quota)."""
+
+    name = forms.CharField(max_length=63, help_text=Volume._meta.get_field("name").help_text)
+    storage_class = forms.ChoiceField(label="Storage class")
+    size_gib = forms.IntegerField(label="Size (GiB)", min_value=1)
+
+    def __init__(self, *args, team, **kwargs):
+        super().__init__(*args, **kwargs)
+        classes = team.storage_quotas.values_list("storage_class", flat=True)
+        self.fields["storage_class"].choices = [(name, name) for name in classes]

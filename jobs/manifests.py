@@ -5,13 +5,22 @@ its kind and its flavor's scheduler, renders the whole job and says which fields
 objects belong to other controllers.
 """
 
-from cluster.fields import Ownership
+from cluster.fields import FieldRules, Ownership
+from cluster.quantity import gib
+from core.ownership import owned
 from schedulers.workloads import object_name, pod_templates_of
 
 from .kinds import for_job, rendered_kinds
-from .models import Job
+from .models import Job, Volume
 
-__all__ = ["JOB_KINDS", "job_fields", "object_name", "pod_templates_of", "render_job"]
+__all__ = ["JOB_KINDS", "PVC", "VOLUME_FIELDS", "job_fields", "object_name", "pod_templates_of", "render_job",
+           "render_volumes"]
+
+PVC = ("v1", "PersistentVolumeClaim")
+# A claim's class and access modes never change; its size could only grow (not offered yet).
+# The volume controller binds it (spec.volumeName), a field we never send.
+VOLUME_FIELDS: Ownership = {("", "PersistentVolumeClaim"): FieldRules(
+    immutable=("spec.storageClassName", "spec.accessModes"))}
 
 # Every kind a job of any workload kind can own, so prune and offboarding look through them all.
 JOB_KINDS = rendered_kinds()
@@ -25,3 +34,14 @@ def render_job(job: Job) -> list[dict]:
 def job_fields(job: Job) -> Ownership:
     """Which fields of the job's objects belong to other controllers."""
     return for_job(job).fields
+
+
+def render_volumes(team, volumes: list[Volume]) -> list[dict]:
+    """A team's volumes, one PersistentVolumeClaim each, named as the volume (what jobs mount:
+    `schedulers.workloads.mounts`). ReadWriteOnce: every storage class offers it; a volume
+    mounted by two jobs at once needs them on one node, or a class that binds ReadWriteMany."""
+    return [owned({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                   "metadata": {"name": volume.name, "namespace": team.namespace_name},
+                   "spec": {"storageClassName": volume.storage_class, "accessModes": ["ReadWriteOnce"],
+                            "resources": {"requests": {"storage": gib(volume.size_gib)}}}}, team=team.slug)
+            for volume in volumes]

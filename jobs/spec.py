@@ -43,6 +43,8 @@ class Bounds:
 # The command, its arguments and the environment: each at most 256 items of 4096 characters
 # and 32 KiB in all (a long configuration belongs in a file of the image or a volume).
 TEXT_BOUNDS = Bounds(items=256, item_chars=4096, total_bytes=32 * 1024)
+# A job's volume mounts: a few names and paths.
+VOLUME_BOUNDS = Bounds(items=16, item_chars=253, total_bytes=4096)
 _WORDS = (f"At most {TEXT_BOUNDS.items} words of {TEXT_BOUNDS.item_chars} characters, "
           f"{TEXT_BOUNDS.total_bytes // 1024} KiB in all.")
 
@@ -90,6 +92,10 @@ FIELDS = (
           f"{TEXT_BOUNDS.items}, names and values of {TEXT_BOUNDS.item_chars} characters, "
           f"{TEXT_BOUNDS.total_bytes // 1024} KiB in all. The torchrun variables (MASTER_ADDR, WORLD_SIZE, NNODES, NODE_RANK, "
           "...) are set by the platform.", shape=MAP, bounds=TEXT_BOUNDS),
+    Field("volumes", CONTAINER, "Volumes", "The team's volumes to mount, name=/path (e.g. model-cache=/models, "
+          "datasets=/data). A volume mounted at /home/user keeps the home directory (notebooks); without one "
+          "the home is scratch space. HOME, XDG_CACHE_HOME and HF_HOME point into it. Owners create volumes on "
+          "the team's page.", shape=MAP, bounds=VOLUME_BOUNDS),
     Field("workers", RESOURCES, "Workers", "Pods started together (gang-scheduled); each gets the GPUs below. "
           "Ray: the worker pods beside the head (which has no GPU).", kinds=(TRAINING, *RAY_KINDS), listed=True),
     Field("gpus_per_worker", RESOURCES, "GPUs per worker", "At most the flavor's GPUs per node.", listed=True),

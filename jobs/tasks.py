@@ -12,13 +12,14 @@ from cluster import PermanentError, TransientError
 from cluster.prometheus import prometheus_from_settings
 from core.owners import Owner, Scope, run
 from core.reconcile import RETRY_POLICY, NoCluster, Outcome, current_cluster, enqueue
-from quotas.tasks import ensure_team_quotas
+from quotas.tasks import ensure_team_quotas, namespace_first, reconcile_live_team
+from tenants.tasks import TEAM_ITEMS
 
 from . import gpu_use
 from .caps import RELEASED
 from .lifecycle import State
-from .manifests import JOB_KINDS, job_fields, render_job
-from .models import RETAIN_FINISHED, Job
+from .manifests import JOB_KINDS, PVC, VOLUME_FIELDS, job_fields, render_job, render_volumes
+from .models import RETAIN_FINISHED, Job, claims_of
 
 log = logging.getLogger(__name__)
 
@@ -253,4 +254,20 @@ JOB_WORKLOADS = Owner(
     render=render_job, desired=_desired, prepare=_queues_first, prepare_refusals_are_its_own=True,
     refused=_refused, rules=job_fields, guard=_still_applied, record=_record, wanted=wanted_jobs,
     task=reconcile_job, send_many=send_in_batches,
+)
+
+
+# --- the team's volumes ----------------------------------------------------------------------
+@shared_task(**RETRY_POLICY)
+def reconcile_team_volumes(self, team_id: int) -> int:
+    """Apply the team's volumes as claims, and delete the claims of volumes deleted."""
+    return reconcile_live_team(team_id, lambda cluster, team: run(cluster, TEAM_VOLUMES, team))
+
+
+# One PersistentVolumeClaim per volume of the team (`jobs.models.volumes`), after its quotas
+# (the ResourceQuota holds them); its namespace first when the team is not ready.
+TEAM_VOLUMES = Owner(
+    name="team volumes", scope=Scope.TEAM, kinds=(PVC,), prepare=namespace_first,
+    render=lambda team: render_volumes(team, claims_of(team)), rules=lambda team: VOLUME_FIELDS,
+    record=lambda team, outcome: None, task=reconcile_team_volumes, **TEAM_ITEMS,
 )

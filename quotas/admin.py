@@ -10,7 +10,7 @@ from tenants.admin import TeamAdmin
 from tenants.models import Membership
 
 from .actions import apply_grants, cluster_objects_changed, quotas_changed
-from .models import Cohort, GpuFlavor, IdlePolicy, PriorityClass, Quota, QuotaGrant, QuotaRequest
+from .models import Cohort, GpuFlavor, IdlePolicy, PriorityClass, Quota, QuotaGrant, QuotaRequest, StorageQuota
 from .models.requests import four_eyes_lookback
 
 
@@ -76,8 +76,15 @@ class FourEyesAdmin(SimpleHistoryAdmin):
         return super().has_delete_permission(request, obj) and not (obj and in_team(request.user, obj.team))
 
 
+class StorageQuotaInline(QuotaInline):
+    """A team's storage per storage class (its ResourceQuota follows, like its GPU quotas)."""
+
+    model = StorageQuota
+    fields = ["storage_class", "storage_gib", "volumes"]
+
+
 # A team's page in the admin shows its quotas too; tenants cannot know of quotas.
-TeamAdmin.inlines = [*TeamAdmin.inlines, QuotaInline]
+TeamAdmin.inlines = [*TeamAdmin.inlines, QuotaInline, StorageQuotaInline]
 
 
 class ClusterObjectAdmin:

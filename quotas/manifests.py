@@ -14,7 +14,7 @@ from core.ownership import owned
 from tenants.admission import PARAMS_NAME, render_admission_params
 from tenants.models import SystemNamespace
 
-from .models import Cohort, GpuFlavor, PriorityClass, Quota
+from .models import Cohort, GpuFlavor, PriorityClass, Quota, StorageQuota
 
 CLUSTER_KINDS = schedulers.all_kinds("cluster_kinds")
 # The team's quota objects: a team-quota reconcile prunes these kinds by the team's label.
@@ -23,8 +23,9 @@ QUOTA_KINDS = [("v1", "ResourceQuota"), ("v1", "ConfigMap"), *schedulers.all_kin
 
 
 # --- quantities ----------------------------------------------------------------------------
-def namespace_ceilings(quotas: list[Quota]) -> dict[str, str]:
-    """Hard limits for the team's ResourceQuota, summed over flavors.
+def namespace_ceilings(quotas: list[Quota], storage: list[StorageQuota] = ()) -> dict[str, str]:
+    """Hard limits for the team's ResourceQuota, summed over flavors, and its storage per
+    storage class (a class without a quota stays at 0: its claims are refused).
 
     The namespace quota cannot tell an H100 from an A100 when both expose nvidia.com/gpu,
     so flavors sharing a resource name add up; the per-flavor split is the scheduler's job.
@@ -42,23 +43,32 @@ def namespace_ceilings(quotas: list[Quota]) -> dict[str, str]:
         "limits.memory": gib(memory),
         # Room for every GPU to be its own pod, plus services without GPUs.
         "pods": canonical(max(20, 2 * sum(gpus.values()) + 10)),
-        # Nothing reaches a team's workloads from outside the cluster, and nothing the
-        # platform runs asks for volumes: a hand-made object cannot either.
+        # Nothing reaches a team's workloads from outside the cluster.
         "services.loadbalancers": "0",
         "services.nodeports": "0",
-        "persistentvolumeclaims": "0",
+        # Volumes only on the classes the team has a storage quota on (the team's volumes,
+        # `jobs.models.volumes`); without one, none.
+        "persistentvolumeclaims": canonical(sum(s.volumes for s in storage)),
+        "requests.storage": gib(sum(s.storage_gib for s in storage)),
     })
+    for quota in storage:
+        hard[f"{quota.storage_class}{STORAGE_CLASS_SUFFIX}/requests.storage"] = gib(quota.storage_gib)
+        hard[f"{quota.storage_class}{STORAGE_CLASS_SUFFIX}/persistentvolumeclaims"] = canonical(quota.volumes)
     return hard
+
+
+# How a ResourceQuota names what one storage class holds.
+STORAGE_CLASS_SUFFIX = ".storageclass.storage.k8s.io"
 
 
 # --- rendering ---------------------------------------------------------------------------
 RESOURCE_QUOTA_NAME = "team-quota"
 
 
-def render_resource_quota(team, quotas: list[Quota]) -> dict:
+def render_resource_quota(team, quotas: list[Quota], storage: list[StorageQuota] = ()) -> dict:
     return owned({"apiVersion": "v1", "kind": "ResourceQuota",
                   "metadata": {"name": RESOURCE_QUOTA_NAME, "namespace": team.namespace_name},
-                  "spec": {"hard": namespace_ceilings(quotas)}}, team=team.slug)
+                  "spec": {"hard": namespace_ceilings(quotas, storage)}}, team=team.slug)
 
 
 def render_team_queues(quotas: list[Quota], namespace: str, team: str) -> list[dict]:
@@ -67,14 +77,14 @@ def render_team_queues(quotas: list[Quota], namespace: str, team: str) -> list[d
             for obj in schedulers.for_flavor(quota.flavor).queue_objects(quota, namespace, team)]
 
 
-def render_team_quotas(team, quotas: list[Quota]) -> list[dict]:
+def render_team_quotas(team, quotas: list[Quota], storage: list[StorageQuota] = ()) -> list[dict]:
     """The team's ResourceQuota, its queues and the admission parameters naming them (its
     namespace comes from ``tenants``). Raises ``SystemNamespace`` rather than put them in a
     namespace of the cluster's."""
     if team.owns_system_namespace:
         raise SystemNamespace(team.namespace_name)
     queues = {schedulers.queue_name(team.namespace_name, quota.flavor): quota.flavor.name for quota in quotas}
-    return [render_resource_quota(team, quotas), render_admission_params(team, queues, [q.flavor for q in quotas]),
+    return [render_resource_quota(team, quotas, storage), render_admission_params(team, queues, [q.flavor for q in quotas]),
             *render_team_queues(quotas, team.namespace_name, team.slug)]
 
 

@@ -14,7 +14,7 @@ from tenants.models import SystemNamespace, Team
 from tenants.tasks import TEAM_ITEMS, sync_team
 
 from .manifests import CLUSTER_KINDS, QUOTA_KINDS, job_prerequisites, render_cluster, render_team_quotas
-from .models import Cohort, GpuFlavor, PriorityClass, Quota
+from .models import Cohort, GpuFlavor, PriorityClass, Quota, StorageQuota
 
 THE_CLUSTER = ""  # the key and label of the one item of the cluster-wide owner
 
@@ -69,10 +69,10 @@ def sync_team_quotas(cluster, team: Team) -> Outcome:
 
 
 def _render_quotas(team: Team) -> list[dict]:
-    return render_team_quotas(team, list(Quota.objects.of_team(team)))
+    return render_team_quotas(team, list(Quota.objects.of_team(team)), list(StorageQuota.objects.filter(team=team)))
 
 
-def _namespace_first(cluster, team: Team) -> Outcome:
+def namespace_first(cluster, team: Team) -> Outcome:
     team.refresh_from_db(fields=["status"])  # another step may have made it ready
     return Outcome() if team.status == Team.Status.READY else sync_team(cluster, team)
 
@@ -95,8 +95,9 @@ def reconcile_cluster_objects(self) -> int:
     return sync_cluster_objects(cluster).writes
 
 
-@shared_task(**RETRY_POLICY)
-def reconcile_team_quotas(self, team_id: int) -> int:
+def reconcile_live_team(team_id: int, sync) -> int:
+    """What a team-scoped task does: `sync(cluster, team)` for a team not being offboarded, when
+    a cluster is configured; a permanent refusal is recorded by `sync`'s owner, not retried."""
     team = Team.objects.filter(pk=team_id).exclude(status=Team.Status.DELETING).first()
     if team is None:
         return 0
@@ -105,9 +106,14 @@ def reconcile_team_quotas(self, team_id: int) -> int:
     except NoCluster:
         return 0
     try:
-        return sync_team_quotas(cluster, team).writes
+        return sync(cluster, team).writes
     except PermanentError:
         return 0
+
+
+@shared_task(**RETRY_POLICY)
+def reconcile_team_quotas(self, team_id: int) -> int:
+    return reconcile_live_team(team_id, sync_team_quotas)
 
 
 def reconcile_team_quotas_soon(team: Team) -> None:
@@ -125,6 +131,6 @@ CLUSTER_OBJECTS = Owner(
 # team is not ready (a refusal there is the team objects' to record).
 TEAM_QUOTAS = Owner(
     name="team quotas", scope=Scope.TEAM, kinds=tuple(QUOTA_KINDS),
-    render=_render_quotas, prepare=_namespace_first, refused=_quotas_refused,
+    render=_render_quotas, prepare=namespace_first, refused=_quotas_refused,
     record=lambda team, outcome: None, task=reconcile_team_quotas, **TEAM_ITEMS,
 )

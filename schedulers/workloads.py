@@ -33,6 +33,12 @@ RUN_AS_ID = 1000
 # AMD's container toolkit reads AMD_VISIBLE_DEVICES. Refused in job input (jobs.models) and
 # in team namespaces at admission (tenants.admission). See docs/operations.md.
 GPU_RUNTIME_ENV_PREFIXES = ("NVIDIA_",)
+# Where a job's container has a writable home: an emptyDir of at most HOME_SCRATCH, unless one
+# of the team's volumes is mounted there (a notebook's home). HOME, XDG_CACHE_HOME and HF_HOME
+# point into it, so images that write caches under the user's home (Hugging Face, pip, vLLM)
+# run as the non-root user.
+HOME_PATH = "/home/user"
+HOME_SCRATCH = "20Gi"
 GPU_RUNTIME_ENV_NAMES = frozenset({"AMD_VISIBLE_DEVICES"})
 
 # The preemption contract (docs/preemption.md): a training job's pods learn how long they
@@ -106,12 +112,28 @@ def _quantities(job) -> dict:
     return {"requests": {"cpu": cpu, "memory": memory, **gpus}, "limits": {"memory": memory, **gpus}}
 
 
+def home_env(job) -> list[dict]:
+    """A writable home and cache for the non-root user, each unless the job's env sets it."""
+    env = {"HOME": HOME_PATH, "XDG_CACHE_HOME": f"{HOME_PATH}/.cache", "HF_HOME": f"{HOME_PATH}/.cache/huggingface"}
+    return [{"name": name, "value": value} for name, value in env.items() if name not in job.env]
+
+
+def mounts(job) -> list[tuple[str, str, str]]:
+    """(pod volume name, the team volume's claim, mount path) of each volume the job mounts,
+    by name, the home volume included; the home is an emptyDir when no volume is mounted there."""
+    volumes = dict(sorted((job.volumes or {}).items()))
+    found = [(f"vol-{index}", name, path) for index, (name, path) in enumerate(volumes.items())]
+    if HOME_PATH not in volumes.values():
+        found.append(("home", "", HOME_PATH))
+    return found
+
+
 def container(job, extra_env: list[dict], ports: list[dict], probe: dict | None = None) -> dict:
     user_env = [{"name": k, "value": v} for k, v in sorted(job.env.items())]
     out = {
         "name": "main",
         "image": job.image,
-        "env": user_env + hardware_env(job) + extra_env,
+        "env": user_env + hardware_env(job) + home_env(job) + extra_env,
         "resources": _quantities(job),
         "securityContext": {
             "allowPrivilegeEscalation": False,
@@ -120,7 +142,8 @@ def container(job, extra_env: list[dict], ports: list[dict], probe: dict | None 
             "capabilities": {"drop": ["ALL"]},
             "seccompProfile": {"type": "RuntimeDefault"},
         },
-        "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}],
+        "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"},
+                         *({"name": name, "mountPath": path} for name, _, path in mounts(job))],
     }
     if job.command:
         out["command"] = list(job.command)
@@ -152,7 +175,9 @@ def pod_spec(job, main: dict, **extra) -> dict:
         "containers": [main],
         # PyTorch data loaders share tensors through /dev/shm; the default 64 MiB is too small.
         "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory",
-                                                  "sizeLimit": gib(max(1, job.memory_per_worker_gib // 2))}}],
+                                                  "sizeLimit": gib(max(1, job.memory_per_worker_gib // 2))}},
+                    *({"name": name, "persistentVolumeClaim": {"claimName": claim}} if claim
+                      else {"name": name, "emptyDir": {"sizeLimit": HOME_SCRATCH}} for name, claim, _ in mounts(job))],
         **extra,
     }
     if flavor.node_labels:

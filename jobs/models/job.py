@@ -50,6 +50,7 @@ from .hardware import MPS_ENV_PREFIX, JobHardware
 from .moves import JobMoves
 from .preemptions import PreemptionContract
 from .ray import RAY_ENTRYPOINT_MAX_CHARS, RayRules
+from .volumes import JobVolumes
 
 JOB_NAME_MAX_LENGTH = 40
 # Bounds of the numbers a job asks for, the same on every database. Each is far inside the
@@ -139,7 +140,7 @@ class JobQuerySet(CapQuerySet, QueueingQuerySet):
                 "wait for some to finish, or cancel some, then submit again.")}, code="too_many_jobs")
 
 
-class Job(JobHardware, JobMoves, PreemptionContract, RayRules, models.Model):
+class Job(JobHardware, JobVolumes, JobMoves, PreemptionContract, RayRules, models.Model):
     class Kind(models.TextChoices):
         TRAINING = "training", "Training"
         INFERENCE = "inference", "Inference"
@@ -178,6 +179,8 @@ class Job(JobHardware, JobMoves, PreemptionContract, RayRules, models.Model):
     args = models.JSONField(default=list, blank=True,
                             validators=[validate_string_list, _bounded("args"), validate_visible_text])
     env = models.JSONField(default=dict, blank=True, validators=[validate_env, _bounded("env"), validate_visible_text])
+    # The team's volumes it mounts, volume name -> mount path (`.volumes`).
+    volumes = models.JSONField(default=dict, blank=True, validators=[_bounded("volumes"), validate_visible_text])
 
     workers = models.PositiveSmallIntegerField(default=1, validators=between(1, MAX_WORKERS))
     gpus_per_worker = models.PositiveSmallIntegerField(default=1, validators=between(1, MAX_GPUS_PER_WORKER))
@@ -494,6 +497,7 @@ class Job(JobHardware, JobMoves, PreemptionContract, RayRules, models.Model):
         if flavor and self.state in (State.DRAFT, State.SUBMITTED) and (drain := flavor.open_drain()):
             # A drained pool that cannot hold its queues (docs/drain.md) refuses what would outlive it.
             errors.update({name: text for name, text in drain.refusal(self).items() if name not in errors})
+        errors.update(self.volume_problems())
         if self.kind == self.Kind.INFERENCE:
             if self.port is None:
                 errors["port"] = "An inference server needs the port it listens on."

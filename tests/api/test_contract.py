@@ -45,7 +45,8 @@ def test_quota_managers_list_group_mappings(client_as, quota_manager, team):
 
 
 @pytest.mark.parametrize("url", ["/api/v1/webhooks", "/api/v1/group-mappings", "/api/v1/jobs", "/api/v1/tokens",
-                                 "/api/v1/quota-requests", "/api/v1/quota-grants", "/api/v1/member-caps"])
+                                 "/api/v1/quota-requests", "/api/v1/quota-grants", "/api/v1/member-caps",
+                                 "/api/v1/volumes"])
 def test_a_tampered_cursor_is_a_404_in_the_error_shape_on_every_list_by_id(client_as, owner, quota_manager, team, url):
     client = client_as(quota_manager if "group" in url else owner)
     for position in ["not-a-number", "99999999999999999999999", "\x00"]:
@@ -152,6 +153,7 @@ SESSION_ONLY = {
     ("DELETE", "/api/v1/group-mappings/{id}"), ("POST", "/api/v1/webhooks/{id}/rotate-secret"),
     ("POST", "/api/v1/member-caps"), ("PATCH", "/api/v1/member-caps/{id}"), ("DELETE", "/api/v1/member-caps/{id}"),
     ("POST", "/api/v1/drains"), ("POST", "/api/v1/drains/{id}/end"),
+    ("POST", "/api/v1/volumes"), ("DELETE", "/api/v1/volumes/{id}"),
 }
 
 
@@ -195,6 +197,8 @@ def writable_bodies(team, flavor, hook):
         ("PATCH", "/api/v1/member-caps/{id}"): (f"/api/v1/member-caps/{a_cap(team, flavor).pk}", {"max_gpus": 4}),
         ("POST", "/api/v1/drains"): ("/api/v1/drains", {"flavor": "h100", "deadline": "2099-01-01T00:00:00Z",
                                                          "reopens_at": "2099-01-02T00:00:00Z", "reason": "x"}),
+        ("POST", "/api/v1/volumes"): ("/api/v1/volumes", {"team": "vision", "name": "data", "storage_class": "standard",
+                                                           "size_gib": 1}),
     }
 
 

@@ -25,7 +25,7 @@ NAMES_ROWS = [
     "GET /api/v1/jobs", "POST /api/v1/jobs", "GET /api/v1/quota-requests", "POST /api/v1/quota-requests",
     "POST /api/v1/webhooks", "PATCH /api/v1/webhooks/{id}", "POST /api/v1/tokens", "POST /api/v1/group-mappings",
     "GET /api/v1/quota-grants", "POST /api/v1/quota-grants/{id}/renew", "POST /api/v1/member-caps",
-    "GET /api/v1/member-caps",
+    "GET /api/v1/member-caps", "GET /api/v1/volumes", "POST /api/v1/volumes",
 ]
 CONFIG = schemathesis.Config.from_dict({
     "generation": {"mode": "all", "max-examples": EXAMPLES, "deterministic": True,

@@ -13,9 +13,9 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from jobs.models import Job
+from jobs.models import Job, Volume
 from notifications.models import Event, Kind, Webhook, WebhookDelivery
-from quotas.models import Drain, MemberCap, QuotaGrant, QuotaRequest
+from quotas.models import Drain, MemberCap, QuotaGrant, QuotaRequest, StorageQuota
 from tenants.models import Membership
 from tenants.models.identities import GroupMapping
 from tenants.tokens import ApiToken
@@ -32,6 +32,7 @@ INSIDERS = ("owner", "member", "viewer")
 SEES = {
     "teams": INSIDERS, "jobs": INSIDERS, "quota-requests": INSIDERS, "quota-grants": INSIDERS,
     "member-caps": INSIDERS,  # what each person may hold: the team's people see it
+    "volumes": INSIDERS,  # the team's volumes: its people mount them
     "webhooks": ("owner",),  # a webhook holds its signing secret
     "tokens": ("owner",),  # one's own tokens
     "group-mappings": (),  # quota managers only
@@ -67,7 +68,9 @@ def world(team, owner, member, viewer, outsider, flavor, fake, settings):
     drain = Drain(flavor=flavor, deadline=timezone.now() + timedelta(hours=1),
                   reopens_at=timezone.now() + timedelta(hours=2), reason="maintenance")
     drain.declare_by(make_user("drain-quinn", quota_manager=True))
-    ids = {"drains": drain.pk, "member-caps": cap.pk, "jobs": job.pk, "quota-requests": request.pk, "quota-grants": grant.pk, "webhooks": hook.pk, "group-mappings": mapping.pk,
+    StorageQuota.objects.create(team=team, storage_class="standard", storage_gib=100, volumes=5)
+    volume = Volume.objects.create(team=team, name=f"{MARKER}-data", storage_class="standard", size_gib=10)
+    ids = {"drains": drain.pk, "volumes": volume.pk, "member-caps": cap.pk, "jobs": job.pk, "quota-requests": request.pk, "quota-grants": grant.pk, "webhooks": hook.pk, "group-mappings": mapping.pk,
            "tokens": token.pk}
     values = {"slug": team.slug, "name": flavor.name, "kind": "job.started", "delivery_id": delivery.pk}
     return {"ids": ids, "values": values, "team": team, "job": job, "hook": hook}
@@ -117,6 +120,8 @@ def body_of(method: str, path: str, world) -> dict | None:
         ("POST", "/api/v1/webhooks"): {"team": "vision", "url": "http://127.0.0.1:9/intruder", "kinds": ["job.failed"]},
         ("PATCH", "/api/v1/webhooks/{id}"): {"url": "http://127.0.0.1:9/intruder", "is_active": False},
         ("DELETE", "/api/v1/webhooks/{id}"): None,
+        ("POST", "/api/v1/volumes"): {"team": "vision", "name": "intruder", "storage_class": "standard", "size_gib": 1},
+        ("DELETE", "/api/v1/volumes/{id}"): None,
         ("POST", "/api/v1/webhooks/{id}/deliveries/{delivery_id}/resend"): None,
         ("POST", "/api/v1/webhooks/{id}/rotate-secret"): {"keep_previous": False},
         ("PATCH", "/api/v1/notification-preferences/{kind}"): {"email": True},
@@ -146,6 +151,7 @@ def snapshot(team) -> dict:
         "members": sorted(team.memberships.values_list("user__username", "role")),
         "caps": sorted(MemberCap.objects.filter(team=team).values_list("id", "user", "max_gpus", "max_jobs")),
         "drains": sorted(Drain.objects.values_list("id", "ended_at")),
+        "volumes": sorted(Volume.objects.filter(team=team).values_list("id", "name", "size_gib")),
     }
 
 

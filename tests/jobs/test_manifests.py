@@ -208,7 +208,7 @@ def cpu_and_memory_per_worker(objects, job):
 
 def shared_memory_for_data_loaders(objects, job):
     spec = pod_templates_of(by_kind(objects)["Job"])[0]["spec"]
-    assert spec["volumes"] == [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "32Gi"}}]
+    assert spec["volumes"][0] == {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "32Gi"}}
 
 
 def job_without_quota_still_renders_into_the_team_namespace(objects, job):

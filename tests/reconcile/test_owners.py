@@ -11,7 +11,7 @@ from core.ownership import owned
 from gpuplatform import heal
 from gpuplatform.owners import OWNERS, send_everything
 from gpuplatform.rbac import APPLY, group, required, resource
-from jobs.tasks import JOB_WORKLOADS, reconcile_jobs
+from jobs.tasks import JOB_WORKLOADS, TEAM_VOLUMES, reconcile_jobs
 from quotas.tasks import CLUSTER_OBJECTS, TEAM_QUOTAS
 from tenants.models import Team
 from tenants.tasks import NAMESPACE, TEAM_ITEMS, TEAM_OBJECTS, reconcile_team
@@ -20,7 +20,7 @@ from ..builders import make_job, make_quota
 
 pytestmark = pytest.mark.django_db
 
-PVC = ("v1", "PersistentVolumeClaim")
+SECRET = ("v1", "Secret")
 
 
 class Sent:
@@ -38,17 +38,16 @@ class Sent:
         self.sent.append(args)
 
 
-def scratch_volume(team: Team) -> list[dict]:
-    return [owned({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
-                   "metadata": {"name": "scratch", "namespace": team.namespace_name},
-                   "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}},
+def scratch_secret(team: Team) -> list[dict]:
+    return [owned({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                   "metadata": {"name": "scratch", "namespace": team.namespace_name}, "data": {}},
                   team=team.slug)]
 
 
 @pytest.fixture
 def scratch():
-    """A fifth owner, declared here and nowhere else: a scratch volume in every team's namespace."""
-    owner = Owner(name="team scratch", scope=Scope.TEAM, kinds=(PVC,), render=scratch_volume,
+    """A sixth owner, declared here and nowhere else: a scratch Secret in every team's namespace."""
+    owner = Owner(name="team scratch", scope=Scope.TEAM, kinds=(SECRET,), render=scratch_secret,
                   record=lambda team, outcome: None, task=Sent(), **TEAM_ITEMS)
     previous = install([*OWNERS, owner])
     yield owner
@@ -66,7 +65,7 @@ def no_broker(monkeypatch):
 
 
 def test_the_one_list_names_every_owner_and_is_what_everything_reads():
-    assert OWNERS == [CLUSTER_OBJECTS, TEAM_OBJECTS, TEAM_QUOTAS, JOB_WORKLOADS]
+    assert OWNERS == [CLUSTER_OBJECTS, TEAM_OBJECTS, TEAM_QUOTAS, TEAM_VOLUMES, JOB_WORKLOADS]
     assert registered() == OWNERS  # installed when Django started (gpuplatform.apps)
     order = [list(Scope).index(owner.scope) for owner in OWNERS]
     assert order == sorted(order)  # wider scopes first: a team's namespace before its jobs
@@ -100,7 +99,7 @@ def test_every_kind_the_watch_cache_started_during_a_reconcile_is_granted_list_a
 
 
 def test_a_new_owner_is_granted_by_the_cluster_role(scratch):
-    assert APPLY | {"watch"} <= required()[("", "persistentvolumeclaims")]
+    assert APPLY | {"watch"} <= required()[("", "secrets")]
 
 
 def test_a_new_owner_is_sent_by_the_sweep_for_every_item_of_its_scope(scratch, team, no_broker):
@@ -110,24 +109,24 @@ def test_a_new_owner_is_sent_by_the_sweep_for_every_item_of_its_scope(scratch, t
 
 
 def test_a_new_owner_is_healed_when_its_objects_change_behind_our_back(scratch, team, no_broker):
-    heal.reconcile_owner(heal.owner_of(scratch_volume(team)[0]["metadata"]["labels"]))
+    heal.reconcile_owner(heal.owner_of(scratch_secret(team)[0]["metadata"]["labels"]))
     assert scratch.task.sent == [(team.pk,)]
-    assert sorted(name.rsplit(".", 1)[-1] for name, _ in no_broker) == ["reconcile_team", "reconcile_team_quotas"]
+    assert sorted(name.rsplit(".", 1)[-1] for name, _ in no_broker) == ["reconcile_team", "reconcile_team_quotas", "reconcile_team_volumes"]
 
 
 def test_a_new_owner_is_rendered_by_the_render_command(scratch, team, capsys):
     call_command("render", "team", team.slug)
     printed = list(yaml.safe_load_all(capsys.readouterr().out))
-    assert printed[-1] == scratch_volume(team)[0]
-    assert {o["kind"] for o in printed} >= {"Namespace", "ResourceQuota", "PersistentVolumeClaim"}
+    assert printed[-1] == scratch_secret(team)[0]
+    assert {o["kind"] for o in printed} >= {"Namespace", "ResourceQuota", "Secret"}
 
 
 def test_a_new_owner_is_reconciled_by_the_reconcile_command_and_removed_by_offboarding(scratch, fake, team, flavor,
                                                                                      capsys):
     make_quota(team, flavor)
     call_command("reconcile", "--team", team.slug, "--parallel", "1")
-    assert "created   PersistentVolumeClaim team-vision/scratch" in capsys.readouterr().out
-    assert [o["metadata"]["name"] for o in fake.stored(kind="PersistentVolumeClaim")] == ["scratch"]
+    assert "created   Secret team-vision/scratch" in capsys.readouterr().out
+    assert [o["metadata"]["name"] for o in fake.stored(kind="Secret")] == ["scratch"]
     Team.objects.filter(pk=team.pk).update(status=Team.Status.DELETING)
     reconcile_team(team.pk)
     assert fake.stored() == []
