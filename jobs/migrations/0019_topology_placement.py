@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('jobs', '0016_preemptions'),
+        ('jobs', '0018_ray_kinds'),
     ]
 
     operations = [

@@ -11,7 +11,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('quotas', '0011_preemption_contract'),
+        ('quotas', '0013_topology'),
         ('tenants', '0006_sso_identities_and_group_mappings'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]

@@ -10,7 +10,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('jobs', '0016_preemptions'),
+        ('jobs', '0019_topology_placement'),
         ('tenants', '0006_sso_identities_and_group_mappings'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]

@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('jobs', '0016_preemptions'),
+        ('jobs', '0017_eta_estimates'),
         ('quotas', '0011_preemption_contract'),
         ('tenants', '0006_sso_identities_and_group_mappings'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),

@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('quotas', '0011_preemption_contract'),
+        ('quotas', '0012_drain'),
     ]
 
     operations = [
