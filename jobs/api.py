@@ -140,8 +140,9 @@ class FeasibilitySerializer(serializers.Serializer):
     message = serializers.CharField()
     waits_for = serializers.ListField(child=serializers.IntegerField(), help_text=(
         "Ids of the running jobs whose end makes room for this one on the nodes (empty: none known)."))
-    eta = serializers.DateTimeField(allow_null=True, help_text=(
-        "When the last of those jobs reaches its max runtime; null when one of them has none."))
+    room_by = serializers.DateTimeField(allow_null=True, help_text=(
+        "When the last of those jobs reaches its max runtime; null when one of them has none. The start "
+        "estimate (the queue ahead too) is the body's eta."))
 
 
 class JobCreatedSerializer(JobSerializer):
@@ -155,21 +156,25 @@ class JobCreatedSerializer(JobSerializer):
         fields = [*JobSerializer.Meta.fields, "feasibility", "eta"]
         read_only_fields = [*JobSerializer.Meta.read_only_fields, "feasibility", "eta"]
 
+    def _user(self):
+        request = self.context.get("request")
+        return getattr(request, "user", None)
+
     @extend_schema_field(EtaSerializer(allow_null=True))
-    def get_eta(self, job) -> dict | None:
-        return eta_of(job, self.context["request"].user)
+    def get_eta(self, job, verdict=None) -> dict | None:
+        return eta_of(job, self._user(), verdict)
 
     @extend_schema_field(FeasibilitySerializer)
-    def get_feasibility(self, job) -> dict:
-        verdict = feasibility.assess(job)
+    def get_feasibility(self, job, verdict=None) -> dict:
+        verdict = verdict or feasibility.assess(job)
         return {"verdict": verdict.verdict, "message": verdict.message,
                 "waits_for": [held.pk for held in verdict.waits_for],
-                "eta": serializers.DateTimeField().to_representation(verdict.eta) if verdict.eta else None}
+                "room_by": serializers.DateTimeField().to_representation(verdict.room_by) if verdict.room_by else None}
 
     def to_representation(self, job: Job) -> dict:
         verdict = feasibility.assess(job)  # once, for both: the estimate starts from it
-        return {**super().to_representation(job), "feasibility": {"verdict": verdict.verdict, "message": verdict.message},
-                "eta": eta_of(job, self.context["request"].user, verdict)}
+        return {**super().to_representation(job), "feasibility": self.get_feasibility(job, verdict),
+                "eta": self.get_eta(job, verdict)}
 
 
 class GpuUtilizationSerializer(serializers.Serializer):

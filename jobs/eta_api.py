@@ -30,5 +30,5 @@ def eta_of(job: Job, user, verdict=None) -> dict | None:
     """The job's start estimate; null unless it waits. Advice only for who may clone it."""
     if not estimates.applies(job):
         return None
-    estimate = estimates.estimate(job, advise=lambda: job.team.can_submit(user), verdict=verdict)
+    estimate = estimates.estimate(job, advise=lambda: user is not None and job.team.can_submit(user), verdict=verdict)
     return None if estimate is None else estimate.as_dict()

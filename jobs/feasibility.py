@@ -43,7 +43,7 @@ class Feasibility:
     capacity: int = 0
     # The jobs whose end makes room on the nodes, and when the last is due (if known).
     waits_for: tuple = ()
-    eta: datetime | None = None
+    room_by: datetime | None = None
 
     NOW = "now"
     QUEUE = "queue"
@@ -73,7 +73,7 @@ def assess(job: Job, cluster=None) -> Feasibility:
     # The quota has room (or the job queues for it anyway): the nodes say what else it waits for.
     message = (f"Will queue for room on the nodes: {room.message}" if verdict.verdict == Feasibility.NOW
                else f"{verdict.message} {room.message}")
-    return replace(verdict, verdict=Feasibility.QUEUE, message=message, waits_for=room.waits_for, eta=room.eta)
+    return replace(verdict, verdict=Feasibility.QUEUE, message=message, waits_for=room.waits_for, room_by=room.room_by)
 
 
 def _by_quota(job: Job) -> Feasibility:

@@ -50,7 +50,7 @@ class Room:
     verdict: str  # NOW | WAIT | NEVER
     message: str
     waits_for: tuple[Job, ...] = ()
-    eta: datetime | None = None
+    room_by: datetime | None = None
 
 
 def _requested(pod: dict, resource: str) -> int:
@@ -162,9 +162,9 @@ def room(job, nodes: Nodes) -> Room | None:
             released = rest
     waits = tuple(h.job for h in released)
     ends = [h.ends_at for h in released]
-    eta = max(ends) if all(ends) else None
+    room_by = max(ends) if all(ends) else None
     return Room(WAIT, f"{shape}: a pod asking {per_pod} per node cannot start until {_say_jobs(waits)} "
-                      f"{'ends' if len(waits) == 1 else 'end'}.", waits_for=waits, eta=eta)
+                      f"{'ends' if len(waits) == 1 else 'end'}.", waits_for=waits, room_by=room_by)
 
 
 def assess(job, cluster=None) -> Room | None:

@@ -361,6 +361,6 @@ def test_a_job_that_fits_the_quota_but_not_the_nodes_names_the_job_it_waits_for(
     code, out, err = gpuctl("-o", "json", "submit", "-f", str(job_file))
     assert code == EXIT["ok"]
     verdict = json.loads(out)["feasibility"]
-    assert verdict["verdict"] == "queue" and verdict["waits_for"] == [holder.pk] and verdict["eta"] is None
+    assert verdict["verdict"] == "queue" and verdict["waits_for"] == [holder.pk] and verdict["room_by"] is None
     assert "6 h100 GPUs free, but at most 3 on one node" in err
     assert f"cannot start until job {holder.pk} (other/{holder.name}, end unknown) ends" in err

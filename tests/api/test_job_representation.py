@@ -91,5 +91,5 @@ def test_the_api_list_shows_each_job_as_its_own_page_does(client_as, team, flavo
         detail = api.get(f"/api/v1/jobs/{item['id']}").json()
         # The detail adds what only one job's page asks: its GPUs now, its idle-GPU state, the
         # time left before its max runtime, its preemptions.
-        assert set(detail) - set(item) == {"gpu_utilization", "idle", "runtime_left_seconds", "preemption"}
+        assert set(detail) - set(item) == {"gpu_utilization", "idle", "runtime_left_seconds", "preemption", "eta"}
         assert item == {name: value for name, value in detail.items() if name in item}

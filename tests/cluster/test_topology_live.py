@@ -102,7 +102,7 @@ def test_feasibility_on_a_fragmented_pool_names_the_job_to_wait_for_and_is_right
     assert verdict.verdict == Feasibility.QUEUE, verdict.message
     assert "12 " + flavor.name + " GPUs free, but at most 3 on one node" in verdict.message
     assert f"cannot start until job {first.pk} ({team.slug}/{first.name}, ends by" in verdict.message
-    assert verdict.waits_for == (first,) and verdict.eta is not None
+    assert verdict.waits_for == (first,) and verdict.room_by is not None
     # The quota alone would have said it starts now: 20 of 32 GPUs in use.
     reaches(first, State.SUCCEEDED, timeout=120)
     wait_until(lambda: feasibility.assess(big).verdict == Feasibility.NOW, timeout=60,

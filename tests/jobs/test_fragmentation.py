@@ -70,7 +70,7 @@ def test_sixteen_free_gpus_four_per_node_hold_no_pod_of_eight_until_a_job_ends(t
     assert "16 h100 GPUs free, but at most 4 on one node" in result.message
     assert f"cannot start until job {first.pk} (vision/{first.name}, ends by" in result.message
     assert result.waits_for == (first,)  # the sooner of the two is enough
-    assert abs((result.eta - (first.run_admitted_at + timedelta(hours=1))).total_seconds()) < 1
+    assert abs((result.room_by - (first.run_admitted_at + timedelta(hours=1))).total_seconds()) < 1
 
 
 def test_the_same_job_starts_now_once_that_job_has_ended(team, racked, quota):
@@ -96,7 +96,7 @@ def test_a_job_without_an_end_says_its_end_is_unknown(team, racked, quota):
     holder = running(team, racked, 8)
     fake = cluster_of(node("n0"), pod("a", "n0", 8, holder))
     result = feasibility.assess(build_job(team, racked, gpus_per_worker=8), fake)
-    assert "end unknown" in result.message and result.eta is None and result.waits_for == (holder,)
+    assert "end unknown" in result.message and result.room_by is None and result.waits_for == (holder,)
 
 
 def test_a_pod_bigger_than_every_node_can_never_start(team, racked, quota):
