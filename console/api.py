@@ -3,6 +3,7 @@ caps their owners set (docs/caps.md), and the drains of GPU pools (docs/drain.md
 
 from dataclasses import replace
 
+import django_filters
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError as DjangoValidationError
 from rest_framework import mixins, permissions, serializers, status, viewsets
@@ -319,6 +320,14 @@ class DrainSerializer(StrictFields, serializers.ModelSerializer):
         return attrs
 
 
+class DrainFilter(django_filters.FilterSet):
+    flavor = django_filters.ModelChoiceFilter(to_field_name="name", queryset=GpuFlavor.objects.all())
+
+    class Meta:
+        model = Drain
+        fields = ["flavor"]
+
+
 class DrainPagination(CursorPagination):
     ordering = "-pk"
     page_size = 50
@@ -332,7 +341,7 @@ class DrainViewSet(viewsets.GenericViewSet, mixins.ListModelMixin, mixins.Retrie
     serializer_class = DrainSerializer
     permission_classes = [permissions.IsAuthenticated, TokenScope, ReadOrQuotaManager]
     pagination_class = DrainPagination
-    filterset_fields = ["flavor"]
+    filterset_class = DrainFilter
 
     def perform_create(self, serializer):
         serializer.instance = quota_actions.declare_drain(Drain(**serializer.validated_data), self.request.user)

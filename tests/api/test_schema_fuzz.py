@@ -25,7 +25,8 @@ NAMES_ROWS = [
     "GET /api/v1/jobs", "POST /api/v1/jobs", "GET /api/v1/quota-requests", "POST /api/v1/quota-requests",
     "POST /api/v1/webhooks", "PATCH /api/v1/webhooks/{id}", "POST /api/v1/tokens", "POST /api/v1/group-mappings",
     "GET /api/v1/quota-grants", "POST /api/v1/quota-grants/{id}/renew", "POST /api/v1/member-caps",
-    "GET /api/v1/member-caps", "GET /api/v1/volumes", "POST /api/v1/volumes",
+    "GET /api/v1/member-caps", "GET /api/v1/volumes", "POST /api/v1/volumes", "GET /api/v1/drains",
+    "POST /api/v1/drains",
 ]
 CONFIG = schemathesis.Config.from_dict({
     "generation": {"mode": "all", "max-examples": EXAMPLES, "deterministic": True,
