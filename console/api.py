@@ -329,7 +329,7 @@ class DrainFilter(django_filters.FilterSet):
 
 
 class DrainPagination(CursorPagination):
-    ordering = "-pk"
+    ordering = "-id"
     page_size = 50
 
 

@@ -73,8 +73,10 @@ class CursorPagination(pagination.CursorPagination):
     def _check_position(self, position: str) -> None:
         if "\x00" in position:
             raise exceptions.NotFound(self.invalid_cursor_message)
+        ordering = (self.ordering,) if isinstance(self.ordering, str) else self.ordering
+        name = ordering[0].lstrip("-")
         try:
-            field = self._model._meta.get_field(self.ordering[0].lstrip("-"))
+            field = self._model._meta.pk if name == "pk" else self._model._meta.get_field(name)
         except FieldDoesNotExist:
             return  # an ordering across a relation: nothing of ours to check it against
         try:
