@@ -6,11 +6,12 @@ from dataclasses import replace
 import django_filters
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError as DjangoValidationError
+from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, permissions, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
-from core.api_errors import Conflict, SlugRelatedField
+from core.api_errors import Conflict, SlugRelatedField, error_response
 from core.api_fields import StrictFields
 from core.api_input import CursorPagination
 from jobs import actions, drains
@@ -346,7 +347,8 @@ class DrainViewSet(viewsets.GenericViewSet, mixins.ListModelMixin, mixins.Retrie
     def perform_create(self, serializer):
         serializer.instance = quota_actions.declare_drain(Drain(**serializer.validated_data), self.request.user)
 
-    @action(detail=True, methods=["post"], serializer_class=None)
+    @extend_schema(request=None, responses={200: DrainSerializer, 409: error_response("This drain is already over.")})
+    @action(detail=True, methods=["post"])
     def end(self, request, pk=None):
         """End the drain now: the pool reopens at once."""
         drain = self.get_object()
