@@ -6,7 +6,7 @@ no pod asking 8.
 Three answers: fits now; fits when these jobs end (the fewest of the jobs holding GPUs on the
 flavor's nodes, those with a known end first: admission plus max runtime); or can never fit
 (not even on empty nodes). `feasibility.assess` adds it to the quota's verdict; the cluster is
-read through the door (one LIST of Nodes, one of the pods that have not ended). Read-only.
+read through the door (one LIST of the flavor's Nodes by its labels, one of the pods that have not ended). Read-only.
 """
 
 from collections import Counter, defaultdict
@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from cluster import ClusterError
 from core.ownership import JOB_LABEL, TEAM_LABEL
 from core.reconcile import NoCluster, current_cluster
-from quotas.models.hardware import node_gpus, selects_node
+from quotas.models.hardware import node_gpus, node_selector, selects_node
 
 from .lifecycle import HOLDING_QUOTA
 from .models import Job
@@ -170,9 +170,11 @@ def room(job, nodes: Nodes) -> Room | None:
 def assess(job, cluster=None) -> Room | None:
     """The nodes' answer for ``job``; None when the cluster cannot be read (no cluster, an
     error): the quota's verdict then stands alone."""
+    if not job.flavor.node_labels:  # selects no node: nothing to judge by
+        return None
     try:
         cluster = cluster or current_cluster()
-        nodes = cluster.list("v1", "Node")
+        nodes = cluster.list("v1", "Node", label_selector=node_selector(job.flavor))
         pods = cluster.list("v1", "Pod", field_selector=_LIVE_PODS)
     except (NoCluster, ClusterError):
         return None

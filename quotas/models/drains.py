@@ -24,6 +24,7 @@ import schedulers
 from core.words import say_seconds
 
 from .flavors import GpuFlavor
+from .hardware import node_selector
 
 MAX_DRAIN_NODES = 500
 # A Node's name is a DNS-1123 subdomain.
@@ -179,7 +180,7 @@ class Drain(models.Model):
     # --- what the cluster admin runs ---------------------------------------------------------
     @property
     def node_selector(self) -> str:
-        return ",".join(f"{key}={value}" for key, value in sorted(self.flavor.node_labels.items()))
+        return node_selector(self.flavor)
 
     def commands(self) -> list[tuple[str, str]]:
         """(when, command) for the cluster admin: the platform never writes Nodes."""

@@ -166,6 +166,12 @@ def selects_node(flavor, node: dict) -> bool:
     return bool(flavor.node_labels) and all(labels.get(k) == v for k, v in flavor.node_labels.items())
 
 
+def node_selector(flavor) -> str:
+    """The flavor's node labels as a label selector (``key=value,...``): what a LIST of its
+    Nodes, or ``kubectl -l``, asks for."""
+    return ",".join(f"{key}={value}" for key, value in sorted(flavor.node_labels.items()))
+
+
 def node_gpus(flavor, node: dict) -> int:
     """The flavor's units a node offers pods: its allocatable (else capacity) of the flavor's
     resource, or the flavor's GPUs per node when the node does not say."""

@@ -135,6 +135,17 @@ def test_cordoned_nodes_and_other_pools_are_not_room(team, racked, quota):
     assert result.verdict == Feasibility.NEVER and "holds at most 0 such pods" in result.message
 
 
+def test_only_the_flavors_nodes_are_read(team, racked, quota):
+    # A submit or a preview reads the flavor's Nodes by its labels, not every Node of the cluster.
+    others = [{**node(f"g{i}"), "metadata": {"name": f"g{i}", "labels": {"gpuplatform.io/pool": "a100"}}}
+              for i in range(50)]
+    fake, asked = cluster_of(node("n1", gpus=8), *others), []
+    listing = fake.list
+    fake.list = lambda api_version, kind, **kw: asked.append((kind, kw)) or listing(api_version, kind, **kw)
+    assert fragmentation.assess(build_job(team, racked, gpus_per_worker=8), fake).verdict == fragmentation.NOW
+    assert ("Node", {"label_selector": "gpuplatform.io/pool=h100"}) in asked
+
+
 def test_no_node_of_the_flavor_leaves_the_quotas_verdict(team, racked, quota):
     # No node to judge by (an autoscaler may make them): the quota's answer stands.
     fake = cluster_of(node("n0", unschedulable=True))
