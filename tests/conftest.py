@@ -17,8 +17,14 @@ BUILT_ON_FIRST_USE = frozenset({"kube_cluster", "helm", "hydra"})
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(items):
     """The tests that need one of those run last, each group in its own (random) order, so
-    that scripts/test.sh's background build of them overlaps the rest of the suite."""
+    that scripts/test.sh's background build of them overlaps the rest of the suite. Under
+    pytest-xdist (``--dist loadgroup``, as scripts/test.sh runs) they form one group, run by
+    one worker in that order while the others share the rest: they share one cluster whose
+    GPUs they count, and mostly wait on its controllers."""
     items.sort(key=lambda item: not BUILT_ON_FIRST_USE.isdisjoint(getattr(item, "fixturenames", ())))
+    for item in items:
+        if not BUILT_ON_FIRST_USE.isdisjoint(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.xdist_group("built-on-first-use"))
 
 
 @pytest.fixture(autouse=True)
