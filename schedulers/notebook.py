@@ -62,7 +62,10 @@ def render_notebook(job, ingress_host: str = "", ingress_class: str = "") -> lis
                             "replicas": replicas(job),
                             "serviceName": name,
                             "selector": {"matchLabels": {JOB_LABEL: str(job.pk)}},
-                            "template": {"metadata": {"labels": pod_labels(job)},
+                            # The queue labels on the pod too, as Kueue's StatefulSet integration
+                            # sets them: without that integration the pod integration would still
+                            # queue the pod alone, never let it run outside the quota.
+                            "template": {"metadata": {"labels": {**labels, **pod_labels(job)}},
                                          "spec": pod_spec(job, main, restartPolicy="Always")},
                         }}),
     ]
