@@ -397,7 +397,15 @@ class Job(JobHardware, JobVolumes, JobMoves, PreemptionContract, RayRules, Noteb
         who = user.get_username()
         if self.state == State.DRAFT:
             return self.transition(State.CANCELLED, reason="Cancelled", message=f"Cancelled by {who}.")
-        return self.transition(State.CANCELLING, reason="CancelRequested", message=f"Cancelled by {who}.")
+        # A watcher may move the row on (submitted -> queued) between our read and our write: the
+        # compare-and-swap then loses, and the cancel is asked again of the state it found.
+        for _ in range(3):
+            if self.transition(State.CANCELLING, reason="CancelRequested", message=f"Cancelled by {who}."):
+                return True
+            self.refresh_from_db(fields=["state", "reason", "message", "updated_at", "gpus_in_use"])
+            if not self.is_cancellable:
+                return False
+        return False
 
     def cluster_plan(self, now=None) -> "Job.Plan":
         if self.state == State.DRAFT:
