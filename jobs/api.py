@@ -420,8 +420,9 @@ class JobViewSet(TeamScopedViewSet, mixins.CreateModelMixin, mixins.ListModelMix
         """Stop a notebook: its GPUs go back, its volumes and its objects stay (docs/notebooks.md)."""
         job = self.get_object()
         if not job.is_stoppable:
-            raise Conflict("Only a notebook that runs or waits can be stopped." if not job.is_notebook
-                           or job.state != job.State.STOPPED else "The notebook is already stopped.")
+            already = job.is_notebook and job.state == job.State.STOPPED
+            raise Conflict("The notebook is already stopped." if already
+                           else "Only a notebook that runs or waits can be stopped.")
         actions.stop(job, request.user)
         job.refresh_from_db()
         return Response(self.get_serializer(job).data, status=status.HTTP_202_ACCEPTED)

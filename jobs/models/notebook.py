@@ -86,9 +86,13 @@ class NotebookRules:
     def stop(self, *, reason: str, message: str) -> bool:
         """Scale the notebook to nothing and keep it (`jobs.actions.stop` reconciles it): a
         person's stop, its idle GPUs or its lifetime. Returns whether this call changed it."""
-        if not self.is_stoppable:
-            return False
-        return self.transition(State.STOPPED, reason=reason, message=message)
+        for _ in range(3):  # the watcher may move the row on between our read and our write
+            if not self.is_stoppable:
+                return False
+            if self.transition(State.STOPPED, reason=reason, message=message):
+                return True
+            self.refresh_from_db(fields=["state", "reason", "message", "updated_at", "gpus_in_use"])
+        return False
 
     def request_stop(self, user) -> bool:
         if not self.can_stop(user):

@@ -259,3 +259,12 @@ def test_the_cluster_says_queued_ready_or_stopped(team, flavor, state, workload,
     assert (seen.state, seen.reason) == expected if expected else seen is None
     if expected and expected[1] == "NotebookReady":
         assert seen.message == "Notebook ready."
+
+
+def test_a_stop_is_not_lost_when_the_watcher_moves_the_row_between_read_and_write(team, flavor, people):
+    job = notebook(team, flavor)
+    Job.objects.filter(pk=job.pk).update(state=State.QUEUED)
+    stale = Job.objects.get(pk=job.pk)  # read while queued...
+    Job.objects.get(pk=job.pk).observe(State.ADMITTED, reason="Admitted", message="")  # ...then admitted
+    assert stale.request_stop(people[1])
+    assert Job.objects.get(pk=job.pk).state == State.STOPPED
