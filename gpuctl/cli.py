@@ -20,7 +20,8 @@ from .client import ApiError, Client, Unreachable
 from .jobfile import JobFileError, load
 
 # Kinds that run until cancelled: `--wait` is done once they run (docs/api.md).
-RUNS_UNTIL_CANCELLED = {"inference": "serving", "ray-cluster": "up (its dashboard: see the job page)"}
+RUNS_UNTIL_CANCELLED = {"inference": "serving", "ray-cluster": "up (its dashboard: see the job page)",
+                        "notebook": "ready (its port-forward line: see the job page)"}
 EXIT = {
     "ok": 0,             # done; with --wait: the job succeeded (inference: is running)
     "failed": 1,         # with --wait: the job failed
@@ -106,6 +107,14 @@ def _parser() -> argparse.ArgumentParser:
     p = command("cancel", help="cancel a job")
     p.add_argument("id", type=int)
     p.set_defaults(run=_cancel)
+
+    p = command("stop", help="stop a notebook: its GPUs go back, its volumes stay")
+    p.add_argument("id", type=int)
+    p.set_defaults(run=_stop)
+
+    p = command("start", help="start a stopped notebook again (within the team's own quota)")
+    p.add_argument("id", type=int)
+    p.set_defaults(run=_start)
 
     p = command("exempt", help="exempt a job from idle-GPU reclaim, with a reason (team owners, where allowed)")
     p.add_argument("id", type=int)
@@ -262,7 +271,19 @@ def _list(client: Client, args) -> int:
 
 
 def _cancel(client: Client, args) -> int:
-    _, job = client.request("POST", f"jobs/{args.id}/cancel", retry=False)
+    return _act(client, args, "cancel")
+
+
+def _stop(client: Client, args) -> int:
+    return _act(client, args, "stop")
+
+
+def _start(client: Client, args) -> int:
+    return _act(client, args, "start")
+
+
+def _act(client: Client, args, verb: str) -> int:
+    _, job = client.request("POST", f"jobs/{args.id}/{verb}", retry=False)
     if args.output != "text":
         _print_doc(job, args)
     else:

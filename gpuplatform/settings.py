@@ -428,6 +428,23 @@ KEDA_PROMETHEUS_AUTH_MODES = env_str("KEDA_PROMETHEUS_AUTH_MODES", "bearer")
 KEDA_POLLING_INTERVAL_SECONDS = env_int("KEDA_POLLING_INTERVAL_SECONDS", 30, minimum=1)
 KEDA_SCALE_DOWN_WINDOW_SECONDS = env_int("KEDA_SCALE_DOWN_WINDOW_SECONDS", 300, minimum=0)
 
+# --- Notebooks (docs/notebooks.md) ----------------------------------------------------------------
+# An Ingress per notebook, its host from this pattern ({job}: the notebook's object name, {team}:
+# the team's slug), e.g. "{job}-{team}.notebooks.example.org"; empty: no Ingress (port-forward
+# only). The Ingress class to use; empty: the cluster's default class.
+NOTEBOOK_INGRESS_HOST = env_str("NOTEBOOK_INGRESS_HOST")
+NOTEBOOK_INGRESS_CLASS = env_str("NOTEBOOK_INGRESS_CLASS")
+try:
+    _host = NOTEBOOK_INGRESS_HOST.format(job="job-1", team="team")
+except (KeyError, IndexError, ValueError) as _err:
+    raise ImproperlyConfigured(f"NOTEBOOK_INGRESS_HOST={NOTEBOOK_INGRESS_HOST!r}: only {{job}} and {{team}} may "
+                               f"be filled in ({_err}).") from None
+if NOTEBOOK_INGRESS_HOST and not all(is_dns1123_label(part) for part in _host.split(".")):
+    raise ImproperlyConfigured(f"NOTEBOOK_INGRESS_HOST={NOTEBOOK_INGRESS_HOST!r} does not make a DNS name "
+                               "(lowercase letters, digits, '-' and '.').")
+if NOTEBOOK_INGRESS_CLASS and not is_dns1123_label(NOTEBOOK_INGRESS_CLASS):
+    raise ImproperlyConfigured(f"NOTEBOOK_INGRESS_CLASS={NOTEBOOK_INGRESS_CLASS!r} is not a DNS-1123 name.")
+
 if TEAM_NAMESPACE_PREFIX and not is_dns1123_label(TEAM_NAMESPACE_PREFIX + "x"):
     raise ImproperlyConfigured(
         f"TEAM_NAMESPACE_PREFIX={TEAM_NAMESPACE_PREFIX!r} must be lowercase letters, digits "

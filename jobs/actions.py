@@ -62,6 +62,35 @@ def cancel(job: Job, user) -> bool:
     return changed
 
 
+def stop(job: Job, user) -> bool:
+    """Stop a notebook for `user` (`Job.request_stop`): its StatefulSet goes to 0 replicas, its
+    GPUs go back, its volumes stay. Returns whether this call changed it."""
+    with transaction.atomic():
+        changed = job.request_stop(user)
+        if changed:
+            reconcile_soon(job)
+    return changed
+
+
+def stop_for(job: Job, *, reason: str, message: str) -> bool:
+    """Stop a notebook for the platform (its idle GPUs, its lifetime; `jobs.reclaim`)."""
+    with transaction.atomic():
+        changed = job.stop(reason=reason, message=message)
+        if changed:
+            reconcile_soon(job)
+    return changed
+
+
+def start(job: Job, user) -> bool:
+    """Queue a stopped notebook again for `user` (`Job.request_start`: it must fit the team's
+    own quota now); its StatefulSet goes back to one replica and Kueue admits it again."""
+    with transaction.atomic():
+        changed = job.request_start(user)
+        if changed:
+            reconcile_soon(job)
+    return changed
+
+
 def release_soon(job: Job) -> None:
     """Once committed, let go the jobs of ``job``'s submitter that waited at their cap on its
     flavor and fit now (`jobs.caps`): ``job`` ended and made room."""

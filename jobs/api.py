@@ -339,7 +339,8 @@ class JobViewSet(TeamScopedViewSet, mixins.CreateModelMixin, mixins.ListModelMix
     filter_backends = [*TeamScopedViewSet.filter_backends, filters.OrderingFilter]
     filterset_class = JobFilter
     ordering_fields = ["id", "created_at"]
-    required_scopes = {"create": Scope.SUBMIT, "cancel": Scope.CANCEL, "exempt_idle": Scope.CANCEL}
+    required_scopes = {"create": Scope.SUBMIT, "cancel": Scope.CANCEL, "exempt_idle": Scope.CANCEL,
+                       "stop": Scope.CANCEL, "start": Scope.SUBMIT}
 
     def get_serializer_class(self):
         return JobDetailSerializer if self.action == "retrieve" else JobSerializer
@@ -408,6 +409,38 @@ class JobViewSet(TeamScopedViewSet, mixins.CreateModelMixin, mixins.ListModelMix
         if not job.is_cancellable:
             raise Conflict(f"The job is already {job.state}.")
         actions.cancel(job, request.user)
+        job.refresh_from_db()
+        return Response(self.get_serializer(job).data, status=status.HTTP_202_ACCEPTED)
+
+    @extend_schema(request=None, responses={
+        202: JobSerializer, 403: error_response("Only the team's owners and members can stop a notebook."),
+        409: error_response("Not a notebook, or not running or waiting.")})
+    @action(detail=True, methods=["post"])
+    def stop(self, request, pk=None):
+        """Stop a notebook: its GPUs go back, its volumes and its objects stay (docs/notebooks.md)."""
+        job = self.get_object()
+        if not job.is_stoppable:
+            already = job.is_notebook and job.state == job.State.STOPPED
+            raise Conflict("The notebook is already stopped." if already
+                           else "Only a notebook that runs or waits can be stopped.")
+        actions.stop(job, request.user)
+        job.refresh_from_db()
+        return Response(self.get_serializer(job).data, status=status.HTTP_202_ACCEPTED)
+
+    @extend_schema(request=None, responses={
+        202: JobSerializer, 400: error_response("It does not fit the team's own quota now (on gpus_per_worker)."),
+        403: error_response("Only the team's owners and members can start a notebook."),
+        409: error_response("Not a stopped notebook.")})
+    @action(detail=True, methods=["post"])
+    def start(self, request, pk=None):
+        """Start a stopped notebook again, within the team's own quota, with the same volumes."""
+        job = self.get_object()
+        if not (job.is_notebook and job.state == job.State.STOPPED):
+            raise Conflict("Only a stopped notebook can be started.")
+        try:
+            actions.start(job, request.user)
+        except ValidationError as err:
+            raise serializers.ValidationError(err.message_dict) from err
         job.refresh_from_db()
         return Response(self.get_serializer(job).data, status=status.HTTP_202_ACCEPTED)
 

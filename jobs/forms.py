@@ -11,6 +11,7 @@ from django.utils.html import format_html, format_html_join
 
 from quotas.models import GpuFlavor, PriorityClass, Sharing
 from quotas.models.hardware import gib_text
+from schedulers.notebook import DEFAULT_IMAGE as DEFAULT_NOTEBOOK_IMAGE
 from tenants.models import Team
 
 from . import autoscaling, spec
@@ -26,6 +27,7 @@ TORCHRUN_ARGS = (
 )
 
 RAY_IMAGE = "rayproject/ray:2.52.0-py312-gpu"
+NOTEBOOK_IMAGE = DEFAULT_NOTEBOOK_IMAGE
 
 # name -> (label, initial values). Strings for command/args/env, as the form shows them.
 PRESETS = {
@@ -53,6 +55,10 @@ PRESETS = {
     "ray-cluster": ("Interactive Ray cluster", dict(
         kind="ray-cluster", name="ray-dev", image=RAY_IMAGE, workers=2, gpus_per_worker=1,
         cpu_per_worker=8, memory_per_worker_gib=64,
+    )),
+    "notebook": ("JupyterLab notebook", dict(
+        kind="notebook", name="notebook", image=NOTEBOOK_IMAGE, command="", args="", gpus_per_worker=1,
+        cpu_per_worker=4, memory_per_worker_gib=32, port=8888, max_runtime_seconds=12 * 3600,
     )),
 }
 

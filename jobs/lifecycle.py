@@ -21,6 +21,9 @@ class State(models.TextChoices):
     PREEMPTED = Phase.PREEMPTED.value, "Preempted"
     # Stopped by the platform because its GPUs sat idle (jobs.idle, jobs.reclaim).
     RECLAIMED = "reclaimed", "Reclaimed"
+    # A notebook given back its GPUs and kept, with its volumes, to be started again
+    # (by a person, its idle GPUs or its lifetime; docs/notebooks.md). Not final.
+    STOPPED = Phase.STOPPED.value, "Stopped"
 
 
 # The groups of states every part of the platform asks about; defined here only.
@@ -45,13 +48,16 @@ NOT_STARTED = frozenset({State.SUBMITTED, State.QUEUED, State.ADMITTED})
 # preempted job goes back to the queue; a running job whose GPUs sat idle is reclaimed.
 TRANSITIONS: dict[str, frozenset[str]] = {
     State.DRAFT: frozenset({State.SUBMITTED, State.CANCELLED}),
-    State.SUBMITTED: frozenset({State.QUEUED, State.ADMITTED, State.FAILED, State.CANCELLING}),
-    State.QUEUED: frozenset({State.ADMITTED, State.FAILED, State.CANCELLING}),
+    State.SUBMITTED: frozenset({State.QUEUED, State.ADMITTED, State.FAILED, State.CANCELLING, State.STOPPED}),
+    State.QUEUED: frozenset({State.ADMITTED, State.FAILED, State.CANCELLING, State.STOPPED}),
     State.ADMITTED: frozenset(
-        {State.RUNNING, State.PREEMPTED, State.SUCCEEDED, State.FAILED, State.CANCELLING}
+        {State.RUNNING, State.PREEMPTED, State.SUCCEEDED, State.FAILED, State.CANCELLING, State.STOPPED}
     ),
-    State.RUNNING: frozenset({State.SUCCEEDED, State.FAILED, State.PREEMPTED, State.CANCELLING, State.RECLAIMED}),
-    State.PREEMPTED: frozenset({State.QUEUED, State.ADMITTED, State.FAILED, State.CANCELLING}),
+    State.RUNNING: frozenset({State.SUCCEEDED, State.FAILED, State.PREEMPTED, State.CANCELLING, State.RECLAIMED,
+                              State.STOPPED}),
+    State.PREEMPTED: frozenset({State.QUEUED, State.ADMITTED, State.FAILED, State.CANCELLING, State.STOPPED}),
+    # A stopped notebook starts again (submitted anew to its queue) or is cancelled.
+    State.STOPPED: frozenset({State.SUBMITTED, State.CANCELLING, State.FAILED}),
     State.CANCELLING: frozenset({State.CANCELLED, State.SUCCEEDED, State.FAILED}),
     State.SUCCEEDED: frozenset(),
     State.FAILED: frozenset(),
@@ -84,7 +90,7 @@ class InvalidTransition(Exception):
 # cluster says a job was preempted, so a reading that goes backwards (running -> admitted
 # while workers finish one by one) is not one, and is not taken.
 _NEVER_IN_PASSING = frozenset({State.CANCELLING, State.SUCCEEDED, State.FAILED, State.CANCELLED, State.PREEMPTED,
-                               State.RECLAIMED})
+                               State.RECLAIMED, State.STOPPED})
 
 
 def path(current: str, target: str) -> list[str] | None:

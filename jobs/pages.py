@@ -60,6 +60,8 @@ def _status_context(request, job: Job) -> dict:
         # When it will start (p50, p10-p90) and what would start it sooner (docs/eta.md).
         "eta": estimates.estimate(job, advise=lambda: job.team.can_submit(request.user)) if estimates.applies(job) else None,
         "can_cancel": job.can_cancel(request.user),
+        "can_stop": job.can_stop(request.user),
+        "can_start": job.can_start(request.user),
         "queue_wait": job.queue_wait(now),
         "run_time": job.run_time(now),
         "runtime_left": job.runtime_left(now),
@@ -314,6 +316,42 @@ def job_cancel(request, pk):
     if request.htmx:
         return render(request, "jobs/partials/job_status.html", _status_context(request, job), status=status)
     return redirect(reverse("jobs:detail", args=[job.pk]))
+
+
+def _notebook_action(request, pk, act, done: str, refused: str):
+    """Stop or start a notebook (`jobs.actions.stop`, `.start`), for the page and htmx alike."""
+    job = _job(request, pk)
+    status = 200
+    try:
+        if act(job, request.user):
+            messages.success(request, done.format(name=job.name))
+    except PermissionDenied:
+        if not request.htmx:
+            raise
+        messages.error(request, refused)
+        status = 403
+    except ValidationError as err:  # it does not fit the team's own quota now
+        messages.error(request, " ".join(err.messages))
+        status = 400 if request.htmx else 200
+    if request.htmx:
+        return render(request, "jobs/partials/job_status.html", _status_context(request, job), status=status)
+    return redirect(reverse("jobs:detail", args=[job.pk]))
+
+
+@login_required
+@require_POST
+def job_stop(request, pk):
+    return _notebook_action(request, pk, actions.stop, "Stopping {name}: its GPUs go back, its volumes stay.",
+                            "You cannot stop this notebook: only its team's owners and members can, while it runs "
+                            "or waits.")
+
+
+@login_required
+@require_POST
+def job_start(request, pk):
+    return _notebook_action(request, pk, actions.start, "Starting {name} again: it joins the queue.",
+                            "You cannot start this notebook: only its team's owners and members can, once it is "
+                            "stopped.")
 
 
 @login_required

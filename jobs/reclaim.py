@@ -22,6 +22,11 @@ How a workload is stopped, per kind:
 - Volcano gang: a ``bus.volcano.sh/v1alpha1`` Command with the action ``AbortJob`` aimed
   at the Volcano Job (what ``vcctl job suspend`` sends): Volcano kills its pods and keeps
   the Job ``Aborted``;
+- a notebook (a stoppable kind, `WorkloadKind.stoppable`): stopped, not ended: the job
+  becomes ``stopped`` and its StatefulSet is applied at 0 replicas (its pod goes, its volumes
+  stay); started again it is watched afresh. A notebook that has run its lifetime (its max
+  runtime since it was last admitted) is stopped the same way, at every sweep, with or
+  without metrics;
 - inference: exempt. A server's GPUs wait for traffic by design, and KEDA or the HPA
   scales it; reclaiming it would take a service down.
 """
@@ -42,19 +47,22 @@ from cluster import MANAGED_BY_LABEL, MANAGED_BY_VALUE, NotFound, TransientError
 from cluster.objects import Snapshot
 from cluster.prometheus import prometheus_from_settings
 from core.reconcile import RETRY_POLICY, NoCluster, current_cluster
-from quotas.models import IdlePolicy
+from quotas.models import IdlePolicy, say_seconds
 from schedulers import kueue, volcano
 from schedulers.workloads import object_name
 
 from . import idle
-from .kinds import for_job
-from .lifecycle import State
+from .kinds import KINDS, for_job
+from .lifecycle import HOLDING_QUOTA, State
+from .manifests import render_job
 from .models import RETAIN_FINISHED, Job
 from .models.idle import IdleWatch
 
 log = logging.getLogger(__name__)
 
 COMMAND = ("bus.volcano.sh/v1alpha1", "Command")
+# The reason of a notebook stopped at the end of its lifetime.
+LIFETIME_OVER = "LifetimeOver"
 # What the console shows of the last sweep (`status()`).
 STATUS_KEY = "jobs:idle-sweep"
 LOCK_KEY = "jobs:idle-sweep:lock"
@@ -106,10 +114,19 @@ def _abort_volcano(cluster, job: Job) -> None:
             raise
 
 
+def _scale_to_nothing(cluster, job: Job) -> None:
+    """A stopped notebook's objects as it renders them now (its StatefulSet at 0 replicas), with
+    its kind's field rules: the reconcile's own apply, done at once."""
+    cluster.apply(render_job(job), rules=for_job(job).fields)
+
+
 STOPPERS = {
     "kueue-training": _deactivate_kueue,
     "volcano-gang": _abort_volcano,
+    **{kind.name: _scale_to_nothing for kind in KINDS if kind.stoppable},
 }
+# The job kinds the sweep watches: the kinds it has a stopper for.
+WATCHED_KINDS = sorted({kind.job_kind for kind in KINDS if kind.name in STOPPERS})
 # What stopping takes on the cluster, (API group, resource) -> verbs (`gpuplatform.rbac`):
 # find the Workload among the namespace's and apply its one field; read the Volcano Job's
 # uid and create the Command.
@@ -122,7 +139,7 @@ RIGHTS = {
 
 def reclaimable(job: Job) -> bool:
     """Kinds whose workloads the sweep can stop; inference is exempt (see the module docstring)."""
-    return job.kind == Job.Kind.TRAINING and for_job(job).name in STOPPERS
+    return job.kind in WATCHED_KINDS and for_job(job).name in STOPPERS
 
 
 def stop(cluster, job: Job, watch: IdleWatch, now) -> bool:
@@ -156,8 +173,15 @@ def sweep_idle_jobs(cluster, prometheus, now=None) -> dict:
     for job in (Job.objects.filter(state=State.RECLAIMED, idle_watch__stopped_at__isnull=True,
                                    finished_at__gte=now - RETAIN_FINISHED).select_related("team", "flavor", "idle_watch")):
         stop(cluster, job, job.idle_watch, now)
+    # 0b. notebooks past their lifetime: stopped, metrics or not.
+    for job in Job.objects.filter(kind__in=WATCHED_KINDS, state__in=HOLDING_QUOTA, max_runtime_seconds__isnull=False,
+                                  run_admitted_at__isnull=False).select_related("team", "flavor", "priority"):
+        if job.lifetime_over(now) and job.stop(reason=LIFETIME_OVER, message=(
+                f"Stopped: it ran its lifetime of {say_seconds(job.max_runtime_seconds)}; its volumes are kept. "
+                "Start it again when you need it.")):
+            _stop_now(cluster, job)
     # 1. the running jobs a policy watches, 2. what their GPUs did, 3. each moved on.
-    jobs = [job for job in Job.objects.filter(state=State.RUNNING, kind=Job.Kind.TRAINING)
+    jobs = [job for job in Job.objects.filter(state=State.RUNNING, kind__in=WATCHED_KINDS)
             .select_related("team", "flavor", "idle_watch").order_by("pk") if reclaimable(job)]
     rules = IdlePolicy.objects.rules_for((job.team, job.flavor) for job in jobs)
     watched = []
@@ -208,12 +232,26 @@ def _move(cluster, job: Job, watch: IdleWatch, policy, reading: idle.Reading, no
         return None
     if not policy.reclaims or watch.reclaim_at is None or now < watch.reclaim_at:
         return None
+    if for_job(job).stoppable:  # a notebook: stopped and kept, not ended
+        if not watch.stopped_idle(job, now, threshold=policy.threshold_percent):
+            return None
+        _stop_now(cluster, job)
+        return "reclaimed"
     # The state first, then the cluster: stopped first, the watcher could read the eviction
     # as a preemption and send the job back to a queue its inactive Workload never leaves.
     if not watch.reclaimed(job, now, threshold=policy.threshold_percent):
         return None  # it moved on meanwhile (finished, cancelled)
     stop(cluster, job, watch, now)
     return "reclaimed"
+
+
+def _stop_now(cluster, job: Job) -> None:
+    """Apply a stopped notebook at 0 replicas now; if the cluster is away, the next sweep of
+    every job (`gpuplatform.tasks.sweep`) applies it as its state says."""
+    try:
+        _scale_to_nothing(cluster, job)
+    except TransientError:
+        log.warning("stopped notebook %s: not applied now; the next sweep applies it", job.pk, exc_info=True)
 
 
 def _remember(now, counts: dict, reasons: Counter | dict) -> None:

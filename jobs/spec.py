@@ -17,8 +17,11 @@ TRAINING, INFERENCE = "training", "inference"
 # cluster down) and a RayCluster (interactive, until cancelled).
 RAY_JOB, RAY_CLUSTER = "ray-job", "ray-cluster"
 RAY_KINDS = (RAY_JOB, RAY_CLUSTER)
+# An interactive notebook (docs/notebooks.md): a JupyterLab, or any image listening on a port,
+# as a one-replica StatefulSet that Kueue queues; stopped and started again, never preempted.
+NOTEBOOK = "notebook"
 KUEUE, VOLCANO = "kueue", "volcano"
-KINDS = (TRAINING, INFERENCE, *RAY_KINDS)
+KINDS = (TRAINING, INFERENCE, *RAY_KINDS, NOTEBOOK)
 SCHEDULERS = (KUEUE, VOLCANO)
 
 # Shapes that need more than a plain value: a related row named by one of its fields, a
@@ -77,7 +80,7 @@ FIELDS = (
     Field("name", JOB, "Name", "At most 40 lowercase letters, digits and '-', starting with a letter. "
           "Unique among the team's live jobs.", listed=True),
     Field("kind", JOB, "Kind", "training (the default), inference, ray-job or ray-cluster (Ray on Kueue "
-          "flavors).", listed=True),
+          "flavors), or notebook (an interactive JupyterLab on Kueue flavors).", listed=True),
     Field("flavor", JOB, "Flavor", "The GPU flavor (hardware pool), by name.", shape=RELATED, named_by="name",
           listed=True),
     Field("priority", JOB, "Priority", "A priority class, by name; its value at most the team's ceiling. "
@@ -111,9 +114,10 @@ FIELDS = (
     Field("memory_per_worker_gib", RESOURCES, "Memory per worker (GiB)", "1 to 16384 GiB."),
     Field("max_runtime_seconds", RESOURCES, "Max runtime (seconds)",
           "Stop the job after this long, counted from its admission (60 s to 366 days). Empty: the default "
-          "of its flavor and priority class, if quota managers set one; at most their cap.", kinds=(TRAINING,)),
-    Field("port", SERVING, "Port", "The port the server listens on.", kinds=(INFERENCE,),
-          required_for=(INFERENCE,)),
+          "of its flavor and priority class, if quota managers set one; at most their cap. A notebook is "
+          "stopped (not deleted, its volumes kept) when its lifetime is up.", kinds=(TRAINING, NOTEBOOK)),
+    Field("port", SERVING, "Port", "The port the server listens on (a notebook: 8888 when empty).",
+          kinds=(INFERENCE, NOTEBOOK), required_for=(INFERENCE,)),
     Field("min_replicas", SERVING, "Min replicas", "Replicas kept running (at least 1).", kinds=(INFERENCE,),
           required_for=(INFERENCE,)),
     Field("max_replicas", SERVING, "Max replicas", "Most replicas the autoscaler may start.", kinds=(INFERENCE,),
@@ -166,7 +170,15 @@ def for_kind(kind: str) -> tuple[Field, ...]:
 
 
 # The schedulers each job kind runs on (Ray: Kueue's ray.io integrations only).
-_KIND_SCHEDULERS = {RAY_JOB: (KUEUE,), RAY_CLUSTER: (KUEUE,)}
+_KIND_SCHEDULERS = {RAY_JOB: (KUEUE,), RAY_CLUSTER: (KUEUE,), NOTEBOOK: (KUEUE,)}
+
+# What the submission form says of a kind before its fields, in plain words.
+KIND_NOTES = {
+    NOTEBOOK: "A notebook is never preempted and runs only within your team's own (nominal) quota, never on "
+              "borrowed GPUs: it is refused when the team's own free GPUs on the flavor cannot hold it. Stop it "
+              "to give its GPUs back and start it again later; a volume mounted at /home/user keeps your files. "
+              "An idle notebook is stopped, not deleted.",
+}
 
 
 def kind_schedulers(kind: str) -> tuple[str, ...]:

@@ -16,6 +16,8 @@ urlpatterns = [
     path("<int:pk>/logs/", pages.job_logs, name="logs"),
     path("<int:pk>/logs/download/", pages.job_log_download, name="log_download"),
     path("<int:pk>/cancel/", pages.job_cancel, name="cancel"),
+    path("<int:pk>/stop/", pages.job_stop, name="stop"),
+    path("<int:pk>/start/", pages.job_start, name="start"),
     path("<int:pk>/exempt-idle/", pages.job_exempt_idle, name="exempt_idle"),
     path("<int:pk>/submit/", pages.job_submit_draft, name="submit_draft"),
 ]

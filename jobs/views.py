@@ -212,7 +212,7 @@ def job_submit(request):
         form = _form(request, initial=_initial(request))
         status = 200
     context = {"form": form, "presets": PRESETS, "can_submit": can_submit, "kind": form.kind,
-               "kinds": Job.Kind.choices}
+               "kinds": Job.Kind.choices, "kind_note": spec.KIND_NOTES.get(form.kind, "")}
     return render(request, "jobs/job_submit.html", context, status=status)
 
 

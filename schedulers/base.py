@@ -31,6 +31,8 @@ class Phase(StrEnum):
     PREEMPTED = "preempted"
     SUCCEEDED = "succeeded"
     FAILED = "failed"
+    # Scaled to nothing on purpose and kept (a notebook: its StatefulSet at 0 replicas).
+    STOPPED = "stopped"
 
 
 # The reason every scheduler gives a waiting job that can never start (it needs more than

@@ -99,7 +99,8 @@ def render_priority_class(priority) -> dict:
 def render_protected_priority_class() -> dict:
     return owned({"apiVersion": API, "kind": "WorkloadPriorityClass", "metadata": {"name": PROTECTED_PRIORITY_CLASS},
                   "value": PROTECTED_PRIORITY_VALUE,
-                  "description": "Jobs inside their priority class's minimum runtime: not preempted for priority."})
+                  "description": "Jobs inside their priority class's minimum runtime, and notebooks: not preempted "
+                                 "for priority."})
 
 
 def render_cluster_queue(quota, namespace: str, team: str) -> dict:
@@ -338,9 +339,10 @@ class Kueue(Scheduler):
     def cluster_objects(self, flavors, cohorts, priorities) -> list[dict]:
         # Cohorts and priorities are Kueue objects whatever governs a flavor: a cohort's
         # members may be Kueue quotas only, and priorities order Kueue's queues.
-        # The protected class exists with the first class, before any job could be raised to it.
-        protected = [render_protected_priority_class()] if priorities else []
+        # The protected class exists with the first class, before any job could be raised to it,
+        # and with the first Kueue flavor: notebooks run under it (`schedulers.notebook`).
         ours = [f for f in flavors if f.scheduler == self.name]
+        protected = [render_protected_priority_class()] if priorities or ours else []
         return ([render_topology(f) for f in ours if f.topology_levels] + [render_resource_flavor(f) for f in ours]
                 + [render_cohort(c) for c in cohorts] + [render_priority_class(p) for p in priorities] + protected)
 

@@ -239,7 +239,7 @@ def pod_templates_of(obj: dict) -> list[dict]:
     spec = obj.get("spec", {})
     if obj["kind"] == "Job" and "tasks" in spec:
         return [task["template"] for task in spec["tasks"]]
-    if obj["kind"] in ("Job", "Deployment"):
+    if obj["kind"] in ("Job", "Deployment", "StatefulSet"):
         return [spec["template"]]
     if obj["kind"] in ("RayJob", "RayCluster"):  # its head and worker groups
         cluster = spec.get("rayClusterSpec", spec)

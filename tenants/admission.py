@@ -13,9 +13,10 @@ writes into a team namespace, a person or a controller someone else gave rights 
 what the platform itself renders:
 
 - every kind that makes pods is matched, and only the platform's are admitted: Jobs,
-  Deployments, Volcano Jobs, RayJobs and RayClusters, and the Pods, ReplicaSets, RayClusters
-  and Services their controllers make (StatefulSets, DaemonSets, ReplicationControllers,
-  CronJobs and RayServices are refused);
+  Deployments, Volcano Jobs, RayJobs, RayClusters and StatefulSets (notebooks, queued by
+  Kueue, without claims of their own), and the Pods, ReplicaSets, RayClusters and Services
+  their controllers make (DaemonSets, ReplicationControllers, CronJobs and RayServices are
+  refused);
 - workloads carry the platform's labels; owner references name only kinds the platform makes
   (a Pod: a Job, a Volcano Job or a ReplicaSet, as its controller; a ReplicaSet: a Deployment;
   a Service: a Volcano Job's, for its pods' host names; a Job, Deployment or Volcano Job:
@@ -66,7 +67,7 @@ MATCHED_RESOURCES = {"": ["pods", "pods/ephemeralcontainers", "replicationcontro
                      "batch": ["cronjobs", "jobs"], "batch.volcano.sh": ["jobs"],
                      "ray.io": ["rayclusters", "rayjobs", "rayservices"]}
 # Of those, the kinds admitted at all (a Volcano Job is a "Job" too; no RayService: docs/ray.md).
-ADMITTED_KINDS = ["Deployment", "Job", "Pod", "RayCluster", "RayJob", "ReplicaSet", "Service"]
+ADMITTED_KINDS = ["Deployment", "Job", "Pod", "RayCluster", "RayJob", "ReplicaSet", "Service", "StatefulSet"]
 # KubeRay's pods and Services are its RayClusters' (a RayJob's cluster is a RayCluster the
 # RayJob owns; the RayJob owns its head's Service too).
 _RAY_CLUSTER_OWNER = "(o.kind == 'RayCluster' && o.apiVersion.startsWith('ray.io/'))"
@@ -122,7 +123,8 @@ def placement(flavor) -> str:
 def _owner_allowed() -> str:
     volcano_job = "(o.kind == 'Job' && o.apiVersion.startsWith('batch.volcano.sh/'))"
     return ("object.kind == 'Pod' ? ((o.kind == 'Job' && o.apiVersion == 'batch/v1') || "
-            f"{volcano_job} || (o.kind == 'ReplicaSet' && o.apiVersion == 'apps/v1') || {_RAY_CLUSTER_OWNER}) : "
+            f"{volcano_job} || (o.kind == 'ReplicaSet' && o.apiVersion == 'apps/v1') || {_RAY_CLUSTER_OWNER} || "
+            "(o.kind == 'StatefulSet' && o.apiVersion == 'apps/v1')) : "
             "object.kind == 'ReplicaSet' ? (o.kind == 'Deployment' && o.apiVersion == 'apps/v1') : "
             f"object.kind == 'Service' ? ({volcano_job} || {_RAY_CLUSTER_OWNER} || {_RAY_JOB_OWNER}) : "
             f"object.kind == 'RayCluster' ? {_RAY_JOB_OWNER} : false")
@@ -146,22 +148,29 @@ def _validations() -> list[dict]:
               f"{where}.contains('|tol:' + {_TOLERATION} + '|')))))")
     return [
         _rule(f"variables.volcano || object.kind in {_cel(ADMITTED_KINDS)}",
-              "The platform runs Jobs, Deployments, Volcano Jobs, RayJobs and RayClusters in team namespaces, and "
-              "nothing else that makes pods (no StatefulSet, DaemonSet, ReplicationController, CronJob or "
-              f"RayService): {_SUBMIT}."),
+              "The platform runs Jobs, Deployments, Volcano Jobs, RayJobs, RayClusters and notebooks' StatefulSets "
+              "in team namespaces, and nothing else that makes pods (no DaemonSet, ReplicationController, CronJob "
+              f"or RayService): {_SUBMIT}."),
         _rule(f"object.kind in ['Pod', 'ReplicaSet', 'Service'] || ({ours})",
               f"Workloads in team namespaces are the platform's: {_SUBMIT}."),
         _rule("!(object.kind in ['Pod', 'ReplicaSet']) || variables.owners.exists(o, has(o.controller) && o.controller)",
               f"Pods in team namespaces are made by the platform's Jobs and Deployments: {_SUBMIT}."),
         _rule(f"variables.owners.all(o, {_owner_allowed()})",
               "Owner references in team namespaces name only what the platform makes (a Pod's: its Job, "
-              f"Volcano Job or ReplicaSet; a ReplicaSet's: its Deployment): {_SUBMIT}."),
+              f"Volcano Job, ReplicaSet or StatefulSet; a ReplicaSet's: its Deployment): {_SUBMIT}."),
         _rule(f"!(object.kind == 'Job' && !variables.volcano) || ({_has_label(QUEUE_LABEL)} && "
               "variables.kueueQueue in variables.teamFlavors)",
               f"A Job in a team namespace waits in one of the team's own Kueue queues ({QUEUE_LABEL}): {_SUBMIT}."),
         _rule(f"!variables.ray || ({_has_label(QUEUE_LABEL)} && variables.kueueQueue in variables.teamFlavors)",
               f"A RayJob or RayCluster in a team namespace waits in one of the team's own Kueue queues ({QUEUE_LABEL}): "
               f"{_SUBMIT}."),
+        _rule(f"object.kind != 'StatefulSet' || ({_has_label(QUEUE_LABEL)} && variables.kueueQueue in variables.teamFlavors)",
+              f"A StatefulSet (a notebook) in a team namespace waits in one of the team's own Kueue queues "
+              f"({QUEUE_LABEL}): {_SUBMIT}."),
+        _rule("object.kind != 'StatefulSet' || !has(object.spec.volumeClaimTemplates) || "
+              "size(object.spec.volumeClaimTemplates) == 0",
+              "A StatefulSet in a team namespace makes no claims of its own (volumeClaimTemplates): it mounts the "
+              "team's volumes, which owners create on the team's page."),
         _rule("!variables.volcano || (has(object.spec.queue) && object.spec.queue in variables.queues)",
               "A Volcano Job in a team namespace names one of the team's own queues."),
         _rule(f"object.kind != 'Deployment' || ({_has_label(QUEUE_LABEL)} && variables.kueueQueue in variables.teamFlavors)"

@@ -123,9 +123,10 @@ def final_checks(profile: Profile, run, observer: Observer, grant_start: float, 
     rows = [
         Row("run", f"{profile.minutes:g} min, {run.sweeps()} sweeps every {profile.sweep_seconds}s, broker queue "
                    f"at most {run.max_queue}, API retries {sum(a.retries for a in run.apis.values())}", None),
-        Row(f"jobs submitted per kind (at least {profile.jobs_per_kind})",
+        Row(f"jobs submitted per kind (at least {profile.jobs_per_kind}; Ray and notebooks "
+            f"{plan_module.wanted('kueue-notebook', profile)})",
             ", ".join(f"{k} {per_kind[k]}" for k in plan_module.KINDS),
-            all(per_kind[k] >= profile.jobs_per_kind for k in plan_module.KINDS)),
+            all(per_kind[k] >= plan_module.wanted(k, profile) for k in plan_module.KINDS)),
         Row("  final rows by state", ", ".join(f"{s} {n}" for s, n in sorted(tally.items())), None),
     ]
     rows += coverage(profile, run, observer, found, grant_start, grant_end)
@@ -143,9 +144,11 @@ def final_checks(profile: Profile, run, observer: Observer, grant_start: float, 
                     + (f" ({'; '.join(wrong[:4])})" if wrong else ""), not wrong))
     with observer.lock:
         orphans = [f"{i.kind[1]} {i.namespace}/{i.name} belongs to no job" for i in observer.objects.values()
-                   if i.kind[1] in ("Job", "Deployment") and i.job is not None and i.job not in jobs]
+                   if i.kind[1] in ("Job", "Deployment", "RayJob", "RayCluster", "StatefulSet") and i.job is not None
+                   and i.job not in jobs]
         job_writes = [(i.kind, what) for i in observer.objects.values()
-                      if i.kind[1] in ("Job", "Deployment", "Service", "HorizontalPodAutoscaler")
+                      if i.kind[1] in ("Job", "Deployment", "Service", "HorizontalPodAutoscaler", "RayJob", "RayCluster",
+                                       "StatefulSet")
                       for _, what in i.platform_writes]
     db_rows = Job.objects.filter(team__slug__in=world.TEAMS).count()
     rows.append(checks.exactly_once(run.plan, jobs, found, orphans, db_rows, run.retry_mismatches))

@@ -27,11 +27,16 @@ VOLCANO_JOB = ("batch.volcano.sh/v1alpha1", "Job")
 DEPLOYMENT = ("apps/v1", "Deployment")
 SERVICE = ("v1", "Service")
 HPA = ("autoscaling/v2", "HorizontalPodAutoscaler")
+RAY_JOB = ("ray.io/v1", "RayJob")
+RAY_CLUSTER = ("ray.io/v1", "RayCluster")
+STATEFULSET = ("apps/v1", "StatefulSet")
+# The objects Kueue makes a Workload for, which then names them as its owner.
+QUEUED_KINDS = (BATCH_JOB, RAY_JOB, RAY_CLUSTER, STATEFULSET)
 WORKLOAD = ("kueue.x-k8s.io/v1beta2", "Workload")
 CLUSTER_QUEUE = ("kueue.x-k8s.io/v1beta2", "ClusterQueue")
 VOLCANO_QUEUE = ("scheduling.volcano.sh/v1beta1", "Queue")
 # Kinds whose every platform write after creation is a fight: a job's rendering never changes.
-JOB_OBJECT_KINDS = (BATCH_JOB, VOLCANO_JOB, DEPLOYMENT, SERVICE, HPA)
+JOB_OBJECT_KINDS = (BATCH_JOB, VOLCANO_JOB, DEPLOYMENT, SERVICE, HPA, RAY_JOB, RAY_CLUSTER, STATEFULSET)
 WATCHED = [(kind, OURS) for kind in (POD, *JOB_OBJECT_KINDS, CLUSTER_QUEUE, VOLCANO_QUEUE)] + [(WORKLOAD, None)]
 
 
@@ -147,7 +152,7 @@ class Observer:
                     created=ts(meta.get("creationTimestamp")),
                     owners=[o.get("uid") for o in meta.get("ownerReferences") or []],
                 )
-                if kind == BATCH_JOB and job is not None:
+                if kind in QUEUED_KINDS and job is not None:
                     self.job_of_uid[uid] = job
             if meta.get("deletionTimestamp"):
                 info.deletion = info.deletion or ts(meta["deletionTimestamp"])

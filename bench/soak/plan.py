@@ -1,7 +1,7 @@
 """What the CI pipelines of the soak submit, when, and what happens to each job later.
 
 A plan is a list of ``Planned`` jobs, fixed by the seed, with times in seconds from the
-start of the run. Four kinds, at least ``jobs_per_kind`` each: training on Kueue (H100)
+start of the run. Seven kinds (below), at least ``wanted`` each: training on Kueue (H100)
 and on Volcano (A100), inference on Kueue (time-sliced T4) and on Volcano (MIG slices).
 On top of jobs at random times, scenes make sure the run exercises what it claims:
 
@@ -13,6 +13,8 @@ On top of jobs at random times, scenes make sure the run exercises what it claim
 - max runtime: Kueue jobs that outlive their max runtime and are stopped (failed);
 - scale: one inference service per scheduler is scaled by an "HPA" (field manager
   soak-hpa, scale subresource) and must keep that replica count;
+- long-lived kinds: Ray jobs and clusters (KubeRay) and notebooks (a StatefulSet), a quarter of
+  the number of each other kind, cancelled after a while;
 - idle GPUs: Volcano jobs whose fake GPUs the exporter reports idle (at 1 %, or at 0 % with
   their memory held) must be reclaimed, and busy ones (steady, bursty with gaps shorter
   than a window, or a gang with one busy rank) never (``IDLE_SCENES``; checks.idle_rows).
@@ -33,7 +35,20 @@ KINDS = {
     "volcano-training": ("training", "a100"),
     "kueue-inference": ("inference", "t4-shared"),
     "volcano-inference": ("inference", "mig-1g-10gb"),
+    # Kinds that run until cancelled (issue 31): Ray on the KubeRay operator and notebooks,
+    # fewer of each (`wanted`); nothing runs inside kwok's pods, so they end only by a cancel.
+    "kueue-rayjob": ("ray-job", "h100"),
+    "kueue-raycluster": ("ray-cluster", "h100"),
+    # A notebook fits its team's own free quota or is refused: the T4 pool, early, one GPU.
+    "kueue-notebook": ("notebook", "t4-shared"),
 }
+LONG_LIVED = {"kueue-rayjob", "kueue-raycluster", "kueue-notebook"}
+
+
+def wanted(label: str, profile: Profile) -> int:
+    """Jobs of a label the plan submits at least: every kind's number, a quarter of it (at
+    least 2) for the long-lived kinds."""
+    return max(2, profile.jobs_per_kind // 4) if label in LONG_LIVED else profile.jobs_per_kind
 IMAGE = "ghcr.io/example/soak:1"
 SUBMIT_UNTIL = 0.75   # fraction of the run: the last submission
 ACTIVE_UNTIL = 0.80   # the last cancellation or scale; then the run settles
@@ -104,6 +119,15 @@ def _body(team: str, label: str, name: str, rng: random.Random, *, seconds: floa
         "env": {"GPUPLATFORM_FAKE_DURATION": _duration(seconds), "SOAK": "1"},
         "gpus_per_worker": gpus, "cpu_per_worker": "1", "memory_per_worker_gib": 4,
     }
+    if label in LONG_LIVED:  # they run until cancelled: no fake end, the image's own entrypoint
+        body.update(command=[], args=[], env={"SOAK": "1"}, priority=priority)
+        if kind == "ray-job":
+            body.update(ray_entrypoint="python train.py", workers=workers)
+        elif kind == "ray-cluster":
+            body["workers"] = workers
+        else:
+            body["port"] = 8888
+        return body
     if not label.startswith("volcano"):  # priorities are Kueue's: the API refuses one on Volcano
         body["priority"] = priority
     if kind == "training":
@@ -170,9 +194,15 @@ def build(profile: Profile) -> list[Planned]:
         item = add("volcano-training", SCENE_TEAMS.get(scene, "vision"), profile.at(0.01) + i, scene,
                    seconds=long_run, workers=SCENE_WORKERS.get(scene, 1), gpus=1)
         item.body["env"].update(env)
+    # Ray jobs and clusters, and notebooks: early, cancelled after a while (their pods never end).
+    for label in sorted(LONG_LIVED):
+        for i in range(wanted(label, profile)):
+            at = profile.at(0.02) + 2 * i + (0 if label == "kueue-notebook" else rng.uniform(0, profile.at(0.3)))
+            add(label, ("vision", "nlp")[i % 2], at, "random", cancel_after=rng.uniform(20, max(30, profile.at(0.3))),
+                seconds=1, workers=1, gpus=1)
     # The rest at random times until SUBMIT_UNTIL.
     for label, (kind, _) in KINDS.items():
-        while counts[label] < profile.jobs_per_kind:
+        while counts[label] < wanted(label, profile):
             at = rng.uniform(profile.at(0.02), profile.at(SUBMIT_UNTIL))
             team = rng.choice(("vision", "nlp"))
             if kind == "training":

@@ -10,13 +10,15 @@ Per scheduler, the cluster's clock is read where the cluster writes it:
   ...) with their lastTransitionTime; pods' creation times (Volcano creates the gang's
   pods once its PodGroup is admitted).
 - Inference: pods' start and Ready times; the Deployment's deletion when cancelled.
+- Ray jobs and clusters, notebooks: their Workload's Admitted and Evicted conditions, pods'
+  Ready times; the RayJob's, RayCluster's or StatefulSet's deletion when cancelled.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .observer import BATCH_JOB, DEPLOYMENT, VOLCANO_JOB, WORKLOAD, Observer, PodInfo
+from .observer import BATCH_JOB, DEPLOYMENT, RAY_CLUSTER, RAY_JOB, STATEFULSET, VOLCANO_JOB, WORKLOAD, Observer, PodInfo
 
 VOLCANO_FINAL = {"Completed": "succeeded", "Failed": "failed", "Aborted": "failed", "Terminated": "failed"}
 
@@ -173,6 +175,31 @@ def inference(account: Account, job: dict, deployments, workloads, pods: list[Po
     _restarts(account, pods, per_run=1, expected=max(asked, need) + account.evictions)
 
 
+# Long-lived kinds (plan.LONG_LIVED): the object Kueue queues, and the pods one run starts
+# (a Ray head and its workers; a notebook's one pod).
+LONG_LIVED = {"kueue-rayjob": RAY_JOB, "kueue-raycluster": RAY_CLUSTER, "kueue-notebook": STATEFULSET}
+
+
+def kueue_long_lived(account: Account, job: dict, workloads, pods: list[PodInfo], per_run: int) -> None:
+    """A Ray job or cluster, or a notebook: admitted and evicted by its Workload's conditions,
+    running once a run's pods are all Ready; it ends only when cancelled (objects gone)."""
+    evictions = set()
+    for wl in workloads:
+        for _, (conds,) in wl.history:
+            conds = dict(conds)
+            if adm := _true(conds, "Admitted"):
+                account.admitted = _first([account.admitted, adm[2]])
+                account.edges.append((adm[2], True))
+            if ev := _true(conds, "Evicted"):
+                evictions.add(ev[2])
+                account.edges.append((ev[2], False))
+        if wl.gone or wl.deletion:
+            account.edges.append((wl.deletion or wl.gone, False))
+    account.evictions = len(evictions)
+    _running_from_pods(account, pods, per_run)
+    _restarts(account, pods, per_run=per_run)
+
+
 def _running_from_pods(account: Account, pods: list[PodInfo], workers: int) -> None:
     first_run = sorted(pods, key=lambda p: (p.created or p.first_seen))[:workers]
     if len(first_run) == workers and all(p.ready for p in first_run):
@@ -191,7 +218,8 @@ def _restarts(account: Account, pods: list[PodInfo], *, per_run: int, expected: 
 def accounts(observer: Observer, jobs: dict[int, dict], labels: dict[int, str]) -> dict[int, Account]:
     """The cluster's account of every job the soak submitted (call with observer.lock held)."""
     pods = observer.pods_by_job()
-    by_kind = {kind: observer.job_objects(kind) for kind in (BATCH_JOB, VOLCANO_JOB, DEPLOYMENT, WORKLOAD)}
+    by_kind = {kind: observer.job_objects(kind) for kind in (BATCH_JOB, VOLCANO_JOB, DEPLOYMENT, WORKLOAD,
+                                                             *LONG_LIVED.values())}
     result = {}
     for job_id, job in jobs.items():
         label = labels.get(job_id, "")
@@ -202,6 +230,10 @@ def accounts(observer: Observer, jobs: dict[int, dict], labels: dict[int, str]) 
         if label == "kueue-training":
             kueue_training(account, job, by_kind[WORKLOAD].get(job_id, []), by_kind[BATCH_JOB].get(job_id, []), own)
             objects = by_kind[BATCH_JOB].get(job_id, [])
+        elif label in LONG_LIVED:
+            objects = by_kind[LONG_LIVED[label]].get(job_id, [])
+            per_run = 1 if label == "kueue-notebook" else 1 + job["workers"]  # the Ray head, then its workers
+            kueue_long_lived(account, job, by_kind[WORKLOAD].get(job_id, []), own, per_run)
         elif label == "volcano-training":
             volcano_training(account, job, by_kind[VOLCANO_JOB].get(job_id, []), own)
             objects = by_kind[VOLCANO_JOB].get(job_id, [])

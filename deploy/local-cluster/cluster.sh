@@ -794,7 +794,7 @@ import base64, json, sys
 port, ca_path = sys.argv[1], sys.argv[2]
 ca = base64.b64encode(open(ca_path, "rb").read()).decode()
 keep = ("-kueue-x-k8s-io-", "-batch-v1-job", "--v1-pod", "-apps-v1-deployment",
-        "-ray-io-v1-rayjob", "-ray-io-v1-raycluster")
+        "-apps-v1-statefulset", "-ray-io-v1-rayjob", "-ray-io-v1-raycluster")
 system_ns = {"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "NotIn",
                                    "values": ["kube-system", "kueue-system", "volcano-system"]}]}
 text, items, pos = sys.stdin.read(), [], 0
@@ -814,7 +814,7 @@ for obj in items:
         if not any(k in path for k in keep):
             continue
         hook["clientConfig"] = {"url": "https://127.0.0.1:%s%s" % (port, path), "caBundle": ca}
-        if any(k in path for k in ("--v1-pod", "-apps-v1-deployment")):
+        if any(k in path for k in ("--v1-pod", "-apps-v1-deployment", "-apps-v1-statefulset")):
             hook["namespaceSelector"] = system_ns
         hooks.append(hook)
     obj["webhooks"] = hooks

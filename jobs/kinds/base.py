@@ -38,6 +38,9 @@ class WorkloadKind:
     # Where the job answers, for its page: {"service", "namespace", "port", "local_port",
     # "address", "port_forward"}, or None (a batch job answers nowhere).
     endpoint: Callable[[object], dict | None] = lambda job: None
+    # Stopped and started again rather than ended (a notebook): a person's stop, its idle GPUs
+    # and its lifetime scale it to nothing and keep it, with its volumes (`jobs.models.notebook`).
+    stoppable: bool = False
 
     @property
     def spec_fields(self) -> tuple[spec.Field, ...]:

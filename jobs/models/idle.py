@@ -81,10 +81,11 @@ class IdleWatch(models.Model):
     def summary(job, rules) -> dict:
         """The job's idle-GPU state in plain values (the API's ``idle``, the page's banner)."""
         watch = getattr(job, "idle_watch", None)  # None when the sweep never looked at it
-        watched = rules.watches and job.kind == "training"
+        watched = rules.watches and job.kind in ("training", "notebook")
         return {
             "watched": watched,
-            "policy": rules.describe() if job.kind == "training" else "Inference servers are never reclaimed.",
+            "policy": rules.describe() if job.kind in ("training", "notebook") else
+            "Inference servers are never reclaimed.",
             "idle_seconds": watch.idle_seconds if watch and watched else 0,
             "checked_at": watch.checked_at if watch else None,
             "paused_reason": watch.paused_reason if watch and watched else "",
@@ -162,6 +163,22 @@ class IdleWatch(models.Model):
                 self.reclaimed_idle_gpu_hours = hours
                 self.reclaim_at = now
                 self.save(update_fields=["reclaimed_idle_gpu_hours", "reclaim_at"])
+        return moved
+
+    def stopped_idle(self, job, now, *, threshold: int) -> bool:
+        """A notebook at the end of its grace: stopped and kept (its volumes too), not ended; its
+        warning is over, so a start watches it afresh. Returns whether this call moved it."""
+        hours = (Decimal(job.gpus_in_use) * Decimal(self.idle_seconds) / 3600).quantize(Decimal("0.01"))
+        with transaction.atomic():
+            moved = job.stop(reason=RECLAIMED, message=(
+                f"Stopped: its {job.gpus_in_use} GPUs stayed below {threshold} % for {span(self.idle_seconds)} "
+                f"({hours} idle GPU-hours); its volumes are kept. Start it again when you need it."))
+            if moved:
+                self.reclaimed_idle_gpu_hours = hours
+                self.warned_at = self.grace_from = self.reclaim_at = None
+                self.idle_seconds = 0
+                self.save(update_fields=["reclaimed_idle_gpu_hours", "warned_at", "grace_from", "reclaim_at",
+                                         "idle_seconds"])
         return moved
 
     def stopped(self, at) -> None:

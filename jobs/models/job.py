@@ -48,6 +48,7 @@ from ..spec import BY_NAME as SPEC
 from ..spec import RELATED, refused_on
 from .hardware import MPS_ENV_PREFIX, JobHardware
 from .moves import JobMoves
+from .notebook import NotebookRules
 from .preemptions import PreemptionContract
 from .ray import RAY_ENTRYPOINT_MAX_CHARS, RayRules
 from .volumes import JobVolumes
@@ -140,12 +141,13 @@ class JobQuerySet(CapQuerySet, QueueingQuerySet):
                 "wait for some to finish, or cancel some, then submit again.")}, code="too_many_jobs")
 
 
-class Job(JobHardware, JobVolumes, JobMoves, PreemptionContract, RayRules, models.Model):
+class Job(JobHardware, JobVolumes, JobMoves, PreemptionContract, RayRules, NotebookRules, models.Model):
     class Kind(models.TextChoices):
         TRAINING = "training", "Training"
         INFERENCE = "inference", "Inference"
         RAY_JOB = "ray-job", "Ray job"
         RAY_CLUSTER = "ray-cluster", "Ray cluster"
+        NOTEBOOK = "notebook", "Notebook"
 
     Autoscale = Autoscale
 
@@ -395,7 +397,15 @@ class Job(JobHardware, JobVolumes, JobMoves, PreemptionContract, RayRules, model
         who = user.get_username()
         if self.state == State.DRAFT:
             return self.transition(State.CANCELLED, reason="Cancelled", message=f"Cancelled by {who}.")
-        return self.transition(State.CANCELLING, reason="CancelRequested", message=f"Cancelled by {who}.")
+        # A watcher may move the row on (submitted -> queued) between our read and our write: the
+        # compare-and-swap then loses, and the cancel is asked again of the state it found.
+        for _ in range(3):
+            if self.transition(State.CANCELLING, reason="CancelRequested", message=f"Cancelled by {who}."):
+                return True
+            self.refresh_from_db(fields=["state", "reason", "message", "updated_at", "gpus_in_use"])
+            if not self.is_cancellable:
+                return False
+        return False
 
     def cluster_plan(self, now=None) -> "Job.Plan":
         if self.state == State.DRAFT:
@@ -484,7 +494,7 @@ class Job(JobHardware, JobVolumes, JobMoves, PreemptionContract, RayRules, model
         if runtime:
             errors["env"] = (f"{', '.join(runtime)} would be read by the GPU runtime and could expose GPUs this "
                              "job was not given; the platform assigns GPUs from the flavor. Remove it.")
-        if self.kind == self.Kind.TRAINING and flavor and (why := self._runtime_within_limits()):
+        if self.kind in (self.Kind.TRAINING, self.Kind.NOTEBOOK) and flavor and (why := self._runtime_within_limits()):
             errors["max_runtime_seconds"] = why
         mps = sorted(name for name in self.env if name.upper().startswith(MPS_ENV_PREFIX)) \
             if isinstance(self.env, dict) else []
@@ -494,6 +504,9 @@ class Job(JobHardware, JobVolumes, JobMoves, PreemptionContract, RayRules, model
         if flavor:
             errors.update({name: text for name, text in self.hardware_problems(flavor).items() if name not in errors})
         errors.update({name: text for name, text in self.ray_problems(flavor).items() if name not in errors})
+        starting = self.state in (State.DRAFT, State.SUBMITTED) and self._state.adding
+        errors.update({name: text for name, text in self.notebook_problems(flavor, starting=starting).items()
+                       if name not in errors})
         if flavor and self.state in (State.DRAFT, State.SUBMITTED) and (drain := flavor.open_drain()):
             # A drained pool that cannot hold its queues (docs/drain.md) refuses what would outlive it.
             errors.update({name: text for name, text in drain.refusal(self).items() if name not in errors})

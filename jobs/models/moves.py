@@ -68,6 +68,8 @@ class JobMoves:
             return self._update_in_place(reason, message, gpus, at)
         if self.state == State.CANCELLING and target not in FINAL_STATES:
             return self._update_in_place(self.reason, self.message, gpus, at)
+        if self.state == State.STOPPED:  # only a start (`request_start`) moves a stopped notebook on
+            return False
         route = path(self.state, target)
         if not route:
             return False

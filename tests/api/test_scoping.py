@@ -111,6 +111,8 @@ def body_of(method: str, path: str, world) -> dict | None:
     bodies = {
         ("POST", "/api/v1/jobs"): {**JOB_BODY, "name": "intruder"},
         ("POST", "/api/v1/jobs/{id}/cancel"): None,
+        ("POST", "/api/v1/jobs/{id}/stop"): None,
+        ("POST", "/api/v1/jobs/{id}/start"): None,
         ("POST", "/api/v1/jobs/{id}/exempt-idle"): {"reason": "intruder"},
         ("POST", "/api/v1/tokens"): {"name": "intruder", "team": "vision"},
         ("DELETE", "/api/v1/tokens/{id}"): None,

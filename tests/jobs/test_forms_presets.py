@@ -13,7 +13,7 @@ from jobs.views import _yaml
 from quotas.models import PriorityClass, Scheduler
 from schedulers.workloads import pod_templates_of
 
-from ..builders import make_flavor, make_job
+from ..builders import make_flavor, make_job, make_quota
 
 pytestmark = pytest.mark.django_db
 
@@ -29,6 +29,8 @@ REFERENCE = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
 def preset_job(member, team, flavor, preset: str):
     """The job a person submits from the preset, unchanged, through the form."""
     values = dict(PRESETS[preset][1])
+    if values["kind"] == spec.NOTEBOOK and not team.quotas.filter(flavor=flavor).exists():
+        make_quota(team, flavor, nominal_gpus=8)  # a notebook fits the team's own quota or is refused
     data = {**values, "team": team.pk, "flavor": flavor.pk, "priority": ""}
     data = {name: "" if value is None else value for name, value in data.items()}
     form = JobForm(data, user=member)

@@ -162,3 +162,18 @@ def test_concurrent_transitions_from_the_same_state_only_one_wins(team, flavor):
     assert JobEvent.objects.filter(job=job, to_state=State.ADMITTED).count() == 1
     job.refresh_from_db()
     assert job.state == State.ADMITTED
+
+
+def test_a_cancel_is_not_lost_when_the_watcher_moves_the_row_between_read_and_write(team, flavor):
+    from tenants.models import Membership
+
+    from ..builders import make_user
+
+    owner = make_user("racer")
+    Membership.objects.create(team=team, user=owner, role=Membership.Role.OWNER)
+    job = make_job(team, flavor)
+    job.submit()
+    stale = Job.objects.get(pk=job.pk)  # read while submitted...
+    Job.objects.get(pk=job.pk).observe(State.QUEUED, reason="Queued", message="")  # ...the watcher moves it on
+    assert stale.request_cancel(owner)
+    assert Job.objects.get(pk=job.pk).state == State.CANCELLING

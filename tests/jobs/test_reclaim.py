@@ -293,3 +293,55 @@ def test_a_volcano_gang_with_one_busy_rank_is_never_warned(team, fake, rank0, wa
     gang.refresh_from_db()
     assert (gang.state == State.RECLAIMED) is bool(warned)
     assert bool(fake.stored("bus.volcano.sh/v1alpha1", "Command")) is bool(warned)
+
+
+# --- notebooks: stopped, not reclaimed (docs/notebooks.md) ---------------------------------------
+NOTEBOOK = dict(kind="notebook", image="quay.io/jupyter/base-notebook:latest", command=[], args=[], env={})
+
+
+@pytest.fixture
+def nominal(team, flavor):
+    from tests.builders import make_quota
+
+    return make_quota(team, flavor, nominal_gpus=8)  # a notebook fits the team's own quota or is refused
+
+
+def _notebook_objects(fake, job) -> None:
+    """What the reconcile applied for a running notebook: its StatefulSet at one replica."""
+    fake.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": job.team.namespace_name}})
+    fake.apply(reclaim.render_job(job))
+
+
+def _replicas(fake) -> int:
+    [sts] = fake.stored("apps/v1", "StatefulSet")
+    return sts["spec"]["replicas"]
+
+
+def test_an_idle_notebook_is_stopped_and_kept_not_reclaimed(team, flavor, fake, nominal):
+    nb = running(team, flavor, name="nb", **NOTEBOOK)
+    _notebook_objects(fake, nb)
+    assert _replicas(fake) == 1
+    dcgm = FakeDcgm([FakeGpu(nb.team.namespace_name, f"{object_name(nb)}-0", activity=steady(0))])
+    assert sweep(fake, dcgm, 40)["warned"] == 1
+    assert sweep(fake, dcgm, 70)["reclaimed"] == 1
+    nb.refresh_from_db()
+    assert nb.state == State.STOPPED and nb.reason == RECLAIMED and not nb.is_final
+    assert "its volumes are kept" in nb.message and nb.gpus_in_use == 0
+    assert _replicas(fake) == 0  # applied at once: its pod goes, its StatefulSet and Service stay
+    assert fake.stored("v1", "Service")
+    watch = IdleWatch.objects.get(job=nb)
+    assert not watch.is_warned and watch.reclaimed_idle_gpu_hours is not None  # watched afresh once started
+
+
+def test_a_notebook_past_its_lifetime_is_stopped_by_the_sweep_without_metrics(team, flavor, fake, settings, nominal):
+    settings.IDLE_GPU_THRESHOLD_PERCENT = None  # reclaim off: the lifetime still holds
+    nb = running(team, flavor, name="nb", max_runtime_seconds=3600, **NOTEBOOK)
+    Job.objects.filter(pk=nb.pk).update(run_admitted_at=at(0))
+    nb.refresh_from_db()
+    _notebook_objects(fake, nb)
+    sweep(fake, None, 3000)
+    nb.refresh_from_db()
+    assert nb.state == State.RUNNING
+    sweep(fake, None, 3700)
+    nb.refresh_from_db()
+    assert nb.state == State.STOPPED and nb.reason == reclaim.LIFETIME_OVER and _replicas(fake) == 0

@@ -13,7 +13,7 @@ from jobs.manifests import JOB_KINDS, job_fields, render_job
 from jobs.models import Job
 from jobs.watcher import OURS, WATCHED
 
-from ..builders import make_flavor, make_job, make_team
+from ..builders import make_flavor, make_job, make_quota, make_team
 from ..schemas import validate
 from ..security import assert_hardened
 
@@ -28,6 +28,7 @@ SHAPES = {
                    dict(workers=4, gpus_per_worker=2, ray_entrypoint="python -m tune --trials 8",
                         ray_runtime_env="pip: [torch]\nenv_vars: {A: b}\n", max_runtime_seconds=3600)],
     spec.RAY_CLUSTER: [dict(workers=2, gpus_per_worker=4)],
+    spec.NOTEBOOK: [dict(command=[], args=[]), dict(gpus_per_worker=2, port=8080, max_runtime_seconds=3600)],
 }
 CASES = [(kind, scheduler) for kind in KINDS for scheduler in kind.schedulers]
 
@@ -51,7 +52,10 @@ def test_workload_kinds_have_distinct_names():
 @pytest.mark.parametrize(("kind", "scheduler"), CASES, ids=[f"{k.name} on {s}" for k, s in CASES])
 def test_each_kind_renders_only_its_declared_kinds_in_objects_the_schemas_accept(kind, scheduler, fake, settings):
     settings.PROMETHEUS_URL = "http://prometheus.example:9090"  # with KEDA on the (fake) cluster: GPU scaling
+    settings.NOTEBOOK_INGRESS_HOST = "{job}-{team}.notebooks.example.org"  # a notebook's Ingress too
     team, flavor = make_team(), make_flavor(f"pool-{scheduler}", scheduler=scheduler)
+    if kind.stoppable:  # a notebook fits the team's own quota or is refused
+        make_quota(team, flavor, nominal_gpus=8)
     made = set()
     for number, shape in enumerate(SHAPES[kind.job_kind]):
         job = make_job(team, flavor, name=f"job-{number}", kind=kind.job_kind, **shape)

@@ -1,5 +1,6 @@
 """Finding 9 (issue 29): gaps in the team admission policy (tenants/admission.py) for writers
-other than members, who RBAC already keeps to reading (defence in depth): StatefulSets,
+other than members, who RBAC already keeps to reading (defence in depth): StatefulSets (but a
+notebook's, queued and without claims of its own),
 DaemonSets, ReplicationControllers and bare ReplicaSets/Pods with any owner reference ran
 GPU pods without a queue; GPU runtime variables came in through `envFrom`; ephemeral
 containers went unchecked; ClusterIP Services with `externalIPs` were admitted;
@@ -66,12 +67,24 @@ def _owner(api_version, kind, name="anything") -> dict:
     return {"apiVersion": api_version, "kind": kind, "name": name, "uid": str(uuid.uuid4()), "controller": True}
 
 
-@pytest.mark.parametrize("kind, api_version", [("StatefulSet", "apps/v1"), ("DaemonSet", "apps/v1"),
-                                               ("ReplicationController", "v1")])
+@pytest.mark.parametrize("kind, api_version", [("DaemonSet", "apps/v1"), ("ReplicationController", "v1")])
 def test_finding_09_no_other_controller_runs_pods_in_a_team_namespace(live, world, kind, api_version):
     team, h100, _ = world
     obj = _as(kind, api_version, _batch_job(team, h100))
     assert "nothing else that makes pods" in denied_by_policy(live, obj, team.namespace_name)
+
+
+def test_finding_09_a_statefulset_is_a_notebooks_queued_in_a_team_queue_without_claims(live, world):
+    """Notebooks are StatefulSets (docs/notebooks.md): one is admitted only in a team queue, and
+    makes no claims of its own."""
+    team, h100, _ = world
+    unqueued = _as("StatefulSet", "apps/v1", _batch_job(team, h100))
+    del unqueued["metadata"]["labels"]["kueue.x-k8s.io/queue-name"]
+    assert "Kueue queues" in denied_by_policy(live, unqueued, team.namespace_name)
+    claims = _as("StatefulSet", "apps/v1", _batch_job(team, h100))
+    claims["spec"]["volumeClaimTemplates"] = [{"metadata": {"name": "data"}, "spec": {
+        "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}]
+    assert "volumeClaimTemplates" in denied_by_policy(live, claims, team.namespace_name)
 
 
 def test_finding_09_nor_a_cron_job(live, world):
