@@ -95,3 +95,28 @@ def test_the_form_takes_a_rack_on_a_racked_volcano_flavor_and_refuses_it_on_a_ba
     assert not refused.is_valid()
     assert "declares no network topology" in refused.errors["placement"][0]
     assert 'value="rack" selected' in str(refused["placement"])
+
+
+def test_the_local_clusters_volcano_discovers_the_demo_flavors_levels_and_schedules_by_them():
+    """Volcano's label discovery lists the demo's topology labels, widest first, the host last
+    (so a rack is tier 1 and a block tier 2, as the rendered tiers say), and its scheduler runs
+    the plugin that reads `networkTopology`."""
+    from pathlib import Path
+
+    import yaml
+
+    from gpuplatform.management.commands.seed_demo import TOPOLOGY
+    from quotas.models.topology import HOST_LABEL, TIERS
+
+    config = Path(__file__).resolve().parents[2] / "deploy/local-cluster/config"
+    [discovery] = yaml.safe_load((config / "volcano-controller.conf").read_text())["networkTopologyDiscovery"]
+    assert discovery["source"] == "label" and discovery["enabled"]
+    [labels] = discovery["config"]["networkTopologyTypes"].values()
+    levels = [level["nodeLabel"] for level in labels]
+    assert levels == [TOPOLOGY["topology_block_label"], TOPOLOGY["topology_rack_label"], HOST_LABEL]
+    # Volcano numbers the tiers from the hosts up.
+    assert len(levels) - 1 - levels.index(TOPOLOGY["topology_rack_label"]) == TIERS["rack"]
+    assert len(levels) - 1 - levels.index(TOPOLOGY["topology_block_label"]) == TIERS["block"]
+    plugins = [plugin["name"] for tier in yaml.safe_load((config / "volcano-scheduler.conf").read_text())["tiers"]
+               for plugin in tier["plugins"]]
+    assert "network-topology-aware" in plugins
