@@ -108,8 +108,11 @@ FIELDS = (
           "on MPS the share's limit is enforced. Empty: not declared."),
     Field("placement", RESOURCES, "Keep workers together",
           "rack or block: all workers in one rack (or block) of the flavor's network topology, or the job waits; "
-          "rack-preferred or block-preferred: as close as the free GPUs allow. Empty: anywhere. Kueue flavors that "
-          "declare a topology only (Kueue's topology-aware scheduling).", kinds=(TRAINING,), schedulers=(KUEUE,)),
+          "rack-preferred or block-preferred: as close as the free GPUs allow. Empty: anywhere. Flavors that "
+          "declare a topology only. Kueue: its topology-aware scheduling places the pods in the level asked. "
+          "Volcano: the gang stays within one HyperNode (a rack, or a block of racks) or waits; the preferred "
+          "ones are Volcano's soft mode, which packs the gang as close as it can at any level (rack-preferred "
+          "and block-preferred are the same request there).", kinds=(TRAINING,)),
     Field("cpu_per_worker", RESOURCES, "CPU cores per worker", "0.1 to 1024 cores.", shape=DECIMAL),
     Field("memory_per_worker_gib", RESOURCES, "Memory per worker (GiB)", "1 to 16384 GiB."),
     Field("max_runtime_seconds", RESOURCES, "Max runtime (seconds)",

@@ -128,8 +128,9 @@ class GpuFlavorAdmin(ClusterObjectAdmin, SimpleHistoryAdmin):
         ("Placement", {"fields": ["node_labels", "node_taints", "tolerations"]}),
         ("Network topology", {
             "fields": ["topology_block_label", "topology_rack_label", "topology"],
-            "description": "Node labels of the blocks and racks jobs may keep their workers in (Kueue flavors): "
-                           "docs/topology.md."}),
+            "description": "Node labels of the blocks and racks jobs may keep their workers in: Kueue flavors get a "
+                           "Topology of them; on Volcano flavors Volcano's HyperNode label discovery must list the "
+                           "same labels (docs/topology.md)."}),
         ("Network for multi-node training", {
             "fields": ["network_fabric", "nccl_socket_ifname", "nccl_ib_hca", "nccl_ib_gid_index",
                        "nccl_net_gdr_level", "rdma_resources", "network"],

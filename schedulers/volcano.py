@@ -4,7 +4,8 @@ workers, all or nothing), inference as Deployments whose pods Volcano's schedule
 Volcano facts respected here (shared/DESIGN.md section 4): `batch.volcano.sh/v1alpha1` Job
 with `minAvailable`, `queue`, `schedulerName: volcano` and the pytorch/svc/env plugins; a
 Queue in `scheduling.volcano.sh/v1beta1` with capability, deserved, guarantee, weight and
-reclaimable. Volcano has no `suspend`, so Kueue cannot hold its Jobs.
+reclaimable. Volcano has no `suspend`, so Kueue cannot hold its Jobs. A gang kept in one
+rack or block asks it with `spec.networkTopology` (v1.12+: HyperNodes, docs/topology.md).
 """
 
 import math
@@ -68,6 +69,21 @@ def render_queue(quota, namespace: str, team: str) -> dict:
     }, team=team)
 
 
+def network_topology(job) -> dict:
+    """The gang's network-topology constraint (docs/topology.md), served by the scheduler's
+    network-topology-aware plugin over the HyperNodes Volcano discovers from the nodes' labels:
+    required, every pod within one HyperNode of the level's tier or lower (1 a rack, 2 a
+    block: `quotas.models.topology.TIERS`), or the gang waits; preferred, Volcano's soft mode,
+    as close as the free nodes allow (it takes no tier: a preferred rack and a preferred block
+    are one request to Volcano)."""
+    asked = job.topology_request
+    if asked is None:
+        return {}
+    if asked.required:
+        return {"networkTopology": {"mode": "hard", "highestTierAllowed": asked.tier}}
+    return {"networkTopology": {"mode": "soft"}}
+
+
 def render_training(job) -> list[dict]:
     name, namespace = object_name(job), job.team.namespace_name
     # Volcano has no run-time limit of its own: the kubelet ends pods past their deadline.
@@ -111,6 +127,7 @@ def render_training(job) -> list[dict]:
         "schedulerName": "volcano",
         "queue": queue_name(namespace, job.flavor),
         "minAvailable": job.workers,  # all or nothing: the gang
+        **network_topology(job),
         "maxRetry": 3,
         "ttlSecondsAfterFinished": FINISHED_TTL_SECONDS,
         # An evicted worker breaks the collective: restart the whole gang.

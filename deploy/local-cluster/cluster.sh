@@ -823,6 +823,15 @@ json.dump({"apiVersion": "v1", "kind": "List", "items": items}, sys.stdout)
     | kubectl_ apply --server-side --force-conflicts -f - >/dev/null
 }
 
+# The Volcano controller's configuration: HyperNode discovery from the nodes' topology labels
+# (config/volcano-controller.conf). Its hyperNode-controller watches the ConfigMap, so a change
+# applies without a restart.
+apply_volcano_controller_config() {
+  "$(bin kubectl)" create configmap volcano-controller-configmap --namespace volcano-system \
+    --from-file "volcano-controller.conf=$CONFIG/volcano-controller.conf" --dry-run=client -o yaml \
+    | kubectl_ apply --server-side --force-conflicts -f - >/dev/null
+}
+
 start_volcano() {
   start vc-controller-manager "$(bin vc-controller-manager)" --kubeconfig "$KUBECONFIG_PATH" \
     --leader-elect=false --scheduler-name volcano \
@@ -834,6 +843,7 @@ start_volcano() {
     --listen-address "127.0.0.1:$VC_SCHEDULER_METRICS_PORT" --cache-dumper=false --v=2
   wait_for "Volcano scheduler health" 90 http_ok "http://127.0.0.1:$VC_SCHEDULER_HEALTH_PORT/healthz"
   wait_for "Volcano controller health" 90 http_ok "http://127.0.0.1:$VC_CONTROLLER_HEALTH_PORT/healthz"
+  apply_volcano_controller_config
   # the scheduler creates the default queue; create it ourselves if it has not after a while
   local deadline=$((SECONDS + 20))
   until kubectl_ get queues.scheduling.volcano.sh default >/dev/null 2>&1; do

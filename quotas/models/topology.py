@@ -3,7 +3,8 @@ training job may keep its pods in one rack or one block (docs/topology.md).
 
 Three levels, widest first: block > rack > host (``kubernetes.io/hostname``). Kueue builds
 its Topology from them (topology-aware scheduling, TAS: `schedulers.kueue.render_topology`);
-Volcano flavors refuse a topology for now (docs/topology.md says what Volcano v1.15 offers).
+Volcano builds its HyperNodes from the same node labels (its label discovery: a rack is a
+tier-1 HyperNode, a block a tier-2 one) and a gang asks for a tier (`schedulers.volcano`).
 A job names the level (``Placement``), never a label: the flavor maps it. Pure: no queries.
 """
 
@@ -77,10 +78,6 @@ def topology_problems(flavor) -> dict[str, str]:
         errors["topology_rack_label"] = "A block is made of racks: give the racks' node label too."
     if rack and rack in (block, HOST_LABEL):
         errors["topology_rack_label"] = "Each level needs its own node label (the host level is kubernetes.io/hostname)."
-    if rack and flavor.scheduler == "volcano":
-        errors["topology_rack_label"] = (
-            "Topology placement is built on Kueue's topology-aware scheduling; on Volcano flavors the platform does "
-            "not render HyperNodes yet (docs/topology.md). Leave the topology empty.")
     if block == HOST_LABEL:
         errors["topology_block_label"] = "The host level is kubernetes.io/hostname already; give the blocks' label."
     return errors
@@ -101,4 +98,9 @@ def topology_description(flavor) -> str:
     levels = topology_levels(flavor)
     if not levels:
         return "No topology declared: jobs cannot ask to stay in one rack or block."
-    return " > ".join(f"{level} ({label})" for level, label in levels)
+    said = " > ".join(f"{level} ({label})" for level, label in levels)
+    if flavor.scheduler == "volcano":
+        return (f"{said}. Volcano: a gang kept together stays within one HyperNode (tier {TIERS['rack']} a rack, "
+                f"tier {TIERS['block']} a block), which Volcano's label discovery builds from these labels: its "
+                "controller configuration must list them, widest first (docs/topology.md).")
+    return f"{said}. Kueue: a Topology of these levels, named by the flavor's ResourceFlavor."

@@ -9,7 +9,6 @@ from django.core.exceptions import ValidationError
 from jobs.forms import JobForm
 from jobs.manifests import render_job
 from quotas.manifests import render_cluster
-from quotas.models import Scheduler
 from tenants.admission import placement
 
 from ..builders import build_job, make_flavor, make_quota, make_user
@@ -83,20 +82,6 @@ def test_a_flavor_with_racks_only_refuses_a_block(team):
     with pytest.raises(ValidationError) as err:
         build_job(team, flavor, workers=2, placement="block").full_clean()
     assert "has racks but no blocks" in err.value.message_dict["placement"][0]
-
-
-def test_a_volcano_flavor_refuses_the_placement_and_a_topology():
-    volcano = make_flavor("a100", scheduler=Scheduler.VOLCANO, **RACKED)
-    with pytest.raises(ValidationError) as err:
-        volcano.full_clean()
-    assert "does not render HyperNodes" in err.value.message_dict["topology_rack_label"][0]
-
-
-def test_placement_on_a_volcano_flavor_is_a_field_error_naming_kueue(team):
-    volcano = make_flavor("a100", scheduler=Scheduler.VOLCANO)
-    with pytest.raises(ValidationError) as err:
-        build_job(team, volcano, workers=2, placement="rack").full_clean()
-    assert "applies to Kueue flavors only" in err.value.message_dict["placement"][0]
 
 
 @pytest.mark.parametrize("fields, field, words", [

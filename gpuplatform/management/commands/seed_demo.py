@@ -35,7 +35,7 @@ FLAVORS = [
          node_labels=_pool("h100", "NVIDIA-H100-80GB-HBM3"), **INFINIBAND, **TOPOLOGY),
     dict(name="a100", display_name="NVIDIA A100 80GB", scheduler=Scheduler.VOLCANO, gpu_model="A100 80GB",
          resource_name="nvidia.com/gpu", gpu_memory_gib=80, gpus_per_node=8, cost_per_gpu_hour="2.20",
-         node_labels=_pool("a100", "NVIDIA-A100-SXM4-80GB"), **TCP),
+         node_labels=_pool("a100", "NVIDIA-A100-SXM4-80GB"), **TCP, **TOPOLOGY),
     dict(name="mig-1g-10gb", display_name="A100 MIG 1g.10gb slice", scheduler=Scheduler.KUEUE, gpu_model="A100 80GB",
          resource_name="nvidia.com/mig-1g.10gb", gpu_memory_gib=10, gpus_per_node=14, gpu_sharing="mig",
          cost_per_gpu_hour="0.40", node_labels=_pool("mig", "NVIDIA-A100-SXM4-80GB-MIG-1g.10gb"), **TCP),
