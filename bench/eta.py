@@ -17,7 +17,7 @@ priorities, BestEffortFIFO queues (`jobs.queueing`). Each job declares a maximum
 (its real runtime times 1.2-4, as people over-ask). When a job must wait, the estimator is
 asked with only what the platform would know then: the running jobs' elapsed time and
 maximum runtime, the waiting jobs in order, and the runtimes of the team's earlier jobs of
-the same shape that ended. The raw estimate is corrected by the calibration fitted on the
+the same shape that ended (and the share of their maximum runtime they used). The raw estimate is corrected by the calibration fitted on the
 earlier estimates of the flavor whose jobs have started (`Calibration.fit`), as the platform
 does. The naive estimate is position / the queue's admissions per second over the last hour.
 
@@ -118,6 +118,7 @@ class Cluster:
         self.running: dict[str, dict[int, tuple[Sub, float]]] = defaultdict(dict)
         self.waiting: dict[str, list[Sub]] = defaultdict(list)
         self.history: dict[tuple[str, int], deque] = defaultdict(lambda: deque(maxlen=50))
+        self.shares: dict[tuple[str, int], deque] = defaultdict(lambda: deque(maxlen=50))  # runtime / max
         self.admitted_at: dict[str, deque] = defaultdict(deque)
         self.ends: list[tuple[float, int, str]] = []
         self.estimate = estimate
@@ -161,6 +162,7 @@ class Cluster:
     def end(self, pk, team, now):
         sub, started = self.running[team].pop(pk)
         self.history[(team, sub.gpus)].append(now - started)
+        self.shares[(team, sub.gpus)].append(min((now - started) / sub.max_runtime, 1.0))
         self.admit(team, now)
 
     def submit(self, sub, now):
@@ -174,9 +176,11 @@ class Cluster:
         self._order(team)
         queue = eta.Queue(
             capacity=self.nominal[team], ceiling=self.nominal[team],
-            running=tuple(eta.Runner(s.gpus, now - at, s.max_runtime, tuple(self.history[(team, s.gpus)]))
+            running=tuple(eta.Runner(s.gpus, now - at, s.max_runtime, tuple(self.history[(team, s.gpus)]),
+                                     tuple(self.shares[(team, s.gpus)]))
                           for s, at in self.running[team].values()),
-            waiting=tuple(eta.Waiter(w.gpus, w.max_runtime, tuple(self.history[(team, w.gpus)]), w.pk == sub.pk)
+            waiting=tuple(eta.Waiter(w.gpus, w.max_runtime, tuple(self.history[(team, w.gpus)]), w.pk == sub.pk,
+                                     tuple(self.shares[(team, w.gpus)]))
                           for w in self.waiting[team]),
         )
         raw = eta.estimate(queue, draws=DRAWS)

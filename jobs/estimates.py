@@ -7,7 +7,8 @@ What the simulation is fed:
 - capacity: what the team holds now or its nominal quota, whichever is more (a job that fits
   what the cohort lends now is told "starts now" by `jobs.feasibility` before any simulation);
 - running jobs: their GPUs, time since admission, maximum runtime, and the runtimes of the
-  team's ended jobs of the same size on the flavor (any size when none of that size ended);
+  team's ended jobs of the same size on the flavor (any size when none of that size ended),
+  with the share of their maximum runtime those used;
 - waiting jobs: in Kueue's pending order when its visibility API answers (`jobs.pending`),
   else the database's (`jobs.queueing`), each with its maximum runtime and history.
 """
@@ -66,22 +67,26 @@ def _secs(value) -> int | None:
     return None if value is None else int(round(value))
 
 
-def _histories(team, flavor) -> dict[int | None, tuple[float, ...]]:
-    """Runtimes (seconds) of the team's last ended jobs on the flavor, by the GPUs they started
-    with; key None holds them all."""
+def _histories(team, flavor) -> dict[int | None, tuple[tuple[float, ...], tuple[float, ...]]]:
+    """Of the team's last ended jobs on the flavor, by the GPUs they started with (key None:
+    all of them): their runtimes (seconds), and for those with a maximum runtime the share of
+    it they used."""
     rows = (Job.objects.filter(team=team, flavor=flavor, state__in=FINAL_STATE_VALUES,
                                run_admitted_at__isnull=False, finished_at__isnull=False)
             .annotate(size=START_GPUS).order_by("-finished_at")
-            .values_list("size", "run_admitted_at", "finished_at")[:HISTORY])
-    out: dict[int | None, list[float]] = {None: []}
-    for size, began, ended in rows:
+            .values_list("size", "run_admitted_at", "finished_at", "max_runtime_seconds")[:HISTORY])
+    runtimes: dict[int | None, list[float]] = {None: []}
+    used: dict[int | None, list[float]] = {None: []}
+    for size, began, ended, limit in rows:
         runtime = max((ended - began).total_seconds(), 1.0)
-        out.setdefault(size, []).append(runtime)
-        out[None].append(runtime)
-    return {k: tuple(v) for k, v in out.items()}
+        for key in (size, None):
+            runtimes.setdefault(key, []).append(runtime)
+            if limit:
+                used.setdefault(key, []).append(min(runtime / limit, 1.0))
+    return {k: (tuple(v), tuple(used.get(k, ()))) for k, v in runtimes.items()}
 
 
-def _history(histories, gpus) -> tuple[float, ...]:
+def _history(histories, gpus) -> tuple[tuple[float, ...], tuple[float, ...]]:
     return histories.get(gpus) or histories[None]
 
 
@@ -117,12 +122,14 @@ def queue_for(job: Job, now=None) -> eta.Queue:
                .exclude(pk=job.pk).annotate(size=START_GPUS))
     runners = tuple(eta.Runner(r.gpus_in_use or r.size,
                                (now - (r.run_admitted_at or r.admitted_at or now)).total_seconds(),
-                               r.max_runtime_seconds, _history(histories, r.size)) for r in running)
-    waiters = tuple(eta.Waiter(w.gpus_to_start, w.max_runtime_seconds, _history(histories, w.gpus_to_start),
-                               target=(w is job or (job.pk is not None and w.pk == job.pk)))
+                               r.max_runtime_seconds, *_history(histories, r.size)) for r in running)
+    waiters = tuple(eta.Waiter(w.gpus_to_start, w.max_runtime_seconds, _history(histories, w.gpus_to_start)[0],
+                               target=(w is job or (job.pk is not None and w.pk == job.pk)),
+                               used=_history(histories, w.gpus_to_start)[1])
                     for w in _waiting(job, usage.ceiling))
     return eta.Queue(capacity=min(max(usage.nominal, usage.in_use), usage.ceiling), ceiling=usage.ceiling,
                      running=runners, waiting=waiters)
+
 
 
 def calibration_of(flavor) -> eta.Calibration:
@@ -193,8 +200,9 @@ def _clone_url(job: Job, **change) -> str:
 def _sooner(job: Job, queue: eta.Queue, current: eta.Eta):
     """Changes that would start the job at least a minute and a fifth sooner, best first: fewer
     GPUs (half the workers, or half the GPUs per worker), another flavor where the team has the
-    GPUs free now. Under BestEffortFIFO a job's own maximum runtime does not change when it
-    starts (Kueue does not backfill by runtime), so no shorter runtime is suggested."""
+    GPUs free now. A job's own maximum runtime never changes when Kueue starts it (it never
+    reads it when admitting, and keeps no reservation: docs/eta.md), so no shorter runtime is
+    suggested."""
     earlier = []
     if job.kind == Job.Kind.TRAINING and job.gpus_to_start > 1:
         change = ({"workers": job.workers // 2} if job.workers > 1

@@ -6,10 +6,12 @@ submit verdict, the tests and the offline replay (`bench/eta.py`) run the same c
 The model is the scheduler's (`jobs.queueing`): the GPUs the team may use now (its nominal
 quota plus what the cohort lends it now, at most its ceiling); the running jobs end at a
 runtime drawn from the history of similar jobs (same team and shape, the platform's own
-records) that is longer than what they have run so far, capped by their maximum runtime; the
-waiting jobs are considered in the scheduler's order (Kueue's pending order when it answers)
-and each takes what is free when it fits, one that does not fit blocking nobody
-(BestEffortFIFO). The draws are repeated (`DRAWS`, a fixed seed: same input, same answer)
+records) that is longer than what they have run so far, capped by their maximum runtime (and,
+for a job with one, drawn as the share of their maximum that similar jobs used); the waiting
+jobs are considered in the scheduler's order (Kueue's pending order when it answers) and each
+takes what is free when it fits, one that does not fit blocking nobody (BestEffortFIFO).
+Kueue never reads a job's maximum runtime when it admits, so the target's own never changes
+its start (docs/eta.md: no "shorter maximum runtime" advice). The draws are repeated (`DRAWS`, a fixed seed: same input, same answer)
 and the target's start times give p10, p50 and p90. `calibrate` then corrects them by what
 past estimates got wrong (`Calibration.fit`).
 
@@ -26,6 +28,8 @@ SEED = 33
 # A job with no similar past run and no maximum runtime: the simulation cannot say when it
 # ends, so an estimate that depends on it is "unknown".
 NO_END = None
+# Similar ended jobs with a maximum runtime needed before their used share is drawn from.
+MIN_USED = 5
 
 
 @dataclass(frozen=True)
@@ -36,6 +40,7 @@ class Runner:
     elapsed: float = 0.0
     max_runtime: float | None = None
     history: tuple[float, ...] = ()  # runtimes (seconds) of similar jobs that ended
+    used: tuple[float, ...] = ()  # of similar ended jobs with a maximum runtime: runtime / maximum
 
 
 @dataclass(frozen=True)
@@ -46,6 +51,7 @@ class Waiter:
     max_runtime: float | None = None
     history: tuple[float, ...] = ()
     target: bool = False
+    used: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -70,9 +76,17 @@ class Eta:
         return self.p50 is not None
 
 
-def _draw_runtime(rng, history, elapsed: float, cap: float | None) -> float | None:
-    """A total runtime for a job that has run ``elapsed`` seconds: a past run of a similar job
-    that lasted longer, at most the cap; the cap itself when none lasted longer."""
+def _draw_runtime(rng, history, elapsed: float, cap: float | None, used=()) -> float | None:
+    """A total runtime for a job that has run ``elapsed`` seconds, longer than that (the
+    remaining life given its age), at most its cap:
+    - with a maximum runtime and enough similar jobs that had one: the share of their maximum
+      they used, times this one's (people over-ask alike: that share varies less than runtimes);
+    - else a past run of a similar job that lasted longer;
+    - the cap itself when none lasted longer."""
+    if cap is not None and len(used) >= MIN_USED:
+        longer = [u * cap for u in used if u * cap > elapsed]
+        if longer:
+            return min(rng.choice(longer), cap)
     longer = [h for h in history if h > elapsed]
     if longer:
         runtime = rng.choice(longer)
@@ -95,7 +109,7 @@ def _simulate_once(queue: Queue, rng) -> float | None:
     ends: list[tuple[float, int]] = []  # (time it ends, GPUs it frees)
     used = 0
     for r in queue.running:
-        runtime = _draw_runtime(rng, r.history, r.elapsed, r.max_runtime)
+        runtime = _draw_runtime(rng, r.history, r.elapsed, r.max_runtime, r.used)
         ends.append((math.inf if runtime is None else max(runtime - r.elapsed, 0.0), r.gpus))
         used += r.gpus
     waiting = list(queue.waiting)
@@ -109,7 +123,7 @@ def _simulate_once(queue: Queue, rng) -> float | None:
                     return now
                 free -= w.gpus
                 used += w.gpus
-                runtime = _draw_runtime(rng, w.history, 0.0, w.max_runtime)
+                runtime = _draw_runtime(rng, w.history, 0.0, w.max_runtime, w.used)
                 ends.append((math.inf if runtime is None else now + runtime, w.gpus))
             else:
                 still.append(w)

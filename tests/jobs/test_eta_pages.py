@@ -157,3 +157,19 @@ def test_the_accuracy_page_is_for_quota_managers_and_reports_per_flavor(busy, me
     assert "h100" in page
     acc = estimates.accuracy_by_flavor()["h100"]["long"]
     assert acc.jobs == 1 and acc.median_rel_error == pytest.approx(0.2, abs=0.03)
+
+
+def test_a_running_job_is_expected_to_use_the_share_of_its_maximum_that_the_teams_past_jobs_used(team, flavor):
+    # Five past jobs of 8 GPUs used half of their 2-hour maximum: the running one, allowed
+    # 10 hours and 1 hour in, is expected to end at about 5 hours, not at a past job's hour.
+    make_quota(team, flavor, nominal_gpus=8)
+    began = timezone.now() - timedelta(days=1)
+    for _ in range(5):
+        past = make_job(team, flavor, workers=2, gpus_per_worker=4, max_runtime_seconds=2 * HOUR)
+        Job.objects.filter(pk=past.pk).update(state=State.SUCCEEDED, submitted_at=began, admitted_at=began,
+                                              run_admitted_at=began, finished_at=began + timedelta(hours=1))
+    running(team, flavor, timedelta(hours=1), workers=2, gpus_per_worker=4, max_runtime_seconds=10 * HOUR)
+    waiting = queued(team, flavor, workers=2, gpus_per_worker=4, max_runtime_seconds=HOUR)
+    queue = estimates.queue_for(waiting)
+    assert queue.running[0].used == (0.5,) * 5 and queue.running[0].history == (float(HOUR),) * 5
+    assert estimates.estimate(waiting, record=False).eta.p50 == pytest.approx(4 * HOUR, abs=60)

@@ -103,3 +103,43 @@ def test_naive_is_position_over_admission_rate():
 def test_sentence_in_plain_words():
     assert eta.sentence(Eta(600, 1500, 3900)) == "Starts in about 25 min (likely 10 min to 1 h 05 min)."
     assert eta.sentence(Eta(0, 0, 0)) == "Starts within a minute."
+
+
+# --- what the estimate learns besides runtimes --------------------------------------------------
+def test_a_running_job_ends_at_the_share_of_its_maximum_that_similar_jobs_used():
+    # Similar jobs used 40-60 % of their maximum: this one, allowed 10 h, ends in 4 to 6 h,
+    # though their runtimes (an hour or less) would say within the hour.
+    used = (0.4, 0.45, 0.5, 0.55, 0.6)
+    got = eta.estimate(queue(8, [Runner(8, 0, 10 * HOUR, (HOUR,) * 5, used)], [Waiter(8, target=True)]))
+    assert 4 * HOUR <= got.p10 <= got.p50 <= got.p90 <= 6 * HOUR
+
+
+def test_the_used_share_is_conditioned_on_what_the_job_has_run():
+    # It has run 5 h of its 10: only the shares above a half can still be its end.
+    used = (0.2, 0.3, 0.4, 0.7, 0.8)
+    got = eta.estimate(queue(8, [Runner(8, 5 * HOUR, 10 * HOUR, (), used)], [Waiter(8, target=True)]))
+    assert 2 * HOUR <= got.p10 and got.p90 <= 3 * HOUR
+
+
+def test_too_few_used_shares_fall_back_to_runtimes():
+    got = eta.estimate(queue(8, [Runner(8, 0, 10 * HOUR, (HOUR,) * 5, (0.5,) * (eta.MIN_USED - 1))],
+                             [Waiter(8, target=True)]))
+    assert got.p50 == pytest.approx(HOUR)
+
+
+# --- a shorter maximum runtime (backfill): why it is not advised ------------------------------------
+@pytest.mark.parametrize("case, q", [
+    ("two GPUs free while a bigger job ahead waits for the running one: the small target takes them now",
+     queue(8, [Runner(6, 0, HOUR)], [Waiter(8, HOUR), Waiter(2, target=True)])),
+    ("a target bigger than the gap waits for the running job to end, however short it would run",
+     queue(8, [Runner(6, 0, HOUR)], [Waiter(8, HOUR), Waiter(4, target=True)])),
+    ("behind jobs ahead with a history, the same",
+     queue(8, [Runner(4, 600, 2 * HOUR, (1800.0, 3600.0, 5400.0))], [Waiter(6, HOUR, (900.0,)), Waiter(4, target=True)])),
+])
+def test_the_targets_own_max_runtime_never_changes_when_it_starts(case, q):
+    # Kueue v0.17 never reads a workload's maximum execution time when it admits, and keeps no
+    # reservation (docs/eta.md): so the simulation, Kueue's model, gives one start whatever the
+    # target's limit, and no "shorter max runtime" advice can be true.
+    starts = {eta.estimate(eta.with_target(q, max_runtime=limit)) for limit in (60.0, HOUR, 30 * HOUR, None)}
+    assert len(starts) == 1, case
+
