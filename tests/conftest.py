@@ -1,5 +1,6 @@
 """Shared fixtures: the people of every permission test and a ready-made team."""
 
+import os
 from uuid import uuid4
 
 import pytest
@@ -16,15 +17,21 @@ BUILT_ON_FIRST_USE = frozenset({"kube_cluster", "helm", "hydra"})
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(items):
-    """The tests that need one of those run last, each group in its own (random) order, so
-    that scripts/test.sh's background build of them overlaps the rest of the suite. Under
-    pytest-xdist (``--dist loadgroup``, as scripts/test.sh runs) they form one group, run by
-    one worker in that order while the others share the rest: they share one cluster whose
+    """In one process, the tests that need one of those run last, each group in its own
+    (random) order, so that scripts/test.sh's background build of them overlaps the rest of
+    the suite. Under pytest-xdist (``--dist loadgroup``, as scripts/test.sh runs) they form one
+    group that goes first to one worker, which runs them in that order (waiting for the build
+    on a cold machine) while the other workers share the rest: they share one cluster whose
     GPUs they count, and mostly wait on its controllers."""
-    items.sort(key=lambda item: not BUILT_ON_FIRST_USE.isdisjoint(getattr(item, "fixturenames", ())))
-    for item in items:
-        if not BUILT_ON_FIRST_USE.isdisjoint(getattr(item, "fixturenames", ())):
-            item.add_marker(pytest.mark.xdist_group("built-on-first-use"))
+    under_xdist = "PYTEST_XDIST_WORKER" in os.environ
+    items.sort(key=lambda item: BUILT_ON_FIRST_USE.isdisjoint(getattr(item, "fixturenames", ())) == under_xdist)
+
+
+def pytest_itemcollected(item):
+    """Their xdist group, marked as each is collected: xdist reads the groups in its own
+    collection_modifyitems (renaming each grouped item), which runs before the sort above."""
+    if not BUILT_ON_FIRST_USE.isdisjoint(getattr(item, "fixturenames", ())):
+        item.add_marker(pytest.mark.xdist_group("built-on-first-use"))
 
 
 @pytest.fixture(autouse=True)
