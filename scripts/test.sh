@@ -27,10 +27,11 @@ echo "==> ruff check (rules in pyproject.toml)"
 echo "==> import layers (lint-imports, contracts in pyproject.toml)"
 .venv/bin/lint-imports --no-cache >/dev/null || { .venv/bin/lint-imports --no-cache; exit 1; }
 echo "==> tests on ${DATABASE_URL%%@*}@… and ${REDIS_URL}"
-# Several workers (pytest-xdist): the tests that need the local cluster, Helm or the IdP run in
-# one of them, one after another (tests/conftest.py); the others share the rest. One worker per
-# core, at most 4; GPUPLATFORM_TEST_WORKERS=0 runs everything in this process (pdb, -s).
-workers="${GPUPLATFORM_TEST_WORKERS:-$(n=$(nproc); echo $((n > 4 ? 4 : n)))}"
+# GPUPLATFORM_TEST_WORKERS=N runs on N pytest-xdist workers: the tests that need the local
+# cluster, Helm or the IdP form one group for one worker (tests/conftest.py), the others share
+# the rest. Opt-in: the whole suite on 2 workers is not green yet (see the
+# README); one process is the default.
+workers="${GPUPLATFORM_TEST_WORKERS:-1}"
 parallel=()
 [ "$workers" -gt 1 ] && parallel=(-n "$workers" --dist loadgroup)
 exec .venv/bin/pytest "${parallel[@]}" "$@"
