@@ -41,6 +41,7 @@ from datetime import UTC, datetime, timedelta
 from celery import shared_task
 from django.conf import settings
 from django.core.cache import cache
+from django.db import transaction
 from django.utils import timezone
 
 from cluster import MANAGED_BY_LABEL, MANAGED_BY_VALUE, NotFound, TransientError
@@ -142,19 +143,14 @@ def reclaimable(job: Job) -> bool:
     return job.kind in WATCHED_KINDS and for_job(job).name in STOPPERS
 
 
-def stop(cluster, job: Job, watch: IdleWatch, now) -> bool:
-    """Stop a reclaimed job's workload; False when the cluster could not be asked now (the
-    next sweep tries again: `sweep_idle_jobs` step 0)."""
+def stop(cluster, job: Job, watch: IdleWatch, now) -> None:
+    """Stop a reclaimed job's workload; raises ``TransientError`` when the cluster cannot be
+    asked now."""
     try:
         STOPPERS[for_job(job).name](cluster, job)
     except NotStopped as err:
         log.info("reclaimed job %s: %s; nothing to stop", job.pk, err)
-    except TransientError:
-        log.warning("reclaimed job %s: its workload could not be stopped now; the next sweep tries again",
-                    job.pk, exc_info=True)
-        return False
     watch.stopped(now)
-    return True
 
 
 # --- the sweep -------------------------------------------------------------------------------
@@ -169,17 +165,21 @@ def _lookback(rules, watch: IdleWatch | None, now) -> int:
 def sweep_idle_jobs(cluster, prometheus, now=None) -> dict:
     """One sweep (see the module docstring); returns what it did, counted."""
     now = now or timezone.now()
-    # 0. reclaimed jobs whose workload could not be stopped at once (the cluster was away).
+    # 0. reclaimed jobs whose workload was not stopped (recorded before the stop joined the
+    # record's transaction, `_recorded_with_the_stop`).
     for job in (Job.objects.filter(state=State.RECLAIMED, idle_watch__stopped_at__isnull=True,
                                    finished_at__gte=now - RETAIN_FINISHED).select_related("team", "flavor", "idle_watch")):
-        stop(cluster, job, job.idle_watch, now)
+        try:
+            stop(cluster, job, job.idle_watch, now)
+        except TransientError:
+            log.warning("reclaimed job %s: not stopped yet; the next sweep tries again", job.pk, exc_info=True)
     # 0b. notebooks past their lifetime: stopped, metrics or not.
     for job in Job.objects.filter(kind__in=WATCHED_KINDS, state__in=HOLDING_QUOTA, max_runtime_seconds__isnull=False,
                                   run_admitted_at__isnull=False).select_related("team", "flavor", "priority"):
-        if job.lifetime_over(now) and job.stop(reason=LIFETIME_OVER, message=(
+        if job.lifetime_over(now):
+            _recorded_with_the_stop(lambda job=job: job.stop(reason=LIFETIME_OVER, at=now, message=(
                 f"Stopped: it ran its lifetime of {say_seconds(job.max_runtime_seconds)}; its volumes are kept. "
-                "Start it again when you need it.")):
-            _stop_now(cluster, job)
+                "Start it again when you need it.")), lambda job=job: _scale_to_nothing(cluster, job), job)
     # 1. the running jobs a policy watches, 2. what their GPUs did, 3. each moved on.
     jobs = [job for job in Job.objects.filter(state=State.RUNNING, kind__in=WATCHED_KINDS)
             .select_related("team", "flavor", "idle_watch").order_by("pk") if reclaimable(job)]
@@ -233,25 +233,36 @@ def _move(cluster, job: Job, watch: IdleWatch, policy, reading: idle.Reading, no
     if not policy.reclaims or watch.reclaim_at is None or now < watch.reclaim_at:
         return None
     if for_job(job).stoppable:  # a notebook: stopped and kept, not ended
-        if not watch.stopped_idle(job, now, threshold=policy.threshold_percent):
-            return None
-        _stop_now(cluster, job)
-        return "reclaimed"
+        return "reclaimed" if _recorded_with_the_stop(
+            lambda: watch.stopped_idle(job, now, threshold=policy.threshold_percent),
+            lambda: _scale_to_nothing(cluster, job), job, watch) else None
     # The state first, then the cluster: stopped first, the watcher could read the eviction
     # as a preemption and send the job back to a queue its inactive Workload never leaves.
-    if not watch.reclaimed(job, now, threshold=policy.threshold_percent):
-        return None  # it moved on meanwhile (finished, cancelled)
-    stop(cluster, job, watch, now)
-    return "reclaimed"
+    return "reclaimed" if _recorded_with_the_stop(
+        lambda: watch.reclaimed(job, now, threshold=policy.threshold_percent),
+        lambda: stop(cluster, job, watch, now), job, watch) else None
 
 
-def _stop_now(cluster, job: Job) -> None:
-    """Apply a stopped notebook at 0 replicas now; if the cluster is away, the next sweep of
-    every job (`gpuplatform.tasks.sweep`) applies it as its state says."""
+def _recorded_with_the_stop(record, stop_it, job: Job, watch: IdleWatch | None = None) -> bool:
+    """``record`` the job's end (or its stop), then ``stop_it`` on the cluster, in one
+    transaction: its GPUs are charged until the cluster was asked to give them back. When the
+    cluster cannot be asked now (the API server is away), nothing is recorded, the job keeps
+    running on its warning, and the next sweep tries again. While the stop is sent the job's
+    row stays locked, so the watcher, seeing the eviction at once, cannot record a preemption
+    first: its compare-and-swap waits for this one, and loses. Returns whether it moved."""
     try:
-        _scale_to_nothing(cluster, job)
+        with transaction.atomic():
+            if not record():
+                return False  # it moved on meanwhile (finished, cancelled)
+            stop_it()
     except TransientError:
-        log.warning("stopped notebook %s: not applied now; the next sweep applies it", job.pk, exc_info=True)
+        log.warning("job %s: the cluster could not be asked to stop it; nothing recorded, the next sweep "
+                    "tries again", job.pk, exc_info=True)
+        job.refresh_from_db()
+        if watch is not None:
+            watch.refresh_from_db()
+        return False
+    return True
 
 
 def _remember(now, counts: dict, reasons: Counter | dict) -> None:

@@ -287,17 +287,23 @@ def writes_rows(job_object_writes: list[tuple], windows: list[dict], reconciles:
     return rows
 
 
-def idle_rows(planned, states: dict[int, str], watches: dict[int, tuple], grace: float, sweep: float) -> list[Row]:
+def idle_rows(planned, states: dict[int, str], watches: dict[int, tuple], grace: float, sweep: float,
+              away: tuple[float, float] | None = None) -> list[Row]:
     """Idle-GPU reclaim (plan.IDLE_SCENES): no busy job reclaimed; every idle one reclaimed
     within its grace and one sweep of its warning. ``watches``: job id -> (warned_at,
-    reclaimed_at) in epoch seconds (jobs.IdleWatch; reclaim_at is when it was reclaimed)."""
+    reclaimed_at) in epoch seconds (jobs.IdleWatch; reclaim_at is when it was reclaimed).
+    ``away``: when the API server was down (the fault); a job is reclaimed when its workload
+    can be stopped, so a grace that ended then reclaims at the first sweep after it."""
     busy = [p.job_id for p in planned if p.scene.startswith("busy-") and p.job_id]
     idle = [p.job_id for p in planned if p.scene.startswith("idle") and p.job_id]
     busy_reclaimed = [f"#{j}" for j in busy if states.get(j) == "reclaimed"]
     late, on_time = [], 0
     for job_id in idle:
         warned, reclaimed = watches.get(job_id, (None, None))
-        if states.get(job_id) == "reclaimed" and warned and reclaimed and reclaimed - warned <= grace + sweep + 1:
+        due = (warned or 0) + grace
+        if away and away[0] <= due + sweep and away[1] > due:
+            due = away[1]  # the grace ended while the API server was away
+        if states.get(job_id) == "reclaimed" and warned and reclaimed and reclaimed <= due + sweep + 1:
             on_time += 1
         else:
             late.append(f"#{job_id} {states.get(job_id)}"

@@ -169,7 +169,7 @@ def final_checks(profile: Profile, run, observer: Observer, grant_start: float, 
                           w.reclaim_at.timestamp() if w.reclaim_at else None)
                for w in IdleWatch.objects.filter(job_id__in=[p.job_id for p in run.plan if p.job_id])}
     rows += checks.idle_rows(run.plan, {job_id: job["state"] for job_id, job in jobs.items()}, watched,
-                             IDLE_POLICY["GRACE_SECONDS"], IDLE_POLICY["SWEEP_SECONDS"])
+                             IDLE_POLICY["GRACE_SECONDS"], IDLE_POLICY["SWEEP_SECONDS"], run.apiserver_away)
     rows.append(Row("errors (API, processes, faults)", "; ".join(run.errors[:5]) or "none", not run.errors))
     return rows
 

@@ -37,6 +37,7 @@ class Run:
         self.errors: list[str] = []
         self.retry_mismatches: list[str] = []
         self.faults: dict[str, str] = {}
+        self.apiserver_away: tuple[float, float] | None = None  # (down from, ready again), epoch seconds
         self.windows: list[dict] = []
         self.scaled: dict[int, float] = {}
         self.max_queue = 0
@@ -161,6 +162,7 @@ class Run:
         began = time.time()
         try:
             cluster_sh(self.profile, "restart-apiserver", timeout=300)
+            self.apiserver_away = (began, time.time())
             self.faults["apiserver"] += f", ready again after {time.time() - began:.0f}s"
         except SystemExit as err:
             self.errors.append(f"kube-apiserver restart: {err}")

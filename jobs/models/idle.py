@@ -170,7 +170,7 @@ class IdleWatch(models.Model):
         warning is over, so a start watches it afresh. Returns whether this call moved it."""
         hours = (Decimal(job.gpus_in_use) * Decimal(self.idle_seconds) / 3600).quantize(Decimal("0.01"))
         with transaction.atomic():
-            moved = job.stop(reason=RECLAIMED, message=(
+            moved = job.stop(reason=RECLAIMED, at=now, message=(
                 f"Stopped: its {job.gpus_in_use} GPUs stayed below {threshold} % for {span(self.idle_seconds)} "
                 f"({hours} idle GPU-hours); its volumes are kept. Start it again when you need it."))
             if moved:

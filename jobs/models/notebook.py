@@ -83,13 +83,14 @@ class NotebookRules:
     def can_start(self, user) -> bool:
         return self.is_notebook and self.state == State.STOPPED and self._may_operate(user)
 
-    def stop(self, *, reason: str, message: str) -> bool:
+    def stop(self, *, reason: str, message: str, at=None) -> bool:
         """Scale the notebook to nothing and keep it (`jobs.actions.stop` reconciles it): a
-        person's stop, its idle GPUs or its lifetime. Returns whether this call changed it."""
+        person's stop, its idle GPUs or its lifetime (``at``: when, now by default). Returns
+        whether this call changed it."""
         for _ in range(3):  # the watcher may move the row on between our read and our write
             if not self.is_stoppable:
                 return False
-            if self.transition(State.STOPPED, reason=reason, message=message):
+            if self.transition(State.STOPPED, reason=reason, message=message, at=at):
                 return True
             self.refresh_from_db(fields=["state", "reason", "message", "updated_at", "gpus_in_use"])
         return False

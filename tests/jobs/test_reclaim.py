@@ -165,17 +165,21 @@ def test_a_volcano_gang_is_aborted_by_a_command(team, fake):
     assert vcjob["spec"] == {"minAvailable": 1}  # the Job itself untouched
 
 
-def test_a_workload_the_cluster_could_not_stop_is_stopped_by_the_next_sweep(team, flavor, fake):
+def test_a_job_the_cluster_cannot_stop_now_is_reclaimed_when_it_can_and_charged_until_then(team, flavor, fake):
     job = running(team, flavor)
     on_cluster(fake, job)
     dcgm = FakeDcgm([gpu(job, steady(0))])
     sweep(fake, dcgm, 40)
     fake.fail_next("LIST", TransientError("API server away", status=503))
-    sweep(fake, dcgm, 70)
+    assert sweep(fake, dcgm, 70)["reclaimed"] == 0
     job.refresh_from_db()
-    assert job.state == State.RECLAIMED and workload(fake, job)["spec"]["active"] is True
-    sweep(fake, dcgm, 80)
-    assert workload(fake, job)["spec"]["active"] is False
+    assert job.state == State.RUNNING and job.gpus_in_use == 1  # its GPUs run on, so they are charged
+    assert workload(fake, job)["spec"]["active"] is True
+    assert not Event.objects.filter(job=job, kind=Kind.JOB_RECLAIMED).exists()
+    assert sweep(fake, dcgm, 80)["reclaimed"] == 1
+    job.refresh_from_db()
+    assert (job.state, job.finished_at, workload(fake, job)["spec"]["active"]) == (State.RECLAIMED, at(80), False)
+    assert job.events.get(to_state=State.RECLAIMED).created_at == at(80)  # the GPU-hours end then
     assert IdleWatch.objects.get(job=job).stopped_at == at(80)
 
 
@@ -331,6 +335,21 @@ def test_an_idle_notebook_is_stopped_and_kept_not_reclaimed(team, flavor, fake, 
     assert fake.stored("v1", "Service")
     watch = IdleWatch.objects.get(job=nb)
     assert not watch.is_warned and watch.reclaimed_idle_gpu_hours is not None  # watched afresh once started
+
+
+def test_a_notebook_the_cluster_cannot_scale_down_now_runs_on_until_it_can(team, flavor, fake, nominal):
+    nb = running(team, flavor, name="nb", **NOTEBOOK)
+    _notebook_objects(fake, nb)
+    dcgm = FakeDcgm([FakeGpu(nb.team.namespace_name, f"{object_name(nb)}-0", activity=steady(0))])
+    sweep(fake, dcgm, 40)
+    fake.fail_next("PATCH", TransientError("API server away", status=503))
+    assert sweep(fake, dcgm, 70)["reclaimed"] == 0
+    nb.refresh_from_db()
+    assert (nb.state, nb.gpus_in_use, _replicas(fake)) == (State.RUNNING, 1, 1)
+    assert sweep(fake, dcgm, 80)["reclaimed"] == 1
+    nb.refresh_from_db()
+    assert (nb.state, _replicas(fake)) == (State.STOPPED, 0)
+    assert nb.events.get(to_state=State.STOPPED).created_at == at(80)
 
 
 def test_a_notebook_past_its_lifetime_is_stopped_by_the_sweep_without_metrics(team, flavor, fake, settings, nominal):

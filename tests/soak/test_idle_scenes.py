@@ -33,3 +33,18 @@ def test_the_busy_one_rank_gang_reclaimed_fails_the_busy_row():
     states[gang.job_id] = "reclaimed"
     busy_row, _ = checks.idle_rows(list(scenes.values()), states, idle, grace=20, sweep=5)
     assert not busy_row.ok and f"#{gang.job_id}" in busy_row.result
+
+
+def test_a_grace_that_ends_while_the_api_server_is_away_reclaims_at_the_first_sweep_after_it():
+    scenes = planned_scenes()
+    idle_jobs = [item for item in scenes.values() if item.scene.startswith("idle")]
+    for job_id, item in enumerate(idle_jobs, start=1):
+        item.job_id = job_id
+    states = {item.job_id: "reclaimed" for item in idle_jobs}
+    late = {item.job_id: (100.0, 142.0) for item in idle_jobs}  # warned at 100, grace 20: due at 120
+    _, row = checks.idle_rows(idle_jobs, states, late, grace=20, sweep=5)
+    assert not row.ok and "after 42s" in row.result
+    _, row = checks.idle_rows(idle_jobs, states, late, grace=20, sweep=5, away=(118.0, 138.0))
+    assert row.ok, row.result
+    _, row = checks.idle_rows(idle_jobs, states, late, grace=20, sweep=5, away=(60.0, 80.0))  # long before
+    assert not row.ok
