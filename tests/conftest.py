@@ -11,26 +11,37 @@ from tenants.models import Membership
 
 from .builders import make_flavor, make_team, make_user
 
-# Session fixtures that build a server from source on first use (minutes on a cold machine).
-BUILT_ON_FIRST_USE = frozenset({"kube_cluster", "helm", "hydra"})
+# What builds a server from source on first use (minutes on a cold machine), in the order
+# scripts/test.sh builds them in the background: the local cluster (most of these tests need
+# it), Helm, the IdP. Each is a session fixture, and the marker of tests that start it
+# themselves (the short soak runs cluster.sh).
+BUILDS = (("kube_cluster", "cluster"), ("helm", None), ("hydra", "idp"))
+
+
+def _build_rank(item) -> int:
+    """The last of those builds the test needs (1, 2, 3), 0 for none."""
+    names = getattr(item, "fixturenames", ())
+    return max((rank for rank, (fixture, marker) in enumerate(BUILDS, start=1)
+                if fixture in names or (marker and item.get_closest_marker(marker))), default=0)
 
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(items):
-    """In one process, the tests that need one of those run last, each group in its own
-    (random) order, so that scripts/test.sh's background build of them overlaps the rest of
-    the suite. Under pytest-xdist (``--dist loadgroup``, as scripts/test.sh runs) they form one
-    group that goes first to one worker, which runs them in that order (waiting for the build
-    on a cold machine) while the other workers share the rest: they share one cluster whose
-    GPUs they count, and mostly wait on its controllers."""
+    """In one process, the tests that need one of those run last, in the order they are built
+    (each in its own random order), so that scripts/test.sh's background build overlaps the
+    rest of the suite, and Helm and the IdP build while the cluster's tests run. Under
+    pytest-xdist (``--dist loadgroup``, as scripts/test.sh runs) they form one group that goes
+    first to one worker, which runs them in that order (waiting for the build on a cold
+    machine) while the other workers share the rest: they share one cluster whose GPUs they
+    count, and mostly wait on its controllers."""
     under_xdist = "PYTEST_XDIST_WORKER" in os.environ
-    items.sort(key=lambda item: BUILT_ON_FIRST_USE.isdisjoint(getattr(item, "fixturenames", ())) == under_xdist)
+    items.sort(key=lambda item: (under_xdist == (_build_rank(item) == 0), _build_rank(item)))
 
 
 def pytest_itemcollected(item):
     """Their xdist group, marked as each is collected: xdist reads the groups in its own
     collection_modifyitems (renaming each grouped item), which runs before the sort above."""
-    if not BUILT_ON_FIRST_USE.isdisjoint(getattr(item, "fixturenames", ())):
+    if _build_rank(item):
         item.add_marker(pytest.mark.xdist_group("built-on-first-use"))
 
 
