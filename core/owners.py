@@ -90,7 +90,7 @@ class Owner:
     key_for: Callable[[str], Any]  # a label's value -> the key of the row it names, None if none
     title: Callable[[Any], str]  # item -> how commands name it ("team vision")
     render: Callable[[Any], list[dict]]  # everything the item describes (`manage.py render`)
-    record: Callable[[Any, Outcome], None]  # what the item remembers of a reconcile that went through
+    record: Callable[[Any, Any, Outcome], None]  # (cluster, item, outcome): what the item remembers of a reconcile that went through
     task: Any  # the Celery task that reconciles one item: task(key), or task() for a cluster-wide owner
     # --- optional ---------------------------------------------------------------------
     also_applies: tuple[Kind, ...] = ()  # applied, pruned by no reconcile (a team's Namespace: offboarding)
@@ -147,7 +147,7 @@ def run(cluster, owner: Owner, item) -> Outcome:
         except Exception as err:
             return _refused(owner, item, err, outcome)
         # 5. record on the row what went through
-        owner.record(item, outcome)
+        owner.record(cluster, item, outcome)
     return outcome
 
 

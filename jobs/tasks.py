@@ -2,6 +2,7 @@
 
 import copy
 import logging
+import time
 from contextlib import ExitStack
 
 from celery import shared_task
@@ -11,8 +12,10 @@ from django.utils import timezone
 from cluster import PermanentError, TransientError
 from cluster.prometheus import prometheus_from_settings
 from core.owners import Owner, Scope, run
+from core.ownership import JOB_LABEL
 from core.reconcile import RETRY_POLICY, NoCluster, Outcome, current_cluster, enqueue
 from quotas.tasks import ensure_team_quotas, namespace_first, reconcile_live_team
+from schedulers import placed_gpus
 from tenants.tasks import TEAM_ITEMS
 
 from . import gpu_use
@@ -155,7 +158,7 @@ def _refused(job: Job, err: Exception, outcome: Outcome) -> Outcome | None:
     return None
 
 
-def _record(job: Job, outcome: Outcome) -> None:
+def _record(cluster, job: Job, outcome: Outcome) -> None:
     if outcome.drift:
         job.note("KeptAsCreated", (
             "The cluster keeps this job as it was created: " + "; ".join(outcome.drift)
@@ -164,10 +167,40 @@ def _record(job: Job, outcome: Outcome) -> None:
     if job.state == State.SUBMITTED:
         job.transition(State.QUEUED, reason="Queued", message="Waiting for the scheduler.")
     elif job.state == State.CANCELLING:
-        # Its pods may have given its GPUs back before this reconcile records the end (a retried
-        # task, seconds later): it ended then, in its timeline and GPU-hours alike.
-        job.transition(State.CANCELLED, reason="Cancelled", message="Stopped and removed from the cluster.",
-                       at=job.gave_back_at())
+        _record_the_end(cluster, job, wait=bool(outcome.pruned))
+
+
+# How long a cancel's reconcile waits for the job's pods to go before it leaves the end to
+# the next reconcile (the sweep's).
+END_WAIT_SECONDS = 5.0
+
+
+def _record_the_end(cluster, job: Job, *, wait: bool) -> None:
+    """A cancel's end, when the job's pods gave its GPUs back. Its objects are deleted in the
+    background: the garbage collector deletes their pods after them, within a second or two,
+    or much later while it catches up after an API-server restart. So the reconcile that
+    deleted them (``wait``) waits for the pods (`END_WAIT_SECONDS`, polling the cluster), a
+    later one looks once; pods still holding GPUs leave the job cancelling, its GPU-hours
+    running, and a later reconcile (the sweep's) records the end. A job whose pods the watcher
+    saw give everything back before (`give_back`) ended then."""
+    at = job.gave_back_at()
+    if at is None and job.gpus_in_use:
+        deadline = time.monotonic() + (END_WAIT_SECONDS if wait else 0)
+        while (held := _pods_hold(cluster, job)) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        if held:
+            log.info("job %s: cancelled, its pods still hold %s GPUs; the end is recorded when they go", job.pk, held)
+            return
+    job.transition(State.CANCELLED, reason="Cancelled", message="Stopped and removed from the cluster.", at=at)
+
+
+def _pods_hold(cluster, job: Job) -> int:
+    """GPUs the job's pods hold on nodes now, asked of the cluster (0 when it cannot say)."""
+    try:
+        pods = cluster.list("v1", "Pod", namespace=job.team.namespace_name, label_selector=f"{JOB_LABEL}={job.pk}")
+    except (TransientError, PermanentError):
+        return 0
+    return placed_gpus(job, pods)
 
 
 def _with_related():
@@ -269,5 +302,5 @@ def reconcile_team_volumes(self, team_id: int) -> int:
 TEAM_VOLUMES = Owner(
     name="team volumes", scope=Scope.TEAM, kinds=(PVC,), prepare=namespace_first,
     render=lambda team: render_volumes(team, claims_of(team)), rules=lambda team: VOLUME_FIELDS,
-    record=lambda team, outcome: None, task=reconcile_team_volumes, **TEAM_ITEMS,
+    record=lambda cluster, team, outcome: None, task=reconcile_team_volumes, **TEAM_ITEMS,
 )

@@ -125,12 +125,12 @@ CLUSTER_OBJECTS = Owner(
     name="cluster objects", scope=Scope.CLUSTER, kinds=tuple(CLUSTER_KINDS),
     load=lambda keys: [THE_CLUSTER], keys=lambda: [THE_CLUSTER], key=lambda item: THE_CLUSTER,
     label=lambda item: THE_CLUSTER, key_for=lambda label: THE_CLUSTER, title=lambda item: "cluster-wide objects",
-    render=_render_cluster, record=lambda item, outcome: None, task=reconcile_cluster_objects,
+    render=_render_cluster, record=lambda cluster, item, outcome: None, task=reconcile_cluster_objects,
 )
 # The team's ResourceQuota, admission parameters and queues; its namespace first when the
 # team is not ready (a refusal there is the team objects' to record).
 TEAM_QUOTAS = Owner(
     name="team quotas", scope=Scope.TEAM, kinds=tuple(QUOTA_KINDS),
     render=_render_quotas, prepare=namespace_first, refused=_quotas_refused,
-    record=lambda team, outcome: None, task=reconcile_team_quotas, **TEAM_ITEMS,
+    record=lambda cluster, team, outcome: None, task=reconcile_team_quotas, **TEAM_ITEMS,
 )

@@ -6,17 +6,20 @@ cd "$(dirname "$0")/.."
 scripts/venv.sh dev
 env_lines=$(scripts/services.sh up)
 while IFS= read -r line; do [ -n "$line" ] && export "$line"; done <<<"$env_lines"
-# The servers some tests build from source on first use (the local cluster, Helm, the IdP)
-# build meanwhile in the background, at low priority, when not cached yet; those tests run
-# last, in that order (tests/conftest.py), so on a cold machine the build overlaps the rest
-# of the suite, and Helm and the IdP build while the cluster's tests run.
+# The servers some tests build from source on first use (the local cluster, KEDA, Helm, the
+# IdP) build meanwhile in the background, at low priority, when not cached yet; those tests
+# run last, in that order (tests/conftest.py), so on a cold machine the build overlaps the
+# rest of the suite, and KEDA, Helm and the IdP build while the cluster's tests run (the
+# cluster starts without KEDA until it is built: GPUPLATFORM_KEDA=later, cluster.sh).
+export GPUPLATFORM_KEDA="${GPUPLATFORM_KEDA:-later}"
 if [ "${GPUPLATFORM_PREBUILD:-1}" = 1 ] && command -v go >/dev/null; then
   prebuild_log="${GPUPLATFORM_CACHE_DIR:-$HOME/.cache/gpuplatform}/build-logs/prebuild.log"
   if ! { deploy/local-cluster/cluster.sh built && deploy/local-idp/idp.sh built; } >/dev/null 2>&1; then
     mkdir -p "$(dirname "$prebuild_log")"
-    echo "==> building the local cluster, Helm and the IdP in the background (log: $prebuild_log)"
-    (nice -n 10 deploy/local-cluster/cluster.sh build && nice -n 10 deploy/helm/build-helm.sh \
-      && nice -n 10 deploy/local-idp/idp.sh build) >"$prebuild_log" 2>&1 </dev/null &
+    echo "==> building the local cluster, KEDA, Helm and the IdP in the background (log: $prebuild_log)"
+    (nice -n 10 deploy/local-cluster/cluster.sh build && nice -n 10 deploy/local-cluster/keda.sh build \
+      && nice -n 10 deploy/helm/build-helm.sh && nice -n 10 deploy/local-idp/idp.sh build) \
+      >"$prebuild_log" 2>&1 </dev/null &
   fi
 fi
 # The tests run production-like (DEBUG off), which needs a secret key; the test client and

@@ -55,7 +55,7 @@ def _refused(team: Team, err: Exception, outcome: Outcome) -> Outcome | None:
     return None
 
 
-def _ready(team: Team, outcome: Outcome) -> None:
+def _ready(cluster, team: Team, outcome: Outcome) -> None:
     team.set_status(Team.Status.READY, "")
 
 

@@ -13,13 +13,13 @@ from .builders import make_flavor, make_team, make_user
 
 # What builds a server from source on first use (minutes on a cold machine), in the order
 # scripts/test.sh builds them in the background: the local cluster (most of these tests need
-# it), Helm, the IdP. Each is a session fixture, and the marker of tests that start it
-# themselves (the short soak runs cluster.sh).
-BUILDS = (("kube_cluster", "cluster"), ("helm", None), ("hydra", "idp"))
+# it), KEDA on it, Helm, the IdP. Each is a session fixture, and the marker of tests that
+# start it themselves (the short soak runs cluster.sh).
+BUILDS = (("kube_cluster", "cluster"), ("keda_on_the_cluster", None), ("helm", None), ("hydra", "idp"))
 
 
 def _build_rank(item) -> int:
-    """The last of those builds the test needs (1, 2, 3), 0 for none."""
+    """The last of those builds the test needs (1 to 4), 0 for none."""
     names = getattr(item, "fixturenames", ())
     return max((rank for rank, (fixture, marker) in enumerate(BUILDS, start=1)
                 if fixture in names or (marker and item.get_closest_marker(marker))), default=0)
@@ -29,7 +29,7 @@ def _build_rank(item) -> int:
 def pytest_collection_modifyitems(items):
     """In one process, the tests that need one of those run last, in the order they are built
     (each in its own random order), so that scripts/test.sh's background build overlaps the
-    rest of the suite, and Helm and the IdP build while the cluster's tests run. Under
+    rest of the suite, and KEDA, Helm and the IdP build while the cluster's tests run. Under
     pytest-xdist (``--dist loadgroup``, as scripts/test.sh runs) they form one group that goes
     first to one worker, which runs them in that order (waiting for the build on a cold
     machine) while the other workers share the rest: they share one cluster whose GPUs they

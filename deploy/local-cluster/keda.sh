@@ -177,9 +177,21 @@ keda_status() {
 # Run by cluster.sh, which already holds the lock (fd 9, inherited): take it only when alone.
 keda_lock() { [[ "$(readlink /proc/$$/fd/9 2>/dev/null)" == "$CACHE_DIR/cluster.lock" ]] || lock; }
 
+# The build under a lock of its own, not the cluster's: with GPUPLATFORM_KEDA=later the
+# cluster starts and its tests run while KEDA builds (one build at a time all the same).
+keda_build_alone() {
+  mkdir -p "$CACHE_DIR"
+  exec 8>"$CACHE_DIR/keda-build.lock"
+  if command -v flock >/dev/null 2>&1 && ! flock -n 8; then
+    log "waiting for another KEDA build to finish (log: $CACHE_DIR/build-logs/keda.log)"
+    flock 8
+  fi
+  keda_build
+}
+
 case "${1:-}" in
-  build) keda_lock; keda_build ;;
-  up) keda_lock; keda_up ;;
+  build) keda_build_alone ;;
+  up) keda_build_alone; keda_lock; keda_up ;;
   down) keda_lock; keda_down ;;
   status) keda_status ;;
   built) keda_built ;;

@@ -30,10 +30,11 @@ from quotas.tasks import sync_cluster_objects, sync_team_quotas
 from tenants.models import Membership, Team
 from tenants.tasks import offboard, sync_team
 
-from ..builders import make_flavor, make_job, make_quota, make_user
+from ..builders import make_flavor, make_job, make_quota, make_team, make_user
 
 REPO = Path(__file__).resolve().parents[2]
 CLUSTER_SH = REPO / "deploy" / "local-cluster" / "cluster.sh"
+KEDA_SH = CLUSTER_SH.parent / "keda.sh"
 # A cold build of every component takes minutes; a warm start takes seconds.
 UP_TIMEOUT_SECONDS = int(os.environ.get("GPUPLATFORM_CLUSTER_UP_TIMEOUT", "3600"))
 # What `cluster.sh up` printed as `export NAME=value` (KUBECONFIG, PROMETHEUS_URL), once up.
@@ -70,13 +71,13 @@ def _cluster_running() -> bool:
     return result.returncode == 0
 
 
-def _run_up(request):
-    """Run `cluster.sh up`, showing its progress lines live (a cold build takes minutes)."""
+def _run_up(request, script=CLUSTER_SH):
+    """Run `<script> up`, showing its progress lines live (a cold build takes minutes)."""
     capture = request.config.pluginmanager.getplugin("capturemanager")
     live = capture.global_and_fixture_disabled() if capture else contextlib.nullcontext()
     progress = []
     with live, subprocess.Popen(
-        [str(CLUSTER_SH), "up"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        [str(script), "up"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     ) as proc:
         timer = threading.Timer(UP_TIMEOUT_SECONDS, proc.kill)
         timer.start()
@@ -111,6 +112,17 @@ def kube_cluster(request):
     shared = "PYTEST_XDIST_WORKER" in os.environ
     if not was_running and not shared and os.environ.get("GPUPLATFORM_CLUSTER_STOP") == "1":
         subprocess.run([str(CLUSTER_SH), "down"], check=False, capture_output=True, text=True)
+
+
+@pytest.fixture(scope="session")
+def keda_on_the_cluster(kube_cluster, request):
+    """KEDA's operator and metrics API server running on the local cluster: `make test` starts
+    the cluster without it (GPUPLATFORM_KEDA=later) while it builds, and the tests that need it
+    run after the others (tests/conftest.py)."""
+    returncode, _, progress = _run_up(request, KEDA_SH)
+    if returncode != 0:
+        pytest.fail(f"keda.sh up failed ({returncode}):\n{progress[-4000:]}")
+    return kube_cluster
 
 
 @pytest.fixture(scope="session")
@@ -210,33 +222,55 @@ TOLERATION = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSched
 TAINT = [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]
 
 
+@contextlib.contextmanager
+def on_the_cluster(live, teams, flavors, *, cohort=None, then=None):
+    """``teams`` and their quotas on ``flavors`` made on the cluster (namespaces, RBAC, queues);
+    afterwards the teams offboarded, the flavors' jobs and quotas and the flavors deleted (the
+    cohort too, and what ``then`` deletes), and the cluster's shared objects synced again: what
+    every live fixture with teams of its own does around its tests."""
+    sync_cluster_objects(live)
+    for team in teams:
+        sync_team(live, team)
+        sync_team_quotas(live, team)
+    yield
+    for team in teams:
+        if Team.objects.filter(pk=team.pk).exists():
+            team.refresh_from_db()
+            offboard(live, team)
+    for flavor in flavors:
+        flavor.quotas.all().delete()
+        flavor.jobs.all().delete()
+        flavor.delete()
+    if cohort is not None:
+        cohort.delete()
+    if then is not None:
+        then()
+    sync_cluster_objects(live)
+
+
+def team_of_its_own(slug: str, **fields) -> tuple[Team, object]:
+    """A team named ``slug`` and its owner (``owner-<slug>``)."""
+    owner = make_user(f"owner-{slug}")
+    return make_team(slug, members={owner: Membership.Role.OWNER}, display_name=slug, **fields), owner
+
+
 @pytest.fixture
 def world(live):
     """A team with an 8-GPU H100 quota (Kueue) and an 8-GPU A100 quota (Volcano)."""
     slug = f"it-{uuid.uuid4().hex[:6]}"
-    owner = make_user(f"owner-{slug}")
-    team = Team.objects.create(slug=slug, display_name=slug, max_priority_value=1000)  # may preempt
-    Membership.objects.create(team=team, user=owner, role=Membership.Role.OWNER)
+    team, _ = team_of_its_own(slug, max_priority_value=1000)  # may preempt
     h100 = make_flavor(f"h100-{slug}", node_labels={"gpuplatform.io/pool": "h100"}, node_taints=TAINT,
                        tolerations=TOLERATION)
     a100 = make_flavor(f"a100-{slug}", scheduler=Scheduler.VOLCANO, node_labels={"gpuplatform.io/pool": "a100"},
                        tolerations=TOLERATION)
     make_quota(team, h100, nominal_gpus=8, cpu_cores=64, memory_gib=512)
     make_quota(team, a100, nominal_gpus=8, cpu_cores=64, memory_gib=512)
-    sync_cluster_objects(live)
-    sync_team(live, team)
-    sync_team_quotas(live, team)
-    yield team, h100, a100
-    if Team.objects.filter(pk=team.pk).exists():
-        team.refresh_from_db()
-        offboard(live, team)
-    for flavor in (h100, a100):
-        flavor.quotas.all().delete()
-        flavor.jobs.all().delete()
-        flavor.delete()
-    PriorityClass.objects.filter(name__endswith=slug).delete()
-    Cohort.objects.filter(name__endswith=slug).delete()
-    sync_cluster_objects(live)
+    def its_classes_and_cohorts():
+        PriorityClass.objects.filter(name__endswith=slug).delete()
+        Cohort.objects.filter(name__endswith=slug).delete()
+
+    with on_the_cluster(live, [team], [h100, a100], then=its_classes_and_cohorts):
+        yield team, h100, a100
 
 
 def submit(live, team, flavor, **fields) -> Job:

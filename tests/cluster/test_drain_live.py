@@ -17,13 +17,11 @@ from jobs.lifecycle import State
 from jobs.tasks import sync_job
 from quotas import actions
 from quotas.models import Drain, Scheduler
-from quotas.tasks import sync_cluster_objects, sync_team_quotas
+from quotas.tasks import sync_team_quotas
 from schedulers import queue_name
-from tenants.models import Membership, Team
-from tenants.tasks import offboard, sync_team
 
 from ..builders import build_job, make_flavor, make_quota, make_user
-from .conftest import TAINT, TOLERATION, reaches, stays_true, submit, wait_until
+from .conftest import TAINT, TOLERATION, on_the_cluster, reaches, stays_true, submit, team_of_its_own, wait_until
 
 pytestmark = [pytest.mark.cluster, pytest.mark.django_db(transaction=True)]
 KUEUE = "kueue.x-k8s.io/v1beta2"
@@ -34,23 +32,14 @@ def pool(live, monkeypatch):
     """A team of this helper's own (slug drain-...) with an 8-GPU H100 quota on Kueue; the
     quota reconciles a drain enqueues run at once against the cluster."""
     slug = f"drain-{uuid.uuid4().hex[:6]}"
-    team = Team.objects.create(slug=slug, display_name=slug)
-    Membership.objects.create(team=team, user=make_user(f"owner-{slug}"), role=Membership.Role.OWNER)
+    team, _ = team_of_its_own(slug)
     h100 = make_flavor(f"h100-{slug}", node_labels={"gpuplatform.io/pool": "h100"}, node_taints=TAINT,
                        tolerations=TOLERATION, scheduler=Scheduler.KUEUE)
     make_quota(team, h100, nominal_gpus=8, cpu_cores=64, memory_gib=512)
-    sync_cluster_objects(live)
-    sync_team(live, team)
-    sync_team_quotas(live, team)
     monkeypatch.setattr("quotas.actions.quotas_changed", lambda t: sync_team_quotas(live, t))
-    yield team, h100
-    Drain.objects.filter(flavor=h100).delete()
-    team.refresh_from_db()
-    offboard(live, team)
-    h100.quotas.all().delete()
-    h100.jobs.all().delete()
-    h100.delete()
-    sync_cluster_objects(live)
+    with on_the_cluster(live, [team], [h100]):
+        yield team, h100
+        Drain.objects.filter(flavor=h100).delete()
 
 
 def stop_policy(live, team, flavor) -> str:

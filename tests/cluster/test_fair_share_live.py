@@ -13,14 +13,13 @@ import pytest
 
 from quotas.fairshare import fair_shares
 from quotas.models import Cohort, Quota
-from quotas.tasks import sync_cluster_objects, sync_team_quotas
+from quotas.tasks import sync_team_quotas
 from schedulers import queue_name
 from schedulers.kueue import API
 from tenants.models import Team
-from tenants.tasks import offboard, sync_team
 
 from ..builders import make_flavor, make_quota
-from .conftest import TAINT, TOLERATION, submit, wait_until
+from .conftest import TAINT, TOLERATION, on_the_cluster, submit, wait_until
 
 pytestmark = [pytest.mark.cluster, pytest.mark.django_db(transaction=True)]
 
@@ -37,19 +36,8 @@ def cohort_of_three(live):
     for team in teams:
         nominal = 4 if team.slug.startswith("fslend") else 2
         make_quota(team, h100, cohort=cohort, nominal_gpus=nominal, cpu_cores=64, memory_gib=512)
-    sync_cluster_objects(live)
-    for team in teams:
-        sync_team(live, team)
-        sync_team_quotas(live, team)
-    yield teams, h100
-    for team in teams:
-        team.refresh_from_db()
-        offboard(live, team)
-    h100.jobs.all().delete()
-    h100.quotas.all().delete()
-    h100.delete()
-    cohort.delete()
-    sync_cluster_objects(live)
+    with on_the_cluster(live, teams, [h100], cohort=cohort):
+        yield teams, h100
 
 
 def weighted_share(live, team, flavor) -> int | None:

@@ -27,7 +27,7 @@ BUSY_THEN_IDLE = "0:95,90:10"
 
 
 @pytest.fixture
-def keda(live, live_prometheus, settings):
+def keda(keda_on_the_cluster, live, live_prometheus, settings):
     """KEDA asks the local Prometheus every 5 s; its HPA scales down after 10 s of low use."""
     settings.KEDA_POLLING_INTERVAL_SECONDS = 5
     settings.KEDA_SCALE_DOWN_WINDOW_SECONDS = 10

@@ -26,14 +26,13 @@ from jobs.manifests import render_job
 from jobs.models import Job, Volume
 from jobs.tasks import TEAM_VOLUMES, sync_job
 from quotas.models import Cohort, StorageQuota
-from quotas.tasks import sync_cluster_objects, sync_team_quotas
+from quotas.tasks import sync_team_quotas
 from schedulers.kueue import WORKLOAD
 from schedulers.notebook import STATEFULSET
 from tenants.models import Membership, Team
-from tenants.tasks import offboard, sync_team
 
 from ..builders import make_flavor, make_job, make_quota, make_user
-from .conftest import TAINT, TOLERATION, reaches, stays_true, submit, wait_until
+from .conftest import TAINT, TOLERATION, on_the_cluster, reaches, stays_true, submit, wait_until
 from .test_field_ownership_live import running_pods, sweeps_change_nothing
 from .test_no_way_around_the_queues import denied_by_policy, refused
 from .test_volumes_live import bound_volume
@@ -64,19 +63,8 @@ def cohort_teams(live):
         team, owner, member = _team(f"{base}-{suffix}")
         make_quota(team, h100, nominal_gpus=4, cpu_cores=64, memory_gib=512, cohort=cohort)
         teams.append((team, owner, member))
-    sync_cluster_objects(live)
-    for team, _, _ in teams:
-        sync_team(live, team)
-        sync_team_quotas(live, team)
-    yield teams, h100
-    for team, _, _ in teams:
-        team.refresh_from_db()
-        offboard(live, team)
-    h100.quotas.all().delete()
-    h100.jobs.all().delete()
-    h100.delete()
-    cohort.delete()
-    sync_cluster_objects(live)
+    with on_the_cluster(live, [team for team, _, _ in teams], [h100], cohort=cohort):
+        yield teams, h100
 
 
 def notebook(live, team, flavor, **fields) -> Job:

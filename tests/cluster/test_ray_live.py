@@ -19,12 +19,12 @@ from jobs.lifecycle import State
 from jobs.manifests import render_job
 from jobs.tasks import sync_job
 from quotas.models import PriorityClass
-from quotas.tasks import sync_cluster_objects, sync_team_quotas
-from tenants.models import Membership, Team
-from tenants.tasks import offboard, sync_team
+from quotas.tasks import sync_cluster_objects
+from tenants.models import Membership
+from tenants.tasks import sync_team
 
 from ..builders import make_flavor, make_job, make_quota, make_user
-from .conftest import TAINT, TOLERATION, reaches, submit, wait_until
+from .conftest import TAINT, TOLERATION, on_the_cluster, reaches, submit, team_of_its_own, wait_until
 from .test_field_ownership_live import running_pods, sweeps_change_nothing
 from .test_no_way_around_the_queues import denied_by_policy, refused
 
@@ -37,24 +37,14 @@ RAY = {"command": [], "args": [], "image": "rayproject/ray:2.52.0"}
 def ray_team(live):
     """A team (slug ray-...) with a 4-GPU H100 quota on Kueue, an owner and a member."""
     slug = f"ray-{uuid.uuid4().hex[:6]}"
-    owner, member = make_user(f"owner-{slug}"), make_user(f"member-{slug}")
-    team = Team.objects.create(slug=slug, display_name=slug, max_priority_value=1000)
-    Membership.objects.create(team=team, user=owner, role=Membership.Role.OWNER)
+    team, owner = team_of_its_own(slug, max_priority_value=1000)
+    member = make_user(f"member-{slug}")
     Membership.objects.create(team=team, user=member, role=Membership.Role.MEMBER)
     h100 = make_flavor(f"h100-{slug}", node_labels={"gpuplatform.io/pool": "h100"}, node_taints=TAINT,
                        tolerations=TOLERATION)
     make_quota(team, h100, nominal_gpus=4, cpu_cores=64, memory_gib=512)
-    sync_cluster_objects(live)
-    sync_team(live, team)
-    sync_team_quotas(live, team)
-    yield team, h100, owner, member
-    team.refresh_from_db()
-    offboard(live, team)
-    h100.quotas.all().delete()
-    h100.jobs.all().delete()
-    h100.delete()
-    PriorityClass.objects.filter(name__endswith=slug).delete()
-    sync_cluster_objects(live)
+    with on_the_cluster(live, [team], [h100], then=PriorityClass.objects.filter(name__endswith=slug).delete):
+        yield team, h100, owner, member
 
 
 def ray_job(live, team, flavor, **fields):

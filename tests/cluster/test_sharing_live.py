@@ -13,13 +13,10 @@ import pytest
 
 from jobs.lifecycle import State
 from jobs.manifests import render_job
-from quotas.tasks import sync_cluster_objects, sync_team_quotas
-from tenants.models import Membership, Team
-from tenants.tasks import offboard, sync_team
 
-from ..builders import make_flavor, make_job, make_quota, make_user
+from ..builders import make_flavor, make_job, make_quota
 from ..quotas.test_hardware import INFINIBAND, L4_MPS, T4_TIME_SLICED
-from .conftest import TAINT, TOLERATION, submit, wait_until
+from .conftest import TAINT, TOLERATION, on_the_cluster, submit, team_of_its_own, wait_until
 from .test_no_way_around_the_queues import denied_by_policy
 
 pytestmark = [pytest.mark.cluster, pytest.mark.django_db(transaction=True)]
@@ -31,9 +28,7 @@ LIVE = State.ADMITTED, State.RUNNING, State.SUCCEEDED
 def pools(live):
     """A team with quotas on the time-sliced, MPS and InfiniBand (H100) pools of the local cluster."""
     slug = f"sh-{uuid.uuid4().hex[:6]}"
-    owner = make_user(f"owner-{slug}")
-    team = Team.objects.create(slug=slug, display_name=slug)
-    Membership.objects.create(team=team, user=owner, role=Membership.Role.OWNER)
+    team, owner = team_of_its_own(slug)
     placement = dict(node_taints=TAINT, tolerations=TOLERATION, network_fabric="tcp")
     flavors = {
         "ts": make_flavor(**dict(T4_TIME_SLICED, name=f"ts-{slug}"), **placement,
@@ -44,17 +39,8 @@ def pools(live):
     }
     for flavor in flavors.values():
         make_quota(team, flavor, nominal_gpus=4, cpu_cores=32, memory_gib=64)
-    sync_cluster_objects(live)
-    sync_team(live, team)
-    sync_team_quotas(live, team)
-    yield team, owner, flavors
-    team.refresh_from_db()
-    offboard(live, team)
-    for flavor in flavors.values():
-        flavor.quotas.all().delete()
-        flavor.jobs.all().delete()
-        flavor.delete()
-    sync_cluster_objects(live)
+    with on_the_cluster(live, [team], list(flavors.values())):
+        yield team, owner, flavors
 
 
 def main_containers(live, job, count):

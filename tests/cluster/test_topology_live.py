@@ -17,12 +17,9 @@ from jobs.feasibility import Feasibility
 from jobs.lifecycle import State
 from jobs.logs import job_pods, landed, pod_view
 from jobs.manifests import object_name, render_job
-from quotas.tasks import sync_cluster_objects, sync_team_quotas
-from tenants.models import Membership, Team
-from tenants.tasks import offboard, sync_team
 
-from ..builders import build_job, make_flavor, make_quota, make_user
-from .conftest import TAINT, TOLERATION, reaches, submit, wait_until
+from ..builders import build_job, make_flavor, make_quota
+from .conftest import TAINT, TOLERATION, on_the_cluster, reaches, submit, team_of_its_own, wait_until
 from .test_no_way_around_the_queues import denied_by_policy
 
 pytestmark = [pytest.mark.cluster, pytest.mark.django_db(transaction=True)]
@@ -34,23 +31,13 @@ LONG = {"GPUPLATFORM_FAKE_DURATION": "900s"}  # the fake pods run this long
 def racked(live):
     """A team of its own with 32 GPUs on a flavor of the four H100 nodes, racked."""
     slug = f"topo-{uuid.uuid4().hex[:6]}"
-    owner = make_user(f"owner-{slug}")
-    team = Team.objects.create(slug=slug, display_name=slug)
-    Membership.objects.create(team=team, user=owner, role=Membership.Role.OWNER)
+    team, _ = team_of_its_own(slug)
     flavor = make_flavor(f"h100-{slug}", node_labels={"gpuplatform.io/pool": "h100"}, node_taints=TAINT,
                          tolerations=TOLERATION, network_fabric="tcp",
                          topology_block_label="gpuplatform.io/block", topology_rack_label=RACK)
     make_quota(team, flavor, nominal_gpus=32, cpu_cores=64, memory_gib=512)
-    sync_cluster_objects(live)
-    sync_team(live, team)
-    sync_team_quotas(live, team)
-    yield team, flavor
-    team.refresh_from_db()
-    offboard(live, team)
-    flavor.quotas.all().delete()
-    flavor.jobs.all().delete()
-    flavor.delete()
-    sync_cluster_objects(live)
+    with on_the_cluster(live, [team], [flavor]):
+        yield team, flavor
 
 
 def nodes_of(live, job, count):

@@ -16,12 +16,9 @@ from jobs.lifecycle import State
 from jobs.logs import job_pods, landed, pod_view
 from jobs.manifests import object_name
 from quotas.models import Scheduler
-from quotas.tasks import sync_cluster_objects, sync_team_quotas
-from tenants.models import Membership, Team
-from tenants.tasks import offboard, sync_team
 
-from ..builders import make_flavor, make_quota, make_user
-from .conftest import TAINT, TOLERATION, reaches, submit, wait_until
+from ..builders import make_flavor, make_quota
+from .conftest import TAINT, TOLERATION, on_the_cluster, reaches, submit, team_of_its_own, wait_until
 from .test_topology_live import LONG, RACK, nodes_of, rack_of
 
 pytestmark = [pytest.mark.cluster, pytest.mark.django_db(transaction=True)]
@@ -32,23 +29,13 @@ HYPERNODE = ("topology.volcano.sh/v1alpha1", "HyperNode")
 def racked_volcano(live):
     """A team of its own with 32 GPUs on a Volcano flavor of the four racked H100 nodes."""
     slug = f"hyper-{uuid.uuid4().hex[:6]}"
-    owner = make_user(f"owner-{slug}")
-    team = Team.objects.create(slug=slug, display_name=slug)
-    Membership.objects.create(team=team, user=owner, role=Membership.Role.OWNER)
+    team, _ = team_of_its_own(slug)
     flavor = make_flavor(f"vc-h100-{slug}", scheduler=Scheduler.VOLCANO, node_labels={"gpuplatform.io/pool": "h100"},
                          node_taints=TAINT, tolerations=TOLERATION, network_fabric="tcp",
                          topology_block_label="gpuplatform.io/block", topology_rack_label=RACK)
     make_quota(team, flavor, nominal_gpus=32, cpu_cores=64, memory_gib=512)
-    sync_cluster_objects(live)
-    sync_team(live, team)
-    sync_team_quotas(live, team)
-    yield team, flavor
-    team.refresh_from_db()
-    offboard(live, team)
-    flavor.quotas.all().delete()
-    flavor.jobs.all().delete()
-    flavor.delete()
-    sync_cluster_objects(live)
+    with on_the_cluster(live, [team], [flavor]):
+        yield team, flavor
 
 
 def racks_discovered(live) -> dict[str, set[str]]:

@@ -13,13 +13,10 @@ from jobs.tasks import sync_job
 from quotas import actions
 from quotas import tasks as quota_tasks
 from quotas.models import QuotaRequest
-from quotas.tasks import sync_cluster_objects, sync_team_quotas
 from schedulers.base import EXCEEDS_QUOTA
-from tenants.models import Membership, Team
-from tenants.tasks import offboard, sync_team
 
 from ..builders import make_flavor, make_job, make_quota, make_user
-from ..cluster.conftest import kube_cluster, live, wait_until, watcher  # noqa: F401  (fixtures)
+from ..cluster.conftest import kube_cluster, live, on_the_cluster, team_of_its_own, wait_until, watcher  # noqa: F401  (fixtures)
 
 pytestmark = [pytest.mark.cluster, pytest.mark.django_db(transaction=True)]
 
@@ -37,24 +34,14 @@ def reconcile_teams_inline(monkeypatch):
 @pytest.fixture
 def world(live):
     slug = f"gr-{uuid.uuid4().hex[:6]}"
-    owner = make_user(f"owner-{slug}")
+    team, owner = team_of_its_own(slug)
     manager = make_user(f"quinn-{slug}", quota_manager=True)
-    team = Team.objects.create(slug=slug, display_name=slug)
-    Membership.objects.create(team=team, user=owner, role=Membership.Role.OWNER)
     h100 = make_flavor(f"h100-{slug}", node_labels={"gpuplatform.io/pool": "h100"}, tolerations=TOLERATION)
     make_quota(team, h100, nominal_gpus=8, cpu_cores=64, memory_gib=512)
-    sync_cluster_objects(live)
-    sync_team(live, team)
-    sync_team_quotas(live, team)
-    yield team, h100, owner, manager
-    team.refresh_from_db()
-    offboard(live, team)
-    h100.quota_grants.all().delete()
-    h100.quota_requests.all().delete()
-    h100.quotas.all().delete()
-    h100.jobs.all().delete()
-    h100.delete()
-    sync_cluster_objects(live)
+    with on_the_cluster(live, [team], [h100]):
+        yield team, h100, owner, manager
+        h100.quota_grants.all().delete()
+        h100.quota_requests.all().delete()
 
 
 def cluster_queue_gpus(live, team, flavor) -> str:

@@ -1,15 +1,18 @@
 """A job being cancelled whose workload is gone gives its GPUs back as its pods go, so its
 GPU-hours end with its pods and not when the cancel's reconcile (a retried task, seconds later)
-records the end; never before every watch has listed."""
+records the end; never before every watch has listed. The cancel's reconcile records the end
+only once the pods are gone (`jobs.tasks._record_the_end`)."""
 
 from datetime import timedelta
 
 import pytest
 from django.utils import timezone
 
+from cluster import FakeCluster, ObjectRef
 from core.reconcile import Outcome
 from jobs.lifecycle import State
 from jobs.models import GpuInterval, Job
+from jobs import tasks
 from jobs.tasks import _record
 from jobs.watcher import POD, StatusWatcher
 
@@ -68,7 +71,7 @@ def test_a_cancelled_servers_gpus_end_with_its_pods_not_with_the_recorded_end(ca
     assert (job.state, job.gpus_in_use) == (State.CANCELLING, 0)  # the end is the cancel's to record
     # The cancel's reconcile, retried seconds later, records the end when the pods went, and
     # charges nothing more.
-    _record(job, Outcome())
+    _record(FakeCluster(), job, Outcome())
     job = Job.objects.get(pk=cancelling_server.pk)
     assert (job.state, job.finished_at) == (State.CANCELLED, gone)
     assert job.events.latest("created_at").created_at == gone
@@ -89,3 +92,37 @@ def test_a_job_not_being_cancelled_keeps_its_gpus_when_its_workload_is_unseen():
     GpuInterval.objects.create(job=job, team=job.team, flavor=job.flavor, gpus=2, started_at=timezone.now())
     assert listed(StatusWatcher(cluster=None)).evaluate([job.pk]) == 0
     assert held(job) == [(2, True)]
+
+
+def _on_a_node(fake: FakeCluster, job, index: int) -> None:
+    fake.put(pod(job, index, node=f"n{index}")[1])
+
+
+def test_the_end_waits_for_pods_the_garbage_collector_has_not_deleted_yet(cancelling_server, monkeypatch):
+    """After an API-server restart the garbage collector catches up late: the server's
+    Deployment is gone but its pods run on, so the cancel's reconcile leaves the end (and the
+    GPU-hours) open, and the next one, once the pods are gone, records it."""
+    monkeypatch.setattr(tasks, "END_WAIT_SECONDS", 0.2)
+    fake = FakeCluster()
+    for index in range(2):
+        _on_a_node(fake, cancelling_server, index)
+    deleted = Outcome(pruned=[ObjectRef("apps/v1", "Deployment", cancelling_server.team.namespace_name, "serve")])
+    _record(fake, cancelling_server, deleted)  # the reconcile that deleted its Deployment waits a while
+    job = Job.objects.get(pk=cancelling_server.pk)
+    assert (job.state, job.finished_at) == (State.CANCELLING, None)
+    assert fake.requests["LIST"] > 1
+    assert held(job) == [(4, True)]
+    for stored in fake.stored("v1", "Pod"):
+        fake.remove("v1", "Pod", stored["metadata"]["name"], stored["metadata"]["namespace"])
+    before = timezone.now()
+    _record(fake, job, Outcome())  # the sweep's, later: one look
+    job = Job.objects.get(pk=cancelling_server.pk)
+    assert job.state == State.CANCELLED and job.finished_at >= before
+    assert held(job) == [(4, False)]
+
+
+def test_without_pods_the_end_is_recorded_at_once(cancelling_server):
+    fake = FakeCluster()
+    _record(fake, cancelling_server, Outcome())
+    assert Job.objects.get(pk=cancelling_server.pk).state == State.CANCELLED
+    assert fake.requests["LIST"] == 1  # one look at its pods

@@ -48,7 +48,7 @@ def scratch_secret(team: Team) -> list[dict]:
 def scratch():
     """A sixth owner, declared here and nowhere else: a scratch Secret in every team's namespace."""
     owner = Owner(name="team scratch", scope=Scope.TEAM, kinds=(SECRET,), render=scratch_secret,
-                  record=lambda team, outcome: None, task=Sent(), **TEAM_ITEMS)
+                  record=lambda cluster, team, outcome: None, task=Sent(), **TEAM_ITEMS)
     previous = install([*OWNERS, owner])
     yield owner
     install(previous)
