@@ -463,7 +463,7 @@ start() { # start <name> <binary> args...
   local name="$1"; shift
   if is_running "$name"; then return 0; fi  # already running
   log "$name: starting"
-  setsid "$@" >>"$LOGS/$name.log" 2>&1 </dev/null 9>&- &  # 9: the lock, not for the children
+  setsid "$@" >>"$LOGS/$name.log" 2>&1 </dev/null 8>&- 9>&- &  # 8, 9: the locks, not for the children
   echo $! >"$PIDS/$name.pid"
 }
 

@@ -187,6 +187,7 @@ keda_build_alone() {
     flock 8
   fi
   keda_build
+  exec 8>&-  # released here: the processes `up` starts next must not hold it
 }
 
 case "${1:-}" in

@@ -10,9 +10,9 @@ from django.utils import timezone
 
 from cluster import FakeCluster, ObjectRef
 from core.reconcile import Outcome
+from jobs import tasks
 from jobs.lifecycle import State
 from jobs.models import GpuInterval, Job
-from jobs import tasks
 from jobs.tasks import _record
 from jobs.watcher import POD, StatusWatcher
 
