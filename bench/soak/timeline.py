@@ -69,6 +69,23 @@ def _first(values):
     return min(values) if values else None
 
 
+def _evicted(account: Account, condition: tuple, evictions: set) -> None:
+    """A Workload's Evicted condition (status, reason, time): its GPUs are given back; it was
+    preempted unless Kueue deactivated it, which it does to a workload past its max run time
+    ("DeactivatedDueToMaximumExecutionTimeExceeded" in 0.17): a deactivated workload never
+    runs again."""
+    _, reason, at = condition
+    account.edges.append((at, False))
+    evictions.add(at)
+    if reason.endswith("MaximumExecutionTimeExceeded") or reason.startswith("Deactivated"):
+        account.finished = _first([account.finished, at])
+        account.verdict = "failed"
+    else:
+        account.preempted = _first([account.preempted, at])
+        if at not in account.preemptions:
+            account.preemptions.append(at)
+
+
 def kueue_training(account: Account, job: dict, workloads, batch_jobs, pods: list[PodInfo]) -> None:
     evictions = set()
     for wl in workloads:
@@ -82,17 +99,7 @@ def kueue_training(account: Account, job: dict, workloads, batch_jobs, pods: lis
             elif was_admitted and conds.get("Admitted"):
                 account.edges.append((conds["Admitted"][2], False))
             if ev := _true(conds, "Evicted"):
-                account.edges.append((ev[2], False))
-                evictions.add(ev[2])
-                # Kueue 0.17 deactivates a workload past its max run time ("DeactivatedDueTo
-                # MaximumExecutionTimeExceeded"); a deactivated workload never runs again.
-                if ev[1].endswith("MaximumExecutionTimeExceeded") or ev[1].startswith("Deactivated"):
-                    account.finished = _first([account.finished, ev[2]])
-                    account.verdict = "failed"
-                else:
-                    account.preempted = _first([account.preempted, ev[2]])
-                    if ev[2] not in account.preemptions:
-                        account.preemptions.append(ev[2])
+                _evicted(account, ev, evictions)
             if fin := _true(conds, "Finished"):
                 account.edges.append((fin[2], False))
         if wl.deletion or wl.gone:
@@ -191,8 +198,7 @@ def kueue_long_lived(account: Account, job: dict, workloads, pods: list[PodInfo]
                 account.admitted = _first([account.admitted, adm[2]])
                 account.edges.append((adm[2], True))
             if ev := _true(conds, "Evicted"):
-                evictions.add(ev[2])
-                account.edges.append((ev[2], False))
+                _evicted(account, ev, evictions)
         if wl.gone or wl.deletion:
             account.edges.append((wl.deletion or wl.gone, False))
     account.evictions = len(evictions)
