@@ -38,4 +38,39 @@ echo "==> tests on ${DATABASE_URL%%@*}@… and ${REDIS_URL}"
 workers="${GPUPLATFORM_TEST_WORKERS:-1}"
 parallel=()
 [ "$workers" -gt 1 ] && parallel=(-n "$workers" --dist loadgroup)
-exec .venv/bin/pytest "${parallel[@]}" "$@"
+# The whole suite (no arguments) runs the cluster's long tests (SECOND_CLUSTER in
+# tests/conftest.py) meanwhile in a second pytest on a local cluster of their own (ports +4000),
+# with a database and a Redis database of their own (Redis: 0 tests, 1 demo, 2 soak, 3 e2e,
+# 4 these); they wait for the build like the others, and what they say is shown at the end.
+# GPUPLATFORM_SECOND_CLUSTER=0: one pytest runs everything.
+second_pid=""
+if [ $# -eq 0 ] && [ "$workers" -eq 1 ] && [ "${GPUPLATFORM_SECOND_CLUSTER:-1}" = 1 ]; then
+  cache="${GPUPLATFORM_CACHE_DIR:-$HOME/.cache/gpuplatform}"
+  second_log="$cache/test-logs/second-cluster.log"
+  mkdir -p "$(dirname "$second_log")"
+  read -r second_db second_redis < <(.venv/bin/python -c 'import sys, urllib.parse as u
+db, redis = map(u.urlsplit, sys.argv[1:])
+print(u.urlunsplit(db._replace(path=db.path.rstrip("/") + "_second")), u.urlunsplit(redis._replace(path="/4")))' \
+    "$DATABASE_URL" "$REDIS_URL")
+  echo "==> the cluster's long tests meanwhile on a second local cluster (log: $second_log)"
+  GPUPLATFORM_TEST_SHARD=second-cluster GPUPLATFORM_CLUSTER_DIR="$cache/cluster-second" \
+    GPUPLATFORM_CLUSTER_PORT_OFFSET=4000 DATABASE_URL="$second_db" REDIS_URL="$second_redis" \
+    CELERY_BROKER_URL="$second_redis" CELERY_RESULT_BACKEND="$second_redis" \
+    .venv/bin/pytest -p no:cacheprovider >"$second_log" 2>&1 </dev/null &
+  second_pid=$!
+  trap 'kill "$second_pid" 2>/dev/null || true' EXIT
+  export GPUPLATFORM_TEST_SHARD=main
+fi
+rc=0
+.venv/bin/pytest "${parallel[@]}" "$@" || rc=$?
+if [ -n "$second_pid" ]; then
+  second_rc=0
+  wait "$second_pid" || second_rc=$?
+  trap - EXIT
+  echo "==> the cluster's long tests on the second cluster (log: $second_log)"
+  # Their failures and summary (or the last lines, if it ended before pytest could say).
+  grep -q '^=* \(FAILURES\|ERRORS\) =*$' "$second_log" \
+    && sed -n '/^=* \(FAILURES\|ERRORS\) =*$/,$p' "$second_log" || tail -n 3 "$second_log"
+  [ "$rc" -ne 0 ] || rc=$second_rc
+fi
+exit "$rc"

@@ -25,8 +25,33 @@ def _build_rank(item) -> int:
                 if fixture in names or (marker and item.get_closest_marker(marker))), default=0)
 
 
+# The cluster's long tests, which scripts/test.sh runs on a second local cluster beside the
+# others (GPUPLATFORM_TEST_SHARD): they mostly wait (on Prometheus windows, grace periods,
+# Kueue and KEDA), so on a cluster of their own that wait overlaps the rest. Chosen to take
+# about as long as the cluster's other tests with the short soak, Helm and the IdP.
+SECOND_CLUSTER = frozenset(f"tests/cluster/test_{name}_live.py" for name in (
+    "idle_reclaim", "gpu_autoscaling", "preemption", "logs", "eta", "gpu_use", "notifications", "max_runtime",
+))
+SHARDS = {"main": lambda path: path not in SECOND_CLUSTER, "second-cluster": lambda path: path in SECOND_CLUSTER}
+
+
+def _in_shard(config, items) -> None:
+    """Only the tests of the shard GPUPLATFORM_TEST_SHARD names (none: all of them)."""
+    shard = os.environ.get("GPUPLATFORM_TEST_SHARD", "")
+    if not shard:
+        return
+    if shard not in SHARDS:
+        raise pytest.UsageError(f"GPUPLATFORM_TEST_SHARD={shard!r}: expected one of {', '.join(SHARDS)}")
+    keep, other = [], []
+    for item in items:
+        (keep if SHARDS[shard](item.nodeid.split("::", 1)[0]) else other).append(item)
+    if other:
+        config.hook.pytest_deselected(items=other)
+        items[:] = keep
+
+
 @pytest.hookimpl(trylast=True)
-def pytest_collection_modifyitems(items):
+def pytest_collection_modifyitems(config, items):
     """In one process, the tests that need one of those run last, in the order they are built
     (each in its own random order), so that scripts/test.sh's background build overlaps the
     rest of the suite, and KEDA, Helm and the IdP build while the cluster's tests run. Under
@@ -34,6 +59,7 @@ def pytest_collection_modifyitems(items):
     first to one worker, which runs them in that order (waiting for the build on a cold
     machine) while the other workers share the rest: they share one cluster whose GPUs they
     count, and mostly wait on its controllers."""
+    _in_shard(config, items)
     under_xdist = "PYTEST_XDIST_WORKER" in os.environ
     items.sort(key=lambda item: (under_xdist == (_build_rank(item) == 0), _build_rank(item)))
 

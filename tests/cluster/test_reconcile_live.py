@@ -276,7 +276,7 @@ def test_after_a_redis_flush_the_sweep_restores_convergence(live, world):
     owner = team.memberships.get().user
     job = actions.submit(team=team, submitter=owner, flavor=h100, name=f"j{uuid.uuid4().hex[:6]}",
                          image="ghcr.io/x/train:1", cpu_per_worker=1, memory_per_worker_gib=2)
-    redis.Redis.from_url(settings.CELERY_BROKER_URL).flushall()  # the reconcile message is lost
+    redis.Redis.from_url(settings.CELERY_BROKER_URL).flushdb()  # the reconcile message is lost
     job.refresh_from_db()
     assert job.state == State.SUBMITTED
     assert live.list("batch/v1", "Job", namespace=team.namespace_name, label_selector=f"gpuplatform.io/job={job.pk}") == []
