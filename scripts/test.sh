@@ -52,6 +52,7 @@ if [ $# -eq 0 ] && [ "$workers" -eq 1 ] && [ "${GPUPLATFORM_SECOND_CLUSTER:-1}" 
 db, redis = map(u.urlsplit, sys.argv[1:])
 print(u.urlunsplit(db._replace(path=db.path.rstrip("/") + "_second")), u.urlunsplit(redis._replace(path="/4")))' \
     "$DATABASE_URL" "$REDIS_URL")
+  [ -n "${second_redis:-}" ] || { echo "cannot derive the second pytest's database URLs" >&2; exit 1; }
   echo "==> the cluster's long tests meanwhile on a second local cluster (log: $second_log)"
   GPUPLATFORM_TEST_SHARD=second-cluster GPUPLATFORM_CLUSTER_DIR="$cache/cluster-second" \
     GPUPLATFORM_CLUSTER_PORT_OFFSET=4000 DATABASE_URL="$second_db" REDIS_URL="$second_redis" \

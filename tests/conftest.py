@@ -32,7 +32,7 @@ def _build_rank(item) -> int:
 SECOND_CLUSTER = frozenset(f"tests/cluster/test_{name}_live.py" for name in (
     "idle_reclaim", "gpu_autoscaling", "preemption", "logs", "eta", "gpu_use", "notifications", "max_runtime",
 ))
-SHARDS = {"main": lambda path: path not in SECOND_CLUSTER, "second-cluster": lambda path: path in SECOND_CLUSTER}
+SHARDS = ("main", "second-cluster")
 
 
 def _in_shard(config, items) -> None:
@@ -42,9 +42,9 @@ def _in_shard(config, items) -> None:
         return
     if shard not in SHARDS:
         raise pytest.UsageError(f"GPUPLATFORM_TEST_SHARD={shard!r}: expected one of {', '.join(SHARDS)}")
-    keep, other = [], []
+    second, keep, other = shard == "second-cluster", [], []
     for item in items:
-        (keep if SHARDS[shard](item.nodeid.split("::", 1)[0]) else other).append(item)
+        (keep if (item.nodeid.split("::", 1)[0] in SECOND_CLUSTER) == second else other).append(item)
     if other:
         config.hook.pytest_deselected(items=other)
         items[:] = keep
