@@ -58,9 +58,16 @@ def onboard(cluster, team):
     return sync_team(cluster, team) + sync_team_quotas(cluster, team)
 
 
+def watches_open(cluster) -> bool:
+    """Every informer the cache started has sent its WATCH: one reads "watching" once its
+    LIST is in, and its thread sends the WATCH a moment later (longer on a loaded machine)."""
+    return cluster.requests["WATCH"] >= len(cluster.cache.states())
+
+
 def test_a_warm_cache_resyncs_a_team_without_a_single_request(cached, world):
     team, _, _ = world
     assert onboard(cached, team).writes == 0  # the world fixture created it; this fills the cache
+    wait_until(lambda: watches_open(cached), timeout=30, message="the cache's watches open")
     cached.reset_counts()
 
     assert onboard(cached, team).writes == 0

@@ -28,6 +28,7 @@ from tenants.tasks import sync_team
 
 from ..cluster.conftest import (  # noqa: F401  (fixtures)
     api_client,
+    keda_on_the_cluster,
     kube_cluster,
     kube_config,
     live,
@@ -156,9 +157,11 @@ def test_the_platform_identity_converges_teams_quotas_and_jobs_without_a_403(wor
 
 
 def test_the_platform_identity_reconciles_sweeps_and_watches_with_its_watch_cache_and_no_403(
-        world, as_platform_worker, capsys, caplog):
+        world, keda_on_the_cluster, as_platform_worker, capsys, caplog):
     """What the worker and the watcher do, as the chart's identity, with the cache on; the
-    door counts every 403 whoever asked (the cache's own background watches included)."""
+    door counts every 403 whoever asked (the cache's own background watches included).
+    KEDA is up (on a cold machine the cluster starts without it), so its ScaledObject is
+    served and watched like every other kind."""
     from gpuplatform.celery import app
     from gpuplatform.tasks import sweep
     from jobs.watcher import StatusWatcher
