@@ -7,17 +7,17 @@ scripts/venv.sh dev
 env_lines=$(scripts/services.sh up)
 while IFS= read -r line; do [ -n "$line" ] && export "$line"; done <<<"$env_lines"
 # The servers some tests build from source on first use (the local cluster, KEDA, Helm, the
-# IdP) build meanwhile in the background, at low priority, when not cached yet; those tests
-# run last, in that order (tests/conftest.py), so on a cold machine the build overlaps the
-# rest of the suite, and KEDA, Helm and the IdP build while the cluster's tests run (the
-# cluster starts without KEDA until it is built: GPUPLATFORM_KEDA=later, cluster.sh).
+# IdP) build meanwhile in the background when not cached yet: the cluster first (every test
+# that needs a build waits for it), then KEDA, Helm and the IdP at low priority while the
+# cluster's tests run (the cluster starts without KEDA until it is built: GPUPLATFORM_KEDA=later,
+# cluster.sh); those tests run in that order (tests/conftest.py).
 export GPUPLATFORM_KEDA="${GPUPLATFORM_KEDA:-later}"
 if [ "${GPUPLATFORM_PREBUILD:-1}" = 1 ] && command -v go >/dev/null; then
   prebuild_log="${GPUPLATFORM_CACHE_DIR:-$HOME/.cache/gpuplatform}/build-logs/prebuild.log"
   if ! { deploy/local-cluster/cluster.sh built && deploy/local-idp/idp.sh built; } >/dev/null 2>&1; then
     mkdir -p "$(dirname "$prebuild_log")"
     echo "==> building the local cluster, KEDA, Helm and the IdP in the background (log: $prebuild_log)"
-    (nice -n 10 deploy/local-cluster/cluster.sh build && nice -n 10 deploy/local-cluster/keda.sh build \
+    (deploy/local-cluster/cluster.sh build && nice -n 10 deploy/local-cluster/keda.sh build \
       && nice -n 10 deploy/helm/build-helm.sh && nice -n 10 deploy/local-idp/idp.sh build) \
       >"$prebuild_log" 2>&1 </dev/null &
   fi
@@ -38,40 +38,54 @@ echo "==> tests on ${DATABASE_URL%%@*}@… and ${REDIS_URL}"
 workers="${GPUPLATFORM_TEST_WORKERS:-1}"
 parallel=()
 [ "$workers" -gt 1 ] && parallel=(-n "$workers" --dist loadgroup)
-# The whole suite (no arguments) runs the cluster's long tests (SECOND_CLUSTER in
-# tests/conftest.py) meanwhile in a second pytest on a local cluster of their own (ports +4000),
-# with a database and a Redis database of their own (Redis: 0 tests, 1 demo, 2 soak, 3 e2e,
-# 4 these); they wait for the build like the others, and what they say is shown at the end.
-# GPUPLATFORM_SECOND_CLUSTER=0: one pytest runs everything.
-second_pid=""
+# The whole suite (no arguments, one worker) runs as three pytests at once
+# (GPUPLATFORM_TEST_SHARD, tests/conftest.py): here the tests that need no build, at low
+# priority, so that on a cold machine the cluster's build goes first; in the background the
+# tests that need a build (the local cluster, KEDA, Helm, the IdP), and the cluster's long
+# tests on a second local cluster of their own (ports +4000). Each background pytest has a
+# database and a Redis database of its own (Redis: 0 these, 1 demo, 2 soak, 3 e2e, 4 the
+# second cluster's, 5 the cluster's) and a log; their failures and summaries are printed at
+# the end. GPUPLATFORM_SECOND_CLUSTER=0: one pytest runs everything.
+cache="${GPUPLATFORM_CACHE_DIR:-$HOME/.cache/gpuplatform}"
+shard_pids=() shard_logs=()
+start_shard() {  # start_shard <shard> <database suffix> <Redis database> [VAR=value ...]
+  local shard="$1" suffix="$2" redis_db="$3" log="$cache/test-logs/$1.log" db redis
+  shift 3
+  read -r db redis < <(.venv/bin/python -c 'import sys, urllib.parse as u
+db, redis = map(u.urlsplit, sys.argv[1:3])
+print(u.urlunsplit(db._replace(path=db.path.rstrip("/") + sys.argv[3])), u.urlunsplit(redis._replace(path="/" + sys.argv[4])))' \
+    "$DATABASE_URL" "$REDIS_URL" "$suffix" "$redis_db")
+  [ -n "${redis:-}" ] || { echo "cannot derive the $shard pytest's database URLs" >&2; exit 1; }
+  echo "==> meanwhile, in the background: the $shard tests (log: $log)"
+  env GPUPLATFORM_TEST_SHARD="$shard" DATABASE_URL="$db" REDIS_URL="$redis" CELERY_BROKER_URL="$redis" \
+    CELERY_RESULT_BACKEND="$redis" "$@" .venv/bin/pytest -p no:cacheprovider >"$log" 2>&1 </dev/null &
+  shard_pids+=("$!") shard_logs+=("$log")
+}
+runner=(.venv/bin/pytest)
 if [ $# -eq 0 ] && [ "$workers" -eq 1 ] && [ "${GPUPLATFORM_SECOND_CLUSTER:-1}" = 1 ]; then
-  cache="${GPUPLATFORM_CACHE_DIR:-$HOME/.cache/gpuplatform}"
-  second_log="$cache/test-logs/second-cluster.log"
-  mkdir -p "$(dirname "$second_log")"
-  read -r second_db second_redis < <(.venv/bin/python -c 'import sys, urllib.parse as u
-db, redis = map(u.urlsplit, sys.argv[1:])
-print(u.urlunsplit(db._replace(path=db.path.rstrip("/") + "_second")), u.urlunsplit(redis._replace(path="/4")))' \
-    "$DATABASE_URL" "$REDIS_URL")
-  [ -n "${second_redis:-}" ] || { echo "cannot derive the second pytest's database URLs" >&2; exit 1; }
-  echo "==> the cluster's long tests meanwhile on a second local cluster (log: $second_log)"
-  GPUPLATFORM_TEST_SHARD=second-cluster GPUPLATFORM_CLUSTER_DIR="$cache/cluster-second" \
-    GPUPLATFORM_CLUSTER_PORT_OFFSET=4000 DATABASE_URL="$second_db" REDIS_URL="$second_redis" \
-    CELERY_BROKER_URL="$second_redis" CELERY_RESULT_BACKEND="$second_redis" \
-    .venv/bin/pytest -p no:cacheprovider >"$second_log" 2>&1 </dev/null &
-  second_pid=$!
-  trap 'kill "$second_pid" 2>/dev/null || true' EXIT
-  export GPUPLATFORM_TEST_SHARD=main
+  mkdir -p "$cache/test-logs"
+  trap 'kill "${shard_pids[@]}" 2>/dev/null || true' EXIT
+  start_shard cluster _cluster 5
+  start_shard second-cluster _second 4 GPUPLATFORM_CLUSTER_DIR="$cache/cluster-second" GPUPLATFORM_CLUSTER_PORT_OFFSET=4000
+  export GPUPLATFORM_TEST_SHARD=unit
+  runner=(nice -n 10 .venv/bin/pytest)
 fi
 rc=0
-.venv/bin/pytest "${parallel[@]}" "$@" || rc=$?
-if [ -n "$second_pid" ]; then
-  second_rc=0
-  wait "$second_pid" || second_rc=$?
-  trap - EXIT
-  echo "==> the cluster's long tests on the second cluster (log: $second_log)"
-  # Their failures and summary (or the last lines, if it ended before pytest could say).
-  grep -q '^=* \(FAILURES\|ERRORS\) =*$' "$second_log" \
-    && sed -n '/^=* \(FAILURES\|ERRORS\) =*$/,$p' "$second_log" || tail -n 3 "$second_log"
-  [ "$rc" -ne 0 ] || rc=$second_rc
-fi
+"${runner[@]}" "${parallel[@]}" "$@" || rc=$?
+for i in "${!shard_pids[@]}"; do
+  shard_rc=0
+  echo "==> waiting for the tests in ${shard_logs[$i]}"
+  t=0
+  while kill -0 "${shard_pids[$i]}" 2>/dev/null; do  # how far it is, every 30 s
+    sleep 1
+    (( ++t % 30 )) || echo "    $(basename "${shard_logs[$i]}" .log): $(tail -n 1 "${shard_logs[$i]}" | cut -c1-120)"
+  done
+  wait "${shard_pids[$i]}" || shard_rc=$?
+  echo "==> ${shard_logs[$i]}"
+  # Its failures and summary (or the last lines, if it ended before pytest could say).
+  grep -q '^=* \(FAILURES\|ERRORS\) =*$' "${shard_logs[$i]}" \
+    && sed -n '/^=* \(FAILURES\|ERRORS\) =*$/,$p' "${shard_logs[$i]}" || tail -n 3 "${shard_logs[$i]}"
+  [ "$rc" -ne 0 ] || rc=$shard_rc
+done
+trap - EXIT
 exit "$rc"

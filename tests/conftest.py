@@ -25,14 +25,24 @@ def _build_rank(item) -> int:
                 if fixture in names or (marker and item.get_closest_marker(marker))), default=0)
 
 
-# The cluster's long tests, which scripts/test.sh runs on a second local cluster beside the
-# others (GPUPLATFORM_TEST_SHARD): they mostly wait (on Prometheus windows, grace periods,
-# Kueue and KEDA), so on a cluster of their own that wait overlaps the rest. Chosen to take
-# about as long as the cluster's other tests with the short soak, Helm and the IdP.
+# scripts/test.sh runs the whole suite as three pytests at once (GPUPLATFORM_TEST_SHARD):
+# - ``unit``: the tests that need none of those builds, at low priority, so that on a cold
+#   machine the cluster's build (which every other test waits for) goes first;
+# - ``cluster``: the tests that need a build, on the local cluster (offset 0), Helm, the IdP;
+# - ``second-cluster``: the cluster's long tests, on a second local cluster of their own. They
+#   mostly wait (on Prometheus windows, grace periods, Kueue and KEDA), so on a cluster of
+#   their own that wait overlaps the rest. Chosen to take about as long as the cluster's other
+#   tests with the short soak, Helm and the IdP.
 SECOND_CLUSTER = frozenset(f"tests/cluster/test_{name}_live.py" for name in (
     "idle_reclaim", "gpu_autoscaling", "preemption", "logs", "eta", "gpu_use", "notifications", "max_runtime",
 ))
-SHARDS = ("main", "second-cluster")
+SHARDS = ("unit", "cluster", "second-cluster")
+
+
+def _shard(item) -> str:
+    if item.nodeid.split("::", 1)[0] in SECOND_CLUSTER:
+        return "second-cluster"
+    return "cluster" if _build_rank(item) else "unit"
 
 
 def _in_shard(config, items) -> None:
@@ -42,9 +52,9 @@ def _in_shard(config, items) -> None:
         return
     if shard not in SHARDS:
         raise pytest.UsageError(f"GPUPLATFORM_TEST_SHARD={shard!r}: expected one of {', '.join(SHARDS)}")
-    second, keep, other = shard == "second-cluster", [], []
+    keep, other = [], []
     for item in items:
-        (keep if (item.nodeid.split("::", 1)[0] in SECOND_CLUSTER) == second else other).append(item)
+        (keep if _shard(item) == shard else other).append(item)
     if other:
         config.hook.pytest_deselected(items=other)
         items[:] = keep
