@@ -2,6 +2,7 @@
 
 import copy
 import logging
+import time
 from contextlib import ExitStack
 
 from celery import shared_task
@@ -166,22 +167,30 @@ def _record(cluster, job: Job, outcome: Outcome) -> None:
     if job.state == State.SUBMITTED:
         job.transition(State.QUEUED, reason="Queued", message="Waiting for the scheduler.")
     elif job.state == State.CANCELLING:
-        _record_the_end(cluster, job)
+        _record_the_end(cluster, job, wait=bool(outcome.pruned))
 
 
-def _record_the_end(cluster, job: Job) -> None:
-    """A cancel's end, once the job's pods gave its GPUs back. Its objects are deleted in the
+# How long a cancel's reconcile waits for the job's pods to go before it leaves the end to
+# the next reconcile (the sweep's).
+END_WAIT_SECONDS = 5.0
+
+
+def _record_the_end(cluster, job: Job, *, wait: bool) -> None:
+    """A cancel's end, when the job's pods gave its GPUs back. Its objects are deleted in the
     background: the garbage collector deletes their pods after them, within a second or two,
-    or much later while it catches up after an API-server restart. Pods still holding GPUs
-    (one look at the cluster) leave the job cancelling, its GPU-hours running; the watcher
-    gives the GPUs back as the pods go and, when the last has gone, asks for the reconcile
-    that records the end then (`StatusWatcher._give_back`), the sweep's if it is away. No
-    waiting here: this runs under the job's row lock (`_still_applied`), which the watcher's
-    writes to the row would queue behind."""
+    or much later while it catches up after an API-server restart. So the reconcile that
+    deleted them (``wait``) waits for the pods (`END_WAIT_SECONDS`, polling the cluster), a
+    later one looks once; pods still holding GPUs leave the job cancelling, its GPU-hours
+    running, and a later reconcile (the sweep's) records the end. A job whose pods the watcher
+    saw give everything back before (`give_back`) ended then."""
     at = job.gave_back_at()
-    if at is None and job.gpus_in_use and (held := _pods_hold(cluster, job)):
-        log.info("job %s: cancelled, its pods still hold %s GPUs; the end is recorded when they go", job.pk, held)
-        return
+    if at is None and job.gpus_in_use:
+        deadline = time.monotonic() + (END_WAIT_SECONDS if wait else 0)
+        while (held := _pods_hold(cluster, job)) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        if held:
+            log.info("job %s: cancelled, its pods still hold %s GPUs; the end is recorded when they go", job.pk, held)
+            return
     job.transition(State.CANCELLED, reason="Cancelled", message="Stopped and removed from the cluster.", at=at)
 
 

@@ -311,16 +311,12 @@ class StatusWatcher:
         """A job being cancelled whose workload is gone: its pods give its GPUs back as the
         garbage collector deletes them (`jobs.status.leaving_gpus`), so its GPU-hours end with
         its pods, not when the cancel's reconcile records the end (seconds later when that
-        task is retried). Not before every watch has listed: an empty cache proves nothing.
-        When the last GPU is given back, the cancel's reconcile is asked for, to record the end."""
+        task is retried). Not before every watch has listed: an empty cache proves nothing."""
         if job.state != State.CANCELLING or not all(i.synced.is_set() for i in self._informers.values()):
             return 0
         with self._lock:
             gpus = leaving_gpus(job, _Seen(self, job))
-        changed = job.give_back(gpus)
-        if changed and not job.gpus_in_use:
-            reconcile_soon(job)
-        return int(changed)
+        return int(job.give_back(gpus))
 
     # --- the preemption contract (docs/preemption.md) -----------------------------------------
     def _job_of_uid(self, job_uid: str | None, workload_uid: str | None) -> Job | None:
