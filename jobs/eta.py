@@ -9,11 +9,13 @@ runtime drawn from the history of similar jobs (same team and shape, the platfor
 records) that is longer than what they have run so far, capped by their maximum runtime (and,
 for a job with one, drawn as the share of their maximum that similar jobs used); the waiting
 jobs are considered in the scheduler's order (Kueue's pending order when it answers) and each
-takes what is free when it fits, one that does not fit blocking nobody (BestEffortFIFO).
-Kueue never reads a job's maximum runtime when it admits, so the target's own never changes
-its start (docs/eta.md: no "shorter maximum runtime" advice). The draws are repeated (`DRAWS`, a fixed seed: same input, same answer)
-and the target's start times give p10, p50 and p90. `calibrate` then corrects them by what
-past estimates got wrong (`Calibration.fit`).
+takes what is free when it fits, one that does not fit blocking nobody (BestEffortFIFO). On a
+flavor that reserves (`Queue.reserves`) the platform's reservation is played too
+(`jobs.backfill.walk`): the first job that does not fit is reserved for, and a later one
+starts before it only if it cannot delay it, so there a shorter maximum runtime can start a
+job sooner. The draws are repeated (`DRAWS`, a fixed seed: same input, same answer) and the
+target's start times give p10, p50 and p90. `calibrate` then corrects them by what past
+estimates got wrong (`Calibration.fit`).
 
 What it leaves out, and why the calibration is there: jobs submitted later at a higher
 priority, preemption, and the cohort's other teams taking back what they lent.
@@ -22,6 +24,8 @@ priority, preemption, and the cohort's other teams taking back what they lent.
 import math
 import random
 from dataclasses import dataclass, field, replace
+
+from . import backfill
 
 DRAWS = 200
 SEED = 33
@@ -52,6 +56,7 @@ class Waiter:
     history: tuple[float, ...] = ()
     target: bool = False
     used: tuple[float, ...] = ()
+    on_cluster: bool = False  # let go to the scheduler already (`jobs.backfill`)
 
 
 @dataclass(frozen=True)
@@ -60,6 +65,7 @@ class Queue:
     ceiling: int  # the most it can ever hold
     running: tuple[Runner, ...] = ()
     waiting: tuple[Waiter, ...] = ()  # in order, the target among them
+    reserves: bool = False  # the platform reserves for the head (`GpuFlavor.backfill`, `jobs.backfill`)
 
 
 @dataclass(frozen=True)
@@ -106,34 +112,40 @@ def _unknown_ends(queue: Queue) -> int:
 
 def _simulate_once(queue: Queue, rng) -> float | None:
     """One draw: the target's start (seconds from now), or None when it never starts."""
-    ends: list[tuple[float, int]] = []  # (time it ends, GPUs it frees)
-    used = 0
+    holding: list[tuple[float, float | None, int]] = []  # (time it ends, time it surely has ended, GPUs)
     for r in queue.running:
         runtime = _draw_runtime(rng, r.history, r.elapsed, r.max_runtime, r.used)
-        ends.append((math.inf if runtime is None else max(runtime - r.elapsed, 0.0), r.gpus))
-        used += r.gpus
+        sure = None if r.max_runtime is None else max(r.max_runtime - r.elapsed, 0.0)
+        holding.append((math.inf if runtime is None else max(runtime - r.elapsed, 0.0), sure, r.gpus))
     waiting = list(queue.waiting)
     now = 0.0
     while True:
-        free = queue.capacity - used
+        free = queue.capacity - sum(g for *_, g in holding)
+        if queue.reserves:
+            decisions = backfill.walk(queue.capacity, free, [(sure, g) for _, sure, g in holding],
+                                         [backfill.Candidate(w.gpus, w.max_runtime, w.on_cluster) for w in waiting], now).decisions
+        else:  # BestEffortFIFO alone
+            decisions = []
+            for w in waiting:
+                fits = w.gpus <= free
+                free -= w.gpus if fits else 0
+                decisions.append(backfill.Decision.START if fits else backfill.Decision.WAIT)
         still = []
-        for w in waiting:
-            if w.gpus <= free:
+        for w, decision in zip(waiting, decisions, strict=True):
+            if decision is backfill.Decision.START:
                 if w.target:
                     return now
-                free -= w.gpus
-                used += w.gpus
                 runtime = _draw_runtime(rng, w.history, 0.0, w.max_runtime, w.used)
-                ends.append((math.inf if runtime is None else now + runtime, w.gpus))
+                holding.append((math.inf if runtime is None else now + runtime,
+                                None if w.max_runtime is None else now + w.max_runtime, w.gpus))
             else:
-                still.append(w)
+                still.append(w if w.on_cluster or decision is backfill.Decision.HOLD else replace(w, on_cluster=True))
         waiting = still
-        finite = [e for e in ends if e[0] < math.inf]
+        finite = [end for end, *_ in holding if end < math.inf]
         if not finite:
             return None
-        now = min(e[0] for e in finite)
-        used -= sum(g for t, g in ends if t == now)
-        ends = [e for e in ends if e[0] != now]
+        now = min(finite)
+        holding = [h for h in holding if h[0] != now]
 
 
 def _quantile(values: list[float], q: float) -> float:

@@ -127,7 +127,7 @@ def test_too_few_used_shares_fall_back_to_runtimes():
     assert got.p50 == pytest.approx(HOUR)
 
 
-# --- a shorter maximum runtime (backfill): why it is not advised ------------------------------------
+# --- a shorter maximum runtime (backfill) -------------------------------------------------------
 @pytest.mark.parametrize("case, q", [
     ("two GPUs free while a bigger job ahead waits for the running one: the small target takes them now",
      queue(8, [Runner(6, 0, HOUR)], [Waiter(8, HOUR), Waiter(2, target=True)])),
@@ -136,10 +136,40 @@ def test_too_few_used_shares_fall_back_to_runtimes():
     ("behind jobs ahead with a history, the same",
      queue(8, [Runner(4, 600, 2 * HOUR, (1800.0, 3600.0, 5400.0))], [Waiter(6, HOUR, (900.0,)), Waiter(4, target=True)])),
 ])
-def test_the_targets_own_max_runtime_never_changes_when_it_starts(case, q):
+def test_without_reservations_the_targets_own_max_runtime_never_changes_when_it_starts(case, q):
     # Kueue v0.17 never reads a workload's maximum execution time when it admits, and keeps no
-    # reservation (docs/eta.md): so the simulation, Kueue's model, gives one start whatever the
-    # target's limit, and no "shorter max runtime" advice can be true.
+    # reservation (docs/eta.md): on a flavor that does not reserve, the simulation gives one
+    # start whatever the target's limit, and no "shorter max runtime" advice can be true.
     starts = {eta.estimate(eta.with_target(q, max_runtime=limit)) for limit in (60.0, HOUR, 30 * HOUR, None)}
     assert len(starts) == 1, case
 
+
+def reserving(running, waiting, capacity=8) -> Queue:
+    return Queue(capacity=capacity, ceiling=capacity, running=tuple(running), waiting=tuple(waiting), reserves=True)
+
+
+@pytest.mark.parametrize(("limit", "starts_now"), [(30 * 60.0, True), (HOUR, True), (2 * HOUR, False), (None, False)])
+def test_where_the_flavor_reserves_a_limit_that_ends_before_the_head_needs_the_gpus_starts_now(limit, starts_now):
+    # 6 of 8 GPUs held till 1 h; the 8-GPU head is reserved for from then: a 2-GPU target starts
+    # now only if it surely ends by then, else after the head
+    q = reserving([Runner(6, 0, HOUR)], [Waiter(8, 2 * HOUR, on_cluster=True), Waiter(2, target=True)])
+    got = eta.estimate(eta.with_target(q, max_runtime=limit))
+    if starts_now:
+        assert (got.p10, got.p50, got.p90) == (0, 0, 0)
+    else:  # after the head, which starts at 1 h and runs its 2 h
+        assert got.p10 == pytest.approx(3 * HOUR)
+
+
+def test_a_job_the_platform_let_go_before_the_reservation_starts_whenever_it_fits():
+    # Kueue holds it already: it takes the free GPUs now, limit or not
+    q = reserving([Runner(6, 0, HOUR)], [Waiter(8, 2 * HOUR, on_cluster=True), Waiter(2, target=True, on_cluster=True)])
+    assert eta.estimate(q).p50 == 0
+
+
+def test_a_reserved_head_is_not_passed_by_a_job_that_would_delay_it():
+    # without the reservation the 2-GPU job behind takes the 2 GPUs freed at 30 min and keeps
+    # them for 10 h; with it, the 6-GPU head starts at 1 h when the rest ends
+    running = [Runner(2, 0, 0.5 * HOUR), Runner(4, 0, HOUR)]
+    waiting = [Waiter(6, target=True, on_cluster=True), Waiter(2, 10 * HOUR)]
+    assert eta.estimate(reserving(running, waiting, capacity=6)).p50 == pytest.approx(HOUR)
+    assert eta.estimate(queue(6, running, waiting)).p50 == pytest.approx(10.5 * HOUR)
