@@ -39,6 +39,9 @@ OUTPUTS = ["text", "json", "yaml"]
 # The reason of a job the platform holds back because its submitter is at their per-person cap
 # (jobs.lifecycle.AT_PERSONAL_CAP on the server; a test holds the two equal).
 AT_CAP = "AtPersonalCap"
+# The reason of a job kept back so that the first waiting job of a flavor that reserves is not
+# delayed (jobs.lifecycle.BEHIND_RESERVATION): its message says which maximum runtime starts it now.
+BEHIND = "BehindReservation"
 
 FINAL = {"succeeded": EXIT["ok"], "failed": EXIT["failed"], "cancelled": EXIT["cancelled"],
          "reclaimed": EXIT["reclaimed"]}
@@ -148,6 +151,8 @@ def _submit(client: Client, args) -> int:
     _progress(args, f"job {job['id']} {job['team']}/{job['name']} {verb}: {job['state']}")
     if job.get("reason") == AT_CAP:
         print(f"gpuctl: waiting at your cap: {job['message']}", file=sys.stderr)
+    elif job.get("reason") == BEHIND:
+        print(f"gpuctl: kept back behind a reservation: {job['message']}", file=sys.stderr)
     verdict = job.get("feasibility") or {}
     if verdict.get("verdict") == "never":
         if args.wait:  # it would wait for ever: say why now, and leave the job to its owner
@@ -247,7 +252,8 @@ def _span(seconds: int) -> str:
 
 
 def _state(job: dict) -> str:
-    return f"{job['state']} (at cap)" if job.get("reason") == AT_CAP else job["state"]
+    held = {AT_CAP: "at cap", BEHIND: "kept back"}.get(job.get("reason"))
+    return f"{job['state']} ({held})" if held else job["state"]
 
 
 def _list(client: Client, args) -> int:

@@ -6,10 +6,11 @@ from django.db import transaction
 
 from core.reconcile import enqueue
 
+from . import reservations
 from .lifecycle import State
 from .models import Job, Volume
 from .models.idempotency import IdempotencyKey
-from .tasks import reconcile_job, reconcile_team_volumes, release_at_cap
+from .tasks import reconcile_job, reconcile_team_volumes, release_at_cap, release_reserved
 
 
 def reconcile_soon(job: Job) -> None:
@@ -23,7 +24,7 @@ def submit(*, team, submitter, **fields) -> Job:
 
 
 def _submit(*, team, submitter, **fields) -> Job:
-    job = Job.objects.submit(team=team, submitter=submitter, **fields)
+    job = Job.objects.submit(team=team, submitter=submitter, hold=reservations.verdict, **fields)
     reconcile_soon(job)
     return job
 
@@ -46,7 +47,7 @@ def submit_once(*, key: str, digest: str, token, team, submitter, **fields) -> t
 def submit_draft(job: Job, user) -> bool:
     """Send a draft on for `user` (see `Job.submit_draft`), reconciled once committed."""
     with transaction.atomic():
-        changed = job.submit_draft(user)
+        changed = job.submit_draft(user, hold=reservations.verdict)
         if changed:
             reconcile_soon(job)
     return changed
@@ -95,6 +96,12 @@ def release_soon(job: Job) -> None:
     """Once committed, let go the jobs of ``job``'s submitter that waited at their cap on its
     flavor and fit now (`jobs.caps`): ``job`` ended and made room."""
     enqueue(release_at_cap, job.team_id, job.submitter_id, job.flavor_id)
+
+
+def release_reserved_soon(job: Job) -> None:
+    """Once committed, let go the jobs of ``job``'s team on its flavor kept back behind a
+    reservation that may go now (`jobs.reservations`): ``job`` was admitted or ended."""
+    enqueue(release_reserved, job.team_id, job.flavor_id)
 
 
 def caps_changed(team) -> None:

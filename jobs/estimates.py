@@ -26,7 +26,7 @@ from quotas.models import Quota
 from schedulers.kueue import KUEUE
 from schedulers.workloads import object_name
 
-from . import eta, feasibility, pending
+from . import eta, feasibility, pending, reservations
 from .lifecycle import FINAL_STATE_VALUES, HOLDING_QUOTA, WAITING_FOR_QUOTA, State
 from .models import EtaEstimate, Job
 from .queueing import START_GPUS
@@ -125,10 +125,11 @@ def queue_for(job: Job, now=None) -> eta.Queue:
                                r.max_runtime_seconds, *_history(histories, r.size)) for r in running)
     waiters = tuple(eta.Waiter(w.gpus_to_start, w.max_runtime_seconds, _history(histories, w.gpus_to_start)[0],
                                target=(w is job or (job.pk is not None and w.pk == job.pk)),
-                               used=_history(histories, w.gpus_to_start)[1])
+                               used=_history(histories, w.gpus_to_start)[1],
+                               on_cluster=w.pk is not None and w.state in WAITING_FOR_QUOTA and not w.behind_reservation)
                     for w in _waiting(job, usage.ceiling))
     return eta.Queue(capacity=min(max(usage.nominal, usage.in_use), usage.ceiling), ceiling=usage.ceiling,
-                     running=runners, waiting=waiters)
+                     running=runners, waiting=waiters, reserves=job.flavor.backfill)
 
 
 
@@ -198,12 +199,20 @@ def _clone_url(job: Job, **change) -> str:
 
 
 def _sooner(job: Job, queue: eta.Queue, current: eta.Eta):
-    """Changes that would start the job at least a minute and a fifth sooner, best first: fewer
-    GPUs (half the workers, or half the GPUs per worker), another flavor where the team has the
-    GPUs free now. A job's own maximum runtime never changes when Kueue starts it (it never
-    reads it when admitting, and keeps no reservation: docs/eta.md), so no shorter runtime is
-    suggested."""
+    """Changes that would start the job at least a minute and a fifth sooner, best first: a
+    shorter maximum runtime that ends before the GPUs its flavor reserves for another job are
+    needed (backfill, `jobs.reservations`), fewer GPUs (half the workers, or half the GPUs per
+    worker), another flavor where the team has the GPUs free now. Kueue itself never reads a
+    maximum runtime when it admits (docs/eta.md), so a shorter one is only advised where the
+    platform reserves."""
     earlier = []
+    if (gap := reservations.gap_for(job)) and gap < (job.max_runtime_seconds or gap + 1):
+        shorter = eta.estimate(eta.with_target(queue, max_runtime=float(gap)))
+        if shorter.known and _worth(current.p50, shorter.p50):
+            was = eta.words(job.max_runtime_seconds) if job.max_runtime_seconds else "none"
+            earlier.append(Advice("shorter_max_runtime", f"With a maximum runtime of {eta.words(gap)} instead of "
+                                  f"{was}: {eta.sentence(shorter).lower()}", shorter.p50,
+                                  _clone_url(job, max_runtime_seconds=gap)))
     if job.kind == Job.Kind.TRAINING and job.gpus_to_start > 1:
         change = ({"workers": job.workers // 2} if job.workers > 1
                   else {"gpus_per_worker": job.gpus_per_worker // 2})

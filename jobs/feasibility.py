@@ -9,14 +9,15 @@ researcher sees before pressing Submit.
 
 The queues are BestEffortFIFO: the jobs ahead are considered first, and each that fits what
 is free takes it, but one that does not fit blocks no one behind it. So a job that fits
-what the jobs ahead leave starts now, however many wait ahead of it; a job that can never
-start is never ahead of anyone.
+what the jobs ahead leave starts now, however many wait ahead of it, unless its flavor
+reserves for the first waiting job and it would delay that one (`jobs.reservations`); a job
+that can never start is never ahead of anyone.
 """
 
 from dataclasses import dataclass, replace
 from datetime import datetime
 
-from . import fragmentation, pending
+from . import fragmentation, pending, reservations
 from .lifecycle import WAITING_FOR_QUOTA
 from .models import Job
 from .usage import usage_of
@@ -99,6 +100,8 @@ def _by_quota(job: Job) -> Feasibility:
         return Feasibility(Feasibility.QUEUE, drain.waiting_message(), in_use=usage.in_use, capacity=usage.nominal)
     if job.pk and job.at_personal_cap:  # not in the queue yet: waits for its submitter's other jobs
         return Feasibility(Feasibility.QUEUE, job.message, in_use=usage.in_use, capacity=usage.nominal)
+    if flavor.backfill and (kept := reservations.holds(job)):  # fits, but would delay the reserved job
+        return Feasibility(Feasibility.QUEUE, f"Will queue: {kept}", in_use=usage.in_use, capacity=usage.nominal)
     sizes = _sizes_ahead(job, usage)
     # The scheduler's pass over the queue: each job ahead that fits the free quota takes its
     # GPUs first; one that does not fit is set aside and blocks no one.

@@ -41,6 +41,10 @@ NEVER_STARTS_REASONS = frozenset({EXCEEDS_QUOTA})
 # per-person cap (`jobs.caps`): not on the cluster, not in any scheduler's queue, and let go
 # by itself when the person's other jobs end.
 AT_PERSONAL_CAP = "AtPersonalCap"
+# The reason of a submitted job the platform holds back so that the first waiting job of its
+# team on a flavor that reserves (`GpuFlavor.backfill`) is not delayed (`jobs.reservations`):
+# not on the cluster yet, and let go by itself when it can start without delaying that job.
+BEHIND_RESERVATION = "BehindReservation"
 # Not running yet: where the cluster's last warning about a job is worth showing.
 NOT_STARTED = frozenset({State.SUBMITTED, State.QUEUED, State.ADMITTED})
 

@@ -18,8 +18,8 @@ from quotas.tasks import ensure_team_quotas, namespace_first, reconcile_live_tea
 from schedulers import placed_gpus
 from tenants.tasks import TEAM_ITEMS
 
-from . import gpu_use
-from .caps import RELEASED
+from . import backfill, gpu_use, reservations
+from .caps import RELEASED, lock_team
 from .lifecycle import State
 from .manifests import JOB_KINDS, PVC, VOLUME_FIELDS, job_fields, render_job, render_volumes
 from .models import RETAIN_FINISHED, Job, claims_of
@@ -96,6 +96,8 @@ def _desired(job: Job) -> list[dict] | None:
         return []
     if job.at_personal_cap and not _let_go(job):
         return None  # its submitter is still at their cap: nothing is created
+    if job.behind_reservation and not _let_go_reserved(job):
+        return None  # it would delay the job its flavor reserves for: nothing is created
     if problems := job.spec_problems():
         if job.state != State.SUBMITTED:
             # Already on the cluster, from before the rule: a sweep never stops a running job
@@ -125,6 +127,56 @@ def release_at_cap(self, team_id: int, user_id: int | None = None, flavor_id: in
     their caps and fit now, and reconcile them; how many went."""
     people = [(user_id, flavor_id)] if user_id and flavor_id else Job.objects.waiting_people(team_id)
     released = [pk for user, flavor in people for pk in Job.objects.release_at_cap(team_id, user, flavor)]
+    for pk in released:
+        enqueue(reconcile_job, pk)
+    return len(released)
+
+
+def _let_go_reserved(job: Job) -> bool:
+    """Whether ``job``, kept back behind a reservation, may go now (`jobs.reservations`); the
+    team's other jobs let go with it are reconciled too."""
+    released = release_kept_back(job.team_id, job.flavor_id)
+    for other in released:
+        if other != job.pk:
+            enqueue(reconcile_job, other)
+    if job.pk in released:
+        job.reason, job.message = reservations.RELEASED["reason"], reservations.RELEASED["message"]
+    return job.pk in released
+
+
+def release_kept_back(team_id: int, flavor_id: int) -> list[int]:
+    """Let go the team's jobs kept back on the flavor that may go now (the new head among
+    them, `jobs.backfill.walk`); those still kept back get their message brought up to date.
+    Returns the ids let go."""
+    released: list[int] = []
+    with transaction.atomic():
+        lock_team(team_id)
+        sample = (Job.objects.filter(reservations.BEHIND, team_id=team_id, flavor_id=flavor_id)
+                  .select_related("team", "flavor").first())
+        if sample is None:
+            return released
+        found = reservations.walk(sample.team, sample.flavor)
+        now = timezone.now()
+        for job, decision in zip(found.jobs, found.decisions, strict=True):
+            if not job.behind_reservation:
+                continue
+            kept = Job.objects.filter(reservations.BEHIND, pk=job.pk)
+            if decision is backfill.Decision.HOLD:
+                message = reservations.hold_message(job, found)
+                if message != job.message:
+                    kept.update(message=message, updated_at=now)
+            elif kept.update(**reservations.RELEASED, updated_at=now):
+                job.note("ReservationAllows", reservations.RELEASED["message"])
+                released.append(job.pk)
+    return released
+
+
+@shared_task(**RETRY_POLICY)
+def release_reserved(self, team_id: int, flavor_id: int | None = None) -> int:
+    """Let go the team's jobs kept back behind a reservation (on a flavor, or on every one)
+    that may go now, and reconcile them; how many went."""
+    flavors = [flavor_id] if flavor_id else reservations.waiting_flavors(team_id)
+    released = [pk for flavor in flavors for pk in release_kept_back(team_id, flavor)]
     for pk in released:
         enqueue(reconcile_job, pk)
     return len(released)

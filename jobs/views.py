@@ -32,7 +32,7 @@ PAGE_SIZE = 25
 # Placeholder id for a job not saved yet: object names end in "-<id>".
 PREVIEW_ID = 0
 # Fields a clone link may change (`?clone=<id>&workers=2`): what the start-sooner advice suggests.
-CLONE_CHANGES = ("workers", "gpus_per_worker", "flavor")
+CLONE_CHANGES = ("workers", "gpus_per_worker", "flavor", "max_runtime_seconds")
 
 
 class _NoAliases(yaml.SafeDumper):

@@ -121,6 +121,8 @@ class GpuFlavorAdmin(ClusterObjectAdmin, SimpleHistoryAdmin):
     readonly_fields = ["one_unit", "network", "topology", "idle_reclaim"]
     fieldsets = [
         (None, {"fields": ["name", "display_name", "description", "scheduler", "cost_per_gpu_hour"]}),
+        ("Queue", {"fields": ["backfill"],
+                   "description": "Whether the first waiting job of a team gets a reservation (docs/eta.md)."}),
         ("Hardware and sharing", {
             "fields": ["resource_name", "gpu_model", "gpu_memory_gib", "gpus_per_node", "gpu_sharing",
                        "replicas_per_gpu", "one_unit"],

@@ -43,7 +43,7 @@ class FlavorSerializer(serializers.ModelSerializer):
         fields = [
             "name", "display_name", "description", "resource_name", "gpu_model", "gpu_memory_gib",
             "gpus_per_node", "scheduler", "cost_per_gpu_hour", "gpu_sharing", "replicas_per_gpu", "unit",
-            "unit_memory_mib", "network_fabric", "nccl_env", "rdma_resources", "topology",
+            "unit_memory_mib", "network_fabric", "nccl_env", "rdma_resources", "topology", "backfill",
         ]
         read_only_fields = fields
 

@@ -37,6 +37,7 @@ from ..autoscaling import unavailable as gpu_scaling_unavailable
 from ..caps import CapQuerySet, lock_team
 from ..lifecycle import (
     AT_PERSONAL_CAP,
+    BEHIND_RESERVATION,
     FINAL_STATE_VALUES,
     FINAL_STATES,
     NEVER_STARTS_REASONS,
@@ -113,9 +114,10 @@ class JobQuerySet(CapQuerySet, QueueingQuerySet):
     def live(self):
         return self.exclude(state__in=FINAL_STATE_VALUES)
 
-    def submit(self, *, team: Team, submitter, **fields) -> "Job":
+    def submit(self, *, team: Team, submitter, hold=None, **fields) -> "Job":
         """Check the submitter may, validate, save as submitted (`jobs.actions.submit`
-        then reconciles it)."""
+        then reconciles it). ``hold(job)``: the reason and message it is kept back with when
+        it fits its submitter's cap (`jobs.reservations.verdict`), None to let it go."""
         if not team.can_submit(submitter):
             raise PermissionDenied(f"Only owners and members of {team.slug} can submit jobs.")
         job = Job(team=team, submitter=submitter, **fields)
@@ -125,7 +127,7 @@ class JobQuerySet(CapQuerySet, QueueingQuerySet):
         with transaction.atomic(savepoint=False):
             self._refuse_over_cap(team)
             # Over its submitter's cap: saved, but waiting (`jobs.caps`), never created.
-            job.save_submitted(because=self.cap_verdict(job))
+            job.save_submitted(because=self.cap_verdict(job) or (hold(job) if hold else None))
         return job
 
     def _refuse_over_cap(self, team: Team) -> None:
@@ -324,6 +326,12 @@ class Job(JobHardware, JobVolumes, JobMoves, PreemptionContract, RayRules, Noteb
         cluster, not in the scheduler's queue."""
         return self.state == State.SUBMITTED and self.reason == AT_PERSONAL_CAP
 
+    @property
+    def behind_reservation(self) -> bool:
+        """Held back by the platform so that the job its flavor reserves for is not delayed
+        (`jobs.reservations`); not on the cluster yet, but in its team's queue."""
+        return self.state == State.SUBMITTED and self.reason == BEHIND_RESERVATION
+
     def get_state_display(self) -> str:
         """The state's label; "Cannot start" for a waiting job that never will, "At cap" for
         one waiting for its submitter's other jobs."""
@@ -366,15 +374,15 @@ class Job(JobHardware, JobVolumes, JobMoves, PreemptionContract, RayRules, Noteb
         """A draft is sent on by the team's owners and members, as a new job is."""
         return self.state == State.DRAFT and self.team.can_submit(user)
 
-    def submit_draft(self, user) -> bool:
+    def submit_draft(self, user, hold=None) -> bool:
         """Submit this draft for ``user`` after the checks a new job gets (`jobs.actions.submit_draft`
-        then reconciles it). Returns whether this call submitted it."""
+        then reconciles it; ``hold`` as `JobQuerySet.submit`'s). Returns whether this call submitted it."""
         if not self.can_submit_draft(user):
             raise PermissionDenied(f"Only owners and members of {self.team.slug} can submit its drafts.")
         self.full_clean()
         with transaction.atomic(savepoint=False):  # as a new job: the team locked, the cap asked
             lock_team(self.team_id)
-            return self.submit(because=Job.objects.cap_verdict(self))
+            return self.submit(because=Job.objects.cap_verdict(self) or (hold(self) if hold else None))
 
     @property
     def is_cancellable(self) -> bool:

@@ -141,6 +141,11 @@ class GpuFlavor(RuntimeLimits):
         max_length=60, blank=True, help_text="The GPU in plain words, e.g. T4 or H100 80GB (what one unit is a part of).")
     gpus_per_node = models.PositiveSmallIntegerField(validators=between(1, MAX_GPUS_PER_NODE))
     scheduler = models.CharField(max_length=10, choices=Scheduler, default=Scheduler.KUEUE)
+    backfill = models.BooleanField(
+        default=False, verbose_name="Reserve for the first waiting job (backfill)",
+        help_text="Kueue flavors: the first job of a team's queue that does not fit gets the GPUs its blockers free by "
+                  "their maximum runtime, and later jobs start before it only if they end in time (docs/eta.md). "
+                  "Give the flavor a default maximum runtime, or nothing is sure and nothing is reserved.")
     node_labels = models.JSONField(default=dict, blank=True, validators=[validate_node_labels])
     node_taints = models.JSONField(default=list, blank=True, validators=[validate_taints])
     tolerations = models.JSONField(default=list, blank=True, validators=[validate_tolerations])
@@ -219,6 +224,8 @@ class GpuFlavor(RuntimeLimits):
     def clean(self) -> None:
         errors = {**self.runtime_problems(), **sharing_problems(self), **network_problems(self),
                   **topology_problems(self)}
+        if self.backfill and self.scheduler != Scheduler.KUEUE:
+            errors["backfill"] = "Reservations are the platform's for Kueue flavors; Volcano keeps its own queue order."
         if errors:
             raise ValidationError(errors)
 

@@ -311,6 +311,36 @@ def test_a_job_over_the_persons_cap_says_so_on_submit_status_and_list(gpuctl, jo
     assert out.splitlines()[1].split()[:5] == [str(second.pk), "vision", "second", "submitted", "(at"]
 
 
+def test_a_job_kept_back_behind_a_reservation_says_so_on_submit_and_list(gpuctl, job_file, team, flavor):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from gpuctl.cli import BEHIND
+    from jobs.lifecycle import BEHIND_RESERVATION
+
+    assert BEHIND == BEHIND_RESERVATION
+    flavor.backfill = True
+    flavor.save()
+    held_since = timezone.now() - timedelta(hours=1)
+    blocker = Job.objects.create(team=team, flavor=flavor, name="blocker", image="x:1", workers=1, gpus_per_worker=4,
+                                 max_runtime_seconds=7200, state=State.RUNNING, admitted_at=held_since,
+                                 run_admitted_at=held_since, gpus_in_use=4)
+    Job.objects.create(team=team, flavor=flavor, name="head", image="x:1", workers=2, gpus_per_worker=4,
+                       max_runtime_seconds=3600, state=State.QUEUED)
+    assert blocker.gpus_in_use == 4
+    job_file.write_text(JOB_YAML.replace("workers: 2", "workers: 1").replace("name: resnet", "name: later")
+                        + "max_runtime_seconds: 36000\n")
+    code, _, err = gpuctl("submit", "-f", str(job_file))
+    assert code == 0
+    assert "gpuctl: kept back behind a reservation: 8 GPUs are reserved for job head" in err
+    assert "With a maximum runtime of 59 min or less it would start now." in err
+    code, out, _ = gpuctl("list")
+    later = Job.objects.get(name="later")
+    row = next(line for line in out.splitlines() if line.split()[:1] == [str(later.pk)])
+    assert row.split()[3:5] == ["submitted", "(kept"]
+
+
 def test_submit_wait_is_done_once_a_ray_cluster_is_up(gpuctl, tmp_path):
     """A Ray cluster runs until cancelled: like a server, --wait ends once it runs."""
     path = tmp_path / "ray.yaml"

@@ -1,11 +1,13 @@
-"""On the local cluster: what Kueue does when a smaller job fits while a bigger one waits, the
-fact the start-sooner advice rests on (docs/eta.md, "A shorter maximum runtime").
+"""On the local cluster, on a flavor that does not reserve (the default): what Kueue does when a
+smaller job fits while a bigger one waits, the fact the platform's reservations rest on
+(docs/eta.md, "A shorter maximum runtime").
 
 Kueue v0.17 keeps no backfill reservation and never reads a workload's maximum execution time
 when it admits: in our BestEffortFIFO ClusterQueues a bigger job that does not fit is set aside,
 and a smaller one behind it that fits what is free is admitted at once, however long it may
-run (the bigger one is delayed by it). So a shorter maximum runtime starts no job sooner, and
-the platform never advises one: the test pins both halves.
+run (the bigger one is delayed by it). So without the platform's reservation a shorter maximum
+runtime starts no job sooner, and the platform does not advise one: the test pins both halves.
+With it, `test_reservations_live` shows the other side.
 """
 
 import pytest

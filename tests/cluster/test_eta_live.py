@@ -42,9 +42,15 @@ def submit(live, world):
         return job
 
     yield make
-    for job in submitted:
+    cancel_all(live, submitted)
+
+
+def cancel_all(live, jobs):
+    """Cancel every job and wait for its pods to go (the shared cluster's GPUs are freed
+    before the team is offboarded)."""
+    for job in jobs:
         cancel(live, job)
-    for job in submitted:
+    for job in jobs:
         wait_until(lambda job=job: not live.list("v1", "Pod", namespace=job.team.namespace_name,
                                                  label_selector=f"gpuplatform.io/job={job.pk}"),
                    timeout=120, message=f"the pods of {job.name} gone")
