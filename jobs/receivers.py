@@ -20,7 +20,7 @@ def on_job_event(sender, instance: JobEvent, created: bool, raw: bool = False, *
     if not created or raw or instance.from_state == instance.to_state:
         return
     job = instance.job
-    if instance.to_state in MOVES_A_RESERVATION and Job.objects.filter(
+    if instance.to_state in MOVES_A_RESERVATION and job.flavor.backfill and Job.objects.filter(
             BEHIND, team_id=job.team_id, flavor_id=job.flavor_id).exists():
         actions.release_reserved_soon(job)
     if instance.to_state not in FINAL_STATES:
