@@ -78,14 +78,14 @@ def walk(team, flavor, *, adding: Job | None = None, now: datetime | None = None
     if adding is not None:
         ahead = queue.ahead(adding).count()
         jobs.insert(ahead, adding)
+    let_go = [j is not adding and not j.behind_reservation for j in jobs]  # on the cluster already
     plan = backfill.walk(
         capacity, capacity - held, [(_sure_end(h, now), h.gpus_in_use or h.size) for h in holders],
-        [backfill.Candidate(j.gpus_to_start, j.max_runtime_seconds, on_cluster=j is not adding and not j.behind_reservation)
-         for j in jobs])
+        [backfill.Candidate(j.gpus_to_start, j.max_runtime_seconds, on_cluster=on)
+         for j, on in zip(jobs, let_go, strict=True)])
     head = jobs[plan.head] if plan.head is not None and plan.reservation is not None else None
     decisions, admitting, awaiting = list(plan.decisions), None, set()
-    for i, (job, decision) in enumerate(zip(jobs, plan.decisions, strict=True)):
-        on_cluster = job is not adding and not job.behind_reservation
+    for i, (job, on_cluster, decision) in enumerate(zip(jobs, let_go, plan.decisions, strict=True)):
         if on_cluster and decision is backfill.Decision.START and admitting is None:
             admitting = job
         elif not on_cluster and admitting is not None and decision is not backfill.Decision.HOLD:
@@ -139,22 +139,24 @@ def gap_for(job: Job) -> int | None:
 
 
 def verdict(job: Job) -> dict[str, str] | None:
-    """With the team locked: the reason and message a new ``job`` is kept back with, None when
-    it may go to the cluster now."""
+    """With the team locked: the reason and message a new ``job`` (or a draft sent on) is kept
+    back with, None when it may go to the cluster now."""
     if not job.flavor.backfill:
         return None
-    found = walk(job.team, job.flavor, adding=job)
-    if found.decision(job) is not backfill.Decision.HOLD:
-        return None
-    return {"reason": BEHIND_RESERVATION, "message": hold_message(job, found)}
+    why = _why_kept(job, adding=job)
+    return {"reason": BEHIND_RESERVATION, "message": why} if why else None
 
 
 def holds(job: Job) -> str | None:
-    """Why the platform keeps ``job`` (waiting, or not saved yet) back now; None when it does
-    not (the scheduler decides)."""
+    """Why the platform keeps ``job`` (kept back already, or not saved yet) back now; None when
+    it does not (the scheduler decides)."""
     if not job.flavor.backfill or (job.pk is not None and not job.behind_reservation):
         return None
-    found = walk(job.team, job.flavor, adding=job if job.pk is None else None)
+    return _why_kept(job, adding=job if job.pk is None else None)
+
+
+def _why_kept(job: Job, *, adding: Job | None) -> str | None:
+    found = walk(job.team, job.flavor, adding=adding)
     return hold_message(job, found) if found.decision(job) is backfill.Decision.HOLD else None
 
 

@@ -94,9 +94,11 @@ def _desired(job: Job) -> list[dict] | None:
         raise SystemNamespaceTeam(f"The team's namespace {job.team.namespace_name} is a system namespace.")
     if plan is not Job.Plan.APPLY:
         return []
-    if job.at_personal_cap and not _let_go(job):
+    if job.at_personal_cap and not _let_go(
+            job, Job.objects.release_at_cap(job.team_id, job.submitter_id, job.flavor_id), RELEASED):
         return None  # its submitter is still at their cap: nothing is created
-    if job.behind_reservation and not _let_go_reserved(job):
+    if job.behind_reservation and not _let_go(
+            job, release_kept_back(job.team_id, job.flavor_id), reservations.RELEASED):
         return None  # it would delay the job its flavor reserves for: nothing is created
     if problems := job.spec_problems():
         if job.state != State.SUBMITTED:
@@ -109,15 +111,15 @@ def _desired(job: Job) -> list[dict] | None:
     return render_job(job)
 
 
-def _let_go(job: Job) -> bool:
-    """Whether ``job``, held back at its submitter's cap, fits now (`jobs.caps`); the person's
-    other jobs let go with it are reconciled too."""
-    released = Job.objects.release_at_cap(job.team_id, job.submitter_id, job.flavor_id)
+def _let_go(job: Job, released: list[int], said: dict[str, str]) -> bool:
+    """Whether ``job``, held back by the platform, is among the ``released`` ids (a release at
+    its submitter's cap, `jobs.caps`, or behind its flavor's reservation, `jobs.reservations`),
+    then with the reason and message ``said``; the other jobs let go with it are reconciled too."""
     for other in released:
         if other != job.pk:
             enqueue(reconcile_job, other)
     if job.pk in released:
-        job.reason, job.message = RELEASED["reason"], RELEASED["message"]
+        job.reason, job.message = said["reason"], said["message"]
     return job.pk in released
 
 
@@ -130,18 +132,6 @@ def release_at_cap(self, team_id: int, user_id: int | None = None, flavor_id: in
     for pk in released:
         enqueue(reconcile_job, pk)
     return len(released)
-
-
-def _let_go_reserved(job: Job) -> bool:
-    """Whether ``job``, kept back behind a reservation, may go now (`jobs.reservations`); the
-    team's other jobs let go with it are reconciled too."""
-    released = release_kept_back(job.team_id, job.flavor_id)
-    for other in released:
-        if other != job.pk:
-            enqueue(reconcile_job, other)
-    if job.pk in released:
-        job.reason, job.message = reservations.RELEASED["reason"], reservations.RELEASED["message"]
-    return job.pk in released
 
 
 def release_kept_back(team_id: int, flavor_id: int) -> list[int]:
