@@ -155,6 +155,7 @@ def applies(job: Job) -> bool:
     return job.state in WAITING_FOR_QUOTA
 
 
+@pending.one_look()  # its verdict, queue order and naive estimate read Kueue's pending list once
 def estimate(job: Job, *, record: bool = True, advise=True, verdict=None, now=None) -> Estimate | None:
     """The start estimate of a waiting (or unsaved) job, calibrated; None when it does not wait.
     ``advise``: whether to add the start-sooner advice (a callable is asked only when there

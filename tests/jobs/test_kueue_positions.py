@@ -2,6 +2,7 @@
 jobs that can never start left out; counted from the database when Kueue cannot say."""
 
 import pytest
+from django.urls import reverse
 
 from jobs import feasibility
 from jobs.lifecycle import State
@@ -87,3 +88,22 @@ def test_kueue_is_not_asked_about_a_job_another_scheduler_governs(fake, team):
     fake.reset_counts()
     assert feasibility.queue_position(job) == 0
     assert sum(fake.requests.values()) == 0
+
+
+def test_a_waiting_jobs_page_asks_kueue_for_its_pending_list_once(client, fake, team, flavor, quota, owner):
+    holding = make_job(team, flavor, gpus_per_worker=8, max_runtime_seconds=3600)
+    holding.transition(State.SUBMITTED)
+    holding.transition(State.ADMITTED)
+    waiting = queued(team, flavor, 8, max_runtime_seconds=3600)
+    kueue_lists(fake, team, flavor, waiting)
+    path = pending_path(queue_name(team.namespace_name, flavor))
+    asked = []
+    get_path = fake.get_path
+    fake.get_path = lambda p, **query: asked.append(p) or get_path(p, **query)
+    client.force_login(owner)
+
+    page = client.get(reverse("jobs:detail", args=[waiting.pk]))
+    assert page.status_code == 200 and page.context["queue_position"] == 0 and page.context["eta"].eta.known
+    assert asked.count(path) == 1  # the position, the estimate's queue order and its naive figure: one list
+    feasibility.queue_position(waiting)  # outside a page: asked afresh
+    assert asked.count(path) == 2
