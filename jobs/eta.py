@@ -110,11 +110,11 @@ def _unknown_ends(queue: Queue) -> int:
     return sum(1 for j in jobs if not j.history and j.max_runtime is None)
 
 
-def _simulate_once(queue: Queue, rng) -> float | None:
+def _simulate_once(queue: Queue, rng, draw) -> float | None:
     """One draw: the target's start (seconds from now), or None when it never starts."""
     holding: list[tuple[float, float | None, int]] = []  # (time it ends, time it surely has ended, GPUs)
     for r in queue.running:
-        runtime = _draw_runtime(rng, r.history, r.elapsed, r.max_runtime, r.used)
+        runtime = draw(rng, r.history, r.elapsed, r.max_runtime, r.used)
         sure = None if r.max_runtime is None else max(r.max_runtime - r.elapsed, 0.0)
         holding.append((math.inf if runtime is None else max(runtime - r.elapsed, 0.0), sure, r.gpus))
     waiting = list(queue.waiting)
@@ -136,7 +136,7 @@ def _simulate_once(queue: Queue, rng) -> float | None:
             if decision is backfill.Decision.START:
                 if w.target:
                     return now
-                runtime = _draw_runtime(rng, w.history, 0.0, w.max_runtime, w.used)
+                runtime = draw(rng, w.history, 0.0, w.max_runtime, w.used)
                 holding.append((math.inf if runtime is None else now + runtime,
                                 None if w.max_runtime is None else now + w.max_runtime, w.gpus))
             else:
@@ -156,15 +156,18 @@ def _quantile(values: list[float], q: float) -> float:
     return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
 
 
-def estimate(queue: Queue, draws: int = DRAWS, seed: int = SEED) -> Eta:
-    """The target's start as p10/p50/p90 seconds from now, or unknown with the reason."""
+def estimate(queue: Queue, draws: int = DRAWS, seed: int = SEED, draw=None) -> Eta:
+    """The target's start as p10/p50/p90 seconds from now, or unknown with the reason.
+    ``draw(rng, history, elapsed, cap, used)`` picks a job's total runtime: the offline replay
+    swaps in one that knows its generator's distributions, to measure what no estimator using
+    the platform's records could beat."""
     target = next((w for w in queue.waiting if w.target), None)
     if target is None:
         return Eta(reason="the job is not waiting")
     if target.gpus > queue.ceiling:
         return Eta(reason=f"it needs {target.gpus} GPUs, more than the team can ever use ({queue.ceiling})")
     rng = random.Random(seed)
-    starts = [_simulate_once(queue, rng) for _ in range(draws)]
+    starts = [_simulate_once(queue, rng, draw or _draw_runtime) for _ in range(draws)]
     known = [s for s in starts if s is not None]
     if len(known) < draws * 0.9:
         blind = _unknown_ends(queue)
