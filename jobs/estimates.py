@@ -26,7 +26,7 @@ from quotas.models import Quota
 from schedulers.kueue import KUEUE
 from schedulers.workloads import object_name
 
-from . import eta, feasibility, pending, reservations
+from . import eta, feasibility, looks, pending, reservations
 from .lifecycle import FINAL_STATE_VALUES, HOLDING_QUOTA, WAITING_FOR_QUOTA, State
 from .models import EtaEstimate, Job
 from .queueing import START_GPUS
@@ -155,7 +155,7 @@ def applies(job: Job) -> bool:
     return job.state in WAITING_FOR_QUOTA
 
 
-@pending.one_look()  # its verdict, queue order and naive estimate read Kueue's pending list once
+@looks.one_look()  # its verdict, queue order, naive figure and advice read the queue once
 def estimate(job: Job, *, record: bool = True, advise=True, verdict=None, now=None) -> Estimate | None:
     """The start estimate of a waiting (or unsaved) job, calibrated; None when it does not wait.
     ``advise``: whether to add the start-sooner advice (a callable is asked only when there

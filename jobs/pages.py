@@ -31,7 +31,7 @@ from core.reconcile import NoCluster, current_cluster
 from quotas.models import IdlePolicy
 from quotas.models.flavors import UNATTRIBUTABLE
 
-from . import actions, estimates, feasibility, gpu_use, logs, pending, telemetry
+from . import actions, estimates, feasibility, gpu_use, logs, looks, telemetry
 from .kinds import for_job
 from .manifests import render_job
 from .models import IdleWatch, Job
@@ -47,7 +47,7 @@ def _job(request, pk) -> Job:
     return get_object_or_404(jobs, pk=pk)
 
 
-@pending.one_look()  # the position and the estimate read Kueue's pending list once
+@looks.one_look()  # the position and the estimate read the queue once
 def _status_context(request, job: Job) -> dict:
     now = timezone.now()
     rules = IdlePolicy.objects.rules(job.team, job.flavor, cached=True)

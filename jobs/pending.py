@@ -12,8 +12,6 @@ Kueue does not list yet), the position is counted from the database in the same 
 """
 
 import logging
-from contextlib import contextmanager
-from contextvars import ContextVar
 
 from cluster import ClusterError
 from core.reconcile import NoCluster, current_cluster
@@ -21,6 +19,7 @@ from schedulers import queue_name
 from schedulers.kueue import KUEUE
 from schedulers.workloads import object_name
 
+from . import looks
 from .models import Job
 from .queueing import ceiling_of
 
@@ -31,25 +30,6 @@ VISIBILITY = f"/apis/{VISIBILITY_GROUP}/v1beta2"
 # Pending workloads read at most (Kueue's default page is 1000): a job further back is counted
 # from the database.
 LIMIT = 1000
-
-
-# Within `one_look`: the pending lists already read, by path.
-_read: ContextVar[dict | None] = ContextVar("pending_read", default=None)
-
-
-@contextmanager
-def one_look():
-    """Within it, each ClusterQueue's pending workloads are asked of Kueue once: a page or an API
-    answer that says a waiting job's position, its estimate and the naive one beside it reads one
-    list, not one each. Nested uses share the outer one's."""
-    if _read.get() is not None:
-        yield
-        return
-    token = _read.set({})
-    try:
-        yield
-    finally:
-        _read.reset(token)
 
 
 def pending_path(cluster_queue: str) -> str:
@@ -71,13 +51,7 @@ def kueue_order(job: Job, cluster) -> list[str] | None:
     """Names of the objects of the pending workloads of ``job``'s ClusterQueue, in Kueue's order
     (a server's replicas each count once, where the first stands); None when Kueue cannot say."""
     path = pending_path(queue_name(job.team.namespace_name, job.flavor))
-    read = _read.get()
-    if read is not None and path in read:
-        return read[path]
-    names = _ask(job, cluster, path)
-    if read is not None:
-        read[path] = names
-    return names
+    return looks.remembered(("pending", path), lambda: _ask(job, cluster, path))
 
 
 def _ask(job: Job, cluster, path: str) -> list[str] | None:

@@ -17,7 +17,7 @@ from datetime import datetime
 from django.db.models import Q
 from django.utils import timezone
 
-from . import backfill, eta
+from . import backfill, eta, looks
 from .lifecycle import BEHIND_RESERVATION, HOLDING_QUOTA, State
 from .models import Job
 from .queueing import START_GPUS
@@ -66,8 +66,14 @@ def _sure_end(job: Job, now: datetime) -> float | None:
 
 def walk(team, flavor, *, adding: Job | None = None, now: datetime | None = None) -> Walk:
     """What becomes of the team's waiting jobs on ``flavor`` now, ``adding`` (a job not saved
-    yet) among them after those of its priority or above."""
-    now = now or timezone.now()
+    yet) among them after those of its priority or above. Walked once per look (`jobs.looks`)."""
+    if now is not None:
+        return _walk(team, flavor, adding, now)
+    return looks.remembered(("walk", team.pk, flavor.pk, id(adding)),
+                            lambda: _walk(team, flavor, adding, timezone.now()))
+
+
+def _walk(team, flavor, adding: Job | None, now: datetime) -> Walk:
     usage = usage_of(team, flavor)
     holders = list(Job.objects.filter(team=team, flavor=flavor, state__in=[*HOLDING_QUOTA, State.CANCELLING])
                    .annotate(size=START_GPUS))

@@ -245,3 +245,18 @@ def test_who_sees_the_reason_and_the_advice(reserving, team, flavor, member, own
     assert body["eta"]["sooner"][0]["change"] == "shorter_max_runtime"
     api.force_login(outsider)
     assert api.get(f"/api/v1/jobs/{kept.pk}").status_code == 404
+
+
+def test_a_kept_back_jobs_page_walks_the_queue_once(reserving, team, flavor, member, client_for, monkeypatch):
+    from jobs import reservations
+    kept = submit(team, flavor, member, "long", max_runtime_seconds=3 * HOUR)
+    walks = []
+    walk = reservations._walk
+    monkeypatch.setattr(reservations, "_walk", lambda *args: walks.append(args) or walk(*args))
+    page = client_for(member).get(f"/jobs/{kept.pk}/").content.decode()
+    # its verdict (why it is kept back) and its advice (which runtime starts it now): one walk
+    assert "8 GPUs are reserved for job head" in page and "max_runtime_seconds=3540" in page
+    assert len(walks) == 1
+    reservations.holds(kept)
+    reservations.holds(kept)  # outside a page every question walks afresh
+    assert len(walks) == 3
