@@ -175,8 +175,9 @@ class Cluster:
         self.flavor_of = {team: flavor for flavor, team, _ in TEAMS}
         self.running: dict[str, dict[int, tuple[Sub, float]]] = defaultdict(dict)
         self.waiting: dict[str, list[Sub]] = defaultdict(list)
-        self.history: dict[tuple[str, int], deque] = defaultdict(lambda: deque(maxlen=50))
-        self.shares: dict[tuple[str, int], deque] = defaultdict(lambda: deque(maxlen=50))  # runtime / max
+        # as the platform reads them (`jobs.estimates`): per team, its last ended jobs of each size
+        # and of any size, as (runtimes, used shares)
+        self.ended: dict[tuple[str, int | None], deque] = defaultdict(lambda: deque(maxlen=eta.HISTORY))
         self.admitted_at: dict[str, deque] = defaultdict(deque)
         self.ends: list[tuple[float, int, str]] = []
         self.estimate = estimate
@@ -232,8 +233,8 @@ class Cluster:
 
     def end(self, pk, team, now):
         sub, started = self.running[team].pop(pk)
-        self.history[(team, sub.gpus)].append(now - started)
-        self.shares[(team, sub.gpus)].append(min((now - started) / sub.max_runtime, 1.0))
+        for key in ((team, sub.gpus), (team, None)):
+            self.ended[key].append((now - started, min((now - started) / sub.max_runtime, 1.0)))
         self.admit(team, now)
 
     def submit(self, sub, now):
@@ -246,10 +247,15 @@ class Cluster:
         team = sub.team
         self._order(team)
 
-        def past(s):  # (runtimes, used shares) the estimate is told for job s
+        told = {}
+
+        def past(s):  # (runtimes, used shares) the estimate is told for job s: its size's, else any size's
             if self.knows == "runtimes":  # its own true runtime, the one value the draw can pick
                 return (s.runtime,), ()
-            return tuple(self.history[(team, s.gpus)]), tuple(self.shares[(team, s.gpus)])
+            if s.gpus not in told:
+                ended = self.ended.get((team, s.gpus)) or self.ended[(team, None)]
+                told[s.gpus] = (tuple(r for r, _ in ended), tuple(u for _, u in ended))
+            return told[s.gpus]
 
         queue = eta.Queue(
             capacity=self.nominal[team], ceiling=self.nominal[team], reserves=self.reserves,

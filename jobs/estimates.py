@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 from urllib.parse import urlencode
 
-from django.db.models import F
+from django.db.models import F, Window
+from django.db.models.functions import RowNumber
 from django.urls import reverse
 from django.utils import timezone
 
@@ -32,7 +33,6 @@ from .models import EtaEstimate, Job
 from .queueing import START_GPUS
 from .usage import usage_of
 
-HISTORY = 200  # ended jobs of the team on the flavor read for runtimes
 RECORD_EVERY = timedelta(minutes=5)  # one recorded estimate per job per this, however often asked
 CALIBRATION_WINDOW = 400  # past estimates of a flavor the calibration learns from
 RECENT = timedelta(hours=1)  # the naive estimate's admission rate window
@@ -68,18 +68,23 @@ def _secs(value) -> int | None:
 
 
 def _histories(team, flavor) -> dict[int | None, tuple[tuple[float, ...], tuple[float, ...]]]:
-    """Of the team's last ended jobs on the flavor, by the GPUs they started with (key None:
-    all of them): their runtimes (seconds), and for those with a maximum runtime the share of
-    it they used."""
+    """Of the team's ended jobs on the flavor, the last `eta.HISTORY` of each size (the GPUs they
+    started with; key None: the last of any size, for a size none of which ended): their runtimes
+    (seconds), and for those with a maximum runtime the share of it they used. The last of any
+    size are among the last of their own size, so one query reads them all."""
     rows = (Job.objects.filter(team=team, flavor=flavor, state__in=FINAL_STATE_VALUES,
                                run_admitted_at__isnull=False, finished_at__isnull=False)
-            .annotate(size=START_GPUS).order_by("-finished_at")
-            .values_list("size", "run_admitted_at", "finished_at", "max_runtime_seconds")[:HISTORY])
+            .annotate(size=START_GPUS)
+            .annotate(recent=Window(RowNumber(), partition_by=[F("size")], order_by=F("finished_at").desc()))
+            .filter(recent__lte=eta.HISTORY).order_by("-finished_at")
+            .values_list("size", "run_admitted_at", "finished_at", "max_runtime_seconds"))
     runtimes: dict[int | None, list[float]] = {None: []}
     used: dict[int | None, list[float]] = {None: []}
     for size, began, ended, limit in rows:
         runtime = max((ended - began).total_seconds(), 1.0)
         for key in (size, None):
+            if key is None and len(runtimes[None]) >= eta.HISTORY:
+                continue
             runtimes.setdefault(key, []).append(runtime)
             if limit:
                 used.setdefault(key, []).append(min(runtime / limit, 1.0))

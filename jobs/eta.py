@@ -34,6 +34,9 @@ SEED = 33
 NO_END = None
 # Similar ended jobs with a maximum runtime needed before their used share is drawn from.
 MIN_USED = 5
+# A team's last ended jobs of a size on the flavor read for runtimes (`jobs.estimates`, the
+# replay); of any size as many, for a size none of which ended.
+HISTORY = 50
 
 
 @dataclass(frozen=True)

@@ -173,3 +173,28 @@ def test_a_running_job_is_expected_to_use_the_share_of_its_maximum_that_the_team
     queue = estimates.queue_for(waiting)
     assert queue.running[0].used == (0.5,) * 5 and queue.running[0].history == (float(HOUR),) * 5
     assert estimates.estimate(waiting, record=False).eta.p50 == pytest.approx(4 * HOUR, abs=60)
+
+
+def test_runtimes_come_from_the_last_ended_jobs_of_the_same_size_else_of_any_size(team, flavor):
+    """However many 1-GPU jobs ended since, a size keeps its own last `eta.HISTORY`; a size none
+    of which ended is told the team's last of any size."""
+    from jobs import eta
+    make_quota(team, flavor, nominal_gpus=16)
+    began = timezone.now() - timedelta(days=5)
+
+    def ended(gpus, minutes, at):
+        past = make_job(team, flavor, gpus_per_worker=gpus, max_runtime_seconds=2 * HOUR)
+        Job.objects.filter(pk=past.pk).update(state=State.SUCCEEDED, submitted_at=at, admitted_at=at,
+                                              run_admitted_at=at, finished_at=at + timedelta(minutes=minutes))
+
+    for i in range(3):  # the oldest: three 8-GPU jobs of 90 minutes
+        ended(8, 90, began + timedelta(minutes=i))
+    for i in range(eta.HISTORY + 10):  # since: many 1-GPU jobs, the oldest ten of 60 minutes, then of 30
+        ended(1, 60 if i < 10 else 30, began + timedelta(hours=3 + i))
+    for gpus in (8, 1, 4):
+        running(team, flavor, timedelta(minutes=5), gpus_per_worker=gpus, max_runtime_seconds=2 * HOUR)
+    queue = estimates.queue_for(queued(team, flavor, gpus_per_worker=8, max_runtime_seconds=HOUR))
+    by_size = {r.gpus: r.history for r in queue.running}
+    assert by_size[8] == (90 * 60.0,) * 3  # its own, though 60 jobs of another size ended since
+    assert by_size[1] == (30 * 60.0,) * eta.HISTORY  # the last of its size only
+    assert by_size[4] == (30 * 60.0,) * eta.HISTORY  # none of its size: the last of any size
