@@ -8,7 +8,7 @@ import pytest
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from jobs import estimates
+from jobs import estimates, eta
 from jobs.lifecycle import State
 from jobs.models import EtaEstimate, Job
 from tests.builders import make_flavor, make_job, make_quota
@@ -178,7 +178,6 @@ def test_a_running_job_is_expected_to_use_the_share_of_its_maximum_that_the_team
 def test_runtimes_come_from_the_last_ended_jobs_of_the_same_size_else_of_any_size(team, flavor):
     """However many 1-GPU jobs ended since, a size keeps its own last `eta.HISTORY`; a size none
     of which ended is told the team's last of any size."""
-    from jobs import eta
     make_quota(team, flavor, nominal_gpus=16)
     began = timezone.now() - timedelta(days=5)
 

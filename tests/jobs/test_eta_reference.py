@@ -12,15 +12,6 @@ from jobs import eta
 HOUR = 3600.0
 
 
-def _weighted_median(values, weights):
-    total, seen = sum(weights), 0.0
-    for value, weight in zip(values, weights, strict=True):
-        seen += weight
-        if seen >= total / 2:
-            return value
-    return values[-1]
-
-
 @pytest.mark.parametrize("max_runtime", [600.0, 1800.0, 4 * HOUR])
 def test_the_posterior_is_the_generators_runtime_given_its_maximum(max_runtime):
     rng = random.Random(7)

@@ -12,7 +12,7 @@ from django.core.exceptions import ValidationError
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from jobs import actions, estimates, feasibility
+from jobs import actions, estimates, feasibility, reservations
 from jobs.lifecycle import BEHIND_RESERVATION, State
 from jobs.models import Job
 from jobs.reservations import RELEASED
@@ -248,7 +248,6 @@ def test_who_sees_the_reason_and_the_advice(reserving, team, flavor, member, own
 
 
 def test_a_kept_back_jobs_page_walks_the_queue_once(reserving, team, flavor, member, client_for, monkeypatch):
-    from jobs import reservations
     kept = submit(team, flavor, member, "long", max_runtime_seconds=3 * HOUR)
     walks = []
     walk = reservations._walk
