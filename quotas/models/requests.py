@@ -49,12 +49,12 @@ class QuotaRequestQuerySet(models.QuerySet):
         return request
 
     def renew(self, grant: "QuotaGrant", *, requested_by, ends_on, justification: str,
-              gpus: int | None = None, borrowing_limit_gpus=UNCHANGED) -> "QuotaRequest":
+              gpus: int | None = None, borrowing_limit_gpus=UNCHANGED, now=None) -> "QuotaRequest":
         """The one way a renewal is asked for: an owner of the grant's team asks to carry
         ``grant`` on until ``ends_on`` (its numbers, or others), before it ends. Refused for
         a grant marked non-renewable, one that has no end or has ended, and while another
-        renewal of it is pending."""
-        now = timezone.now()
+        renewal of it is pending. ``now``: the moment it is asked (the clock when None)."""
+        now = now or timezone.now()
         if not QuotaRequest.can_request(grant.team, requested_by):
             raise PermissionDenied(f"Only owners of {grant.team.slug} can ask to renew its grants.")
         refusal = grant.why_not_renew(now)

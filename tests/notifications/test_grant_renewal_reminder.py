@@ -44,7 +44,7 @@ def test_the_reminder_links_to_the_grants_page_and_comes_again_before_the_new_en
     assert settings.PUBLIC_URL + link in message.body
 
     renewal = QuotaRequest.objects.renew(grant, requested_by=people["owner"], justification="More epochs.",
-                                         ends_on=last_day(grant.ends_at) + 3 * DAY)
+                                         ends_on=last_day(grant.ends_at) + 3 * DAY, now=T0)
     actions.approve(renewal, make_user("ruth", quota_manager=True), gpus=8, borrowing_limit_gpus=None,
                     cpu_cores=0, memory_gib=0, starts_on=renewal.starts_on, ends_on=renewal.ends_on, now=T0)
     with inline["commit"]():
