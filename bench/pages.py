@@ -59,7 +59,7 @@ def _gpus(standin, pages) -> None:
     """The stand-in's GPUs: those of the running jobs on the first page of the quota
     manager's job list (pods named as the Job controller names them), every third GPU idle."""
     from jobs.models import Job
-    from schedulers.workloads import object_name
+    from workloads.pods import object_name
 
     running = Job.objects.filter(state=Job.State.RUNNING).select_related("team").order_by("-created_at", "-id")
     for job in running[:50]:

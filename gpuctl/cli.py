@@ -19,9 +19,6 @@ from . import __version__
 from .client import ApiError, Client, Unreachable
 from .jobfile import JobFileError, load
 
-# Kinds that run until cancelled: `--wait` is done once they run (docs/api.md).
-RUNS_UNTIL_CANCELLED = {"inference": "serving", "ray-cluster": "up (its dashboard: see the job page)",
-                        "notebook": "ready (its port-forward line: see the job page)"}
 EXIT = {
     "ok": 0,             # done; with --wait: the job succeeded (inference: is running)
     "failed": 1,         # with --wait: the job failed
@@ -197,8 +194,9 @@ def _wait(client: Client, job: dict, args) -> int:
             if args.output != "text":
                 _print_doc(job, args)
             return FINAL[state]
-        if job["kind"] in RUNS_UNTIL_CANCELLED and state == "running":
-            _progress(args, f"job {job['id']} is {RUNS_UNTIL_CANCELLED[job['kind']]}")
+        # A kind that runs until cancelled (the server says which: docs/api.md) is done once it runs.
+        if job.get("runs_until_cancelled") and state == "running":
+            _progress(args, f"job {job['id']} is {job['runs_until_cancelled']}")
             if args.output != "text":
                 _print_doc(job, args)
             return EXIT["ok"]

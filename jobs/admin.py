@@ -4,8 +4,8 @@ from django.contrib import admin
 from simple_history.admin import SimpleHistoryAdmin
 
 from quotas.models import MemberCap
+from workloads import spec
 
-from . import spec
 from .actions import remove_cap, save_cap
 from .models import GpuInterval, Job, JobEvent
 

@@ -38,13 +38,16 @@ from quotas.models import GpuFlavor, IdlePolicy, PriorityClass
 from tenants.auth import token_of
 from tenants.scoping import TeamField, TeamScopedViewSet
 from tenants.tokens import Scope
+from workloads import spec
+from workloads.kinds import by_name as kind_named
 
-from . import actions, feasibility, gpu_use, spec, telemetry
+from . import actions, feasibility, gpu_use, telemetry
 from .eta_api import EtaSerializer, eta_of
 from .filters import JobFilter
+from .gpus import total_gpus
 from .logs import problem_of
 from .manifests import render_job
-from .models import LIVE_NAME_TAKEN, MAX_CPU_PER_WORKER, IdleWatch, Job, JobEvent, Preemption, total_gpus
+from .models import LIVE_NAME_TAKEN, MAX_CPU_PER_WORKER, IdleWatch, Job, JobEvent, Preemption
 from .models.idempotency import KeyConflict
 from .models.idle import MAX_EXEMPT_REASON
 
@@ -88,6 +91,9 @@ class JobSerializer(StrictFields, serializers.ModelSerializer):
                                 allow_null=True, help_text=_help("priority"))
     submitter = SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
     total_gpus = serializers.IntegerField(read_only=True)
+    runs_until_cancelled = serializers.CharField(read_only=True, help_text=(
+        "What the job is once running, for kinds that run until cancelled (a server: \"serving\"); empty for "
+        "work that ends by itself. gpuctl --wait stops waiting there."))
     command = serializers.ListField(child=serializers.CharField(allow_blank=True), required=False,
                                     help_text=_help("command"))
     args = serializers.ListField(child=serializers.CharField(allow_blank=True), required=False,
@@ -99,8 +105,8 @@ class JobSerializer(StrictFields, serializers.ModelSerializer):
 
     class Meta:
         model = Job
-        fields = ["id", *spec.NAMES, "submitter", "total_gpus", *STATUS_FIELDS]
-        read_only_fields = ["id", "submitter", "total_gpus", *STATUS_FIELDS]
+        fields = ["id", *spec.NAMES, "submitter", "total_gpus", "runs_until_cancelled", *STATUS_FIELDS]
+        read_only_fields = ["id", "submitter", "total_gpus", "runs_until_cancelled", *STATUS_FIELDS]
         extra_kwargs = {field.name: {"help_text": field.help} for field in spec.FIELDS}
         # Job.full_clean (inside Job.objects.submit) checks the constraints, with the
         # model's own messages; DRF's copies of them would run a second query.
@@ -125,7 +131,8 @@ class JobSerializer(StrictFields, serializers.ModelSerializer):
             out[field.name] = value
         out.update({
             "submitter": row["submitter__username"],
-            "total_gpus": total_gpus(row["kind"], row["workers"], row["max_replicas"], row["gpus_per_worker"]),
+            "total_gpus": total_gpus(row),
+            "runs_until_cancelled": kind_named(row["kind"]).runs_until_cancelled,
             "state": row["state"], "reason": row["reason"], "message": row["message"],
             **{name: _when(row[name], zone) for name in TIMESTAMPS},
         })

@@ -20,21 +20,16 @@ releases at once cannot both take the person's last GPUs.
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
-from django.db.models import Case, Count, F, IntegerField, Q, QuerySet, Sum, When
+from django.db.models import Count, F, Q, QuerySet, Sum
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from quotas.models import MemberCap
 from tenants.models import Team
 
+from .gpus import TOTAL_GPUS
 from .lifecycle import AT_PERSONAL_CAP, FINAL_STATE_VALUES, State
 
-# Job.total_gpus in SQL: every worker, or an inference server's most replicas.
-TOTAL_GPUS = Case(
-    When(kind="inference", then=Coalesce(F("max_replicas"), 1) * F("gpus_per_worker")),
-    default=F("workers") * F("gpus_per_worker"),
-    output_field=IntegerField(),
-)
 WAITING_AT_CAP = Q(state=State.SUBMITTED, reason=AT_PERSONAL_CAP)
 # Let onto the cluster (or about to be) and not finished: what a person holds.
 HOLDS = ~Q(state__in=[*FINAL_STATE_VALUES, State.DRAFT]) & ~WAITING_AT_CAP
@@ -67,7 +62,8 @@ def never_fits(cap: MemberCap | None, job) -> dict[str, str]:
     """A field error when ``job`` alone needs more than its submitter's cap: it would wait for ever."""
     if cap is None or job.total_gpus <= cap.max_gpus:
         return {}
-    field = "max_replicas" if job.kind == "inference" else "gpus_per_worker"
+    shape = job.work_kind.shape
+    field = shape.most if shape.most != "workers" else "gpus_per_worker"
     whose = "your cap" if not cap.is_default else "the team's cap for each person"
     return {field: (f"This job needs {job.total_gpus} {job.flavor.name} GPUs at once, more than {whose} of "
                     f"{cap.max_gpus} in team {job.team.slug}. Make it smaller, or ask an owner of the team "

@@ -24,8 +24,8 @@ from django.utils import timezone
 
 from core.reconcile import NoCluster, current_cluster
 from quotas.models import Quota
-from schedulers.kueue import KUEUE
-from schedulers.workloads import object_name
+from workloads.kueue import KUEUE
+from workloads.pods import object_name
 
 from . import eta, feasibility, looks, pending, reservations
 from .lifecycle import FINAL_STATE_VALUES, HOLDING_QUOTA, WAITING_FOR_QUOTA, State
@@ -219,7 +219,7 @@ def _sooner(job: Job, queue: eta.Queue, current: eta.Eta):
             earlier.append(Advice("shorter_max_runtime", f"With a maximum runtime of {eta.words(gap)} instead of "
                                   f"{was}: {eta.sentence(shorter).lower()}", shorter.p50,
                                   _clone_url(job, max_runtime_seconds=gap)))
-    if job.kind == Job.Kind.TRAINING and job.gpus_to_start > 1:
+    if job.work_kind.across_nodes and job.gpus_to_start > 1:
         change = ({"workers": job.workers // 2} if job.workers > 1
                   else {"gpus_per_worker": job.gpus_per_worker // 2})
         gpus = change.get("workers", job.workers) * change.get("gpus_per_worker", job.gpus_per_worker)

@@ -11,61 +11,19 @@ from django.utils.html import format_html, format_html_join
 
 from quotas.models import GpuFlavor, PriorityClass, Sharing
 from quotas.models.hardware import gib_text
-from schedulers.notebook import DEFAULT_IMAGE as DEFAULT_NOTEBOOK_IMAGE
 from tenants.models import Team
+from workloads import autoscaling, kinds, spec
 
-from . import autoscaling, spec
 from .models import Job, Volume
 
-PYTORCH_IMAGE = "pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime"
-# torchrun's c10d rendezvous at the platform's MASTER_ADDR:MASTER_PORT numbers the nodes
-# itself: no node rank to pass, which Volcano's pytorch plugin does not set (it sets RANK,
-# after the job's own variables, so no variable can be made of it).
-TORCHRUN_ARGS = (
-    "--nnodes=$(NNODES) --nproc-per-node=$(NPROC_PER_NODE) --rdzv-backend=c10d "
-    "--rdzv-endpoint=$(MASTER_ADDR):$(MASTER_PORT) train.py --epochs 10"
-)
-
-RAY_IMAGE = "rayproject/ray:2.52.0-py312-gpu"
-NOTEBOOK_IMAGE = DEFAULT_NOTEBOOK_IMAGE
-
-# name -> (label, initial values). Strings for command/args/env, as the form shows them.
-PRESETS = {
-    "single": ("Single-GPU training", dict(
-        kind="training", name="train-single", image=PYTORCH_IMAGE, command="python",
-        args="train.py --epochs 10", workers=1, gpus_per_worker=1, cpu_per_worker=8,
-        memory_per_worker_gib=64, max_runtime_seconds=24 * 3600,
-    )),
-    "ddp": ("Multi-node PyTorch DDP", dict(
-        kind="training", name="train-ddp", image=PYTORCH_IMAGE, command="torchrun",
-        args=TORCHRUN_ARGS, env="NCCL_DEBUG=WARN", workers=2, gpus_per_worker=8, cpu_per_worker=32,
-        memory_per_worker_gib=256, max_runtime_seconds=48 * 3600,
-    )),
-    "inference": ("Inference server", dict(
-        kind="inference", name="llm-serve", image="vllm/vllm-openai:v0.6.4", command="",
-        args="--model /models/llama-3-8b --port 8000", workers=1, gpus_per_worker=1, gpu_memory_gib=18,
-        cpu_per_worker=8, memory_per_worker_gib=64, port=8000, min_replicas=1, max_replicas=2,
-        readiness_path="/health", autoscaling_target_cpu_percent=70,
-    )),
-    "ray-job": ("Ray job", dict(
-        kind="ray-job", name="ray-train", image=RAY_IMAGE, ray_entrypoint="python train.py --epochs 3",
-        ray_runtime_env="pip:\n  - torch\n", workers=2, gpus_per_worker=1, cpu_per_worker=8,
-        memory_per_worker_gib=64,
-    )),
-    "ray-cluster": ("Interactive Ray cluster", dict(
-        kind="ray-cluster", name="ray-dev", image=RAY_IMAGE, workers=2, gpus_per_worker=1,
-        cpu_per_worker=8, memory_per_worker_gib=64,
-    )),
-    "notebook": ("JupyterLab notebook", dict(
-        kind="notebook", name="notebook", image=NOTEBOOK_IMAGE, command="", args="", gpus_per_worker=1,
-        cpu_per_worker=4, memory_per_worker_gib=32, port=8888, max_runtime_seconds=12 * 3600,
-    )),
-}
+# name -> (label, initial values), from every kind's presets. Strings for command/args/env, as
+# the form shows them.
+PRESETS = kinds.presets()
 
 
 def first_preset(kind: str) -> str:
     """The preset a kind's tab starts from: the first of that kind."""
-    return next((key for key, (_, values) in PRESETS.items() if values["kind"] == kind), "single")
+    return next((key for key, (_, values) in PRESETS.items() if values["kind"] == kind), next(iter(PRESETS)))
 
 
 def clone_initial(job: Job) -> dict:
@@ -180,11 +138,12 @@ class JobForm(forms.ModelForm):
                 self.fields[field.name] = TYPED_AS_TEXT[field.shape](
                     required=False, label=field.label, help_text=HOW_TO_TYPE.get(field.name, field.help))
         # Only the fields of the chosen kind exist; the model's defaults fill the others.
-        given = {field.name for field in spec.for_kind(self.kind)}
+        kind = kinds.by_name(self.kind)
+        given = {field.name for field in kind.spec_fields}
         for field in spec.FIELDS:
             if field.name not in given:
                 del self.fields[field.name]
-            elif self.kind in field.required_for:
+            elif field.name in kind.requires:
                 self.fields[field.name].required = True
         # A number left empty is the field's default (30 s of readiness delay, 4 CPU cores, ...),
         # and so is a choice not sent (a server's autoscale metric: cpu).
@@ -235,7 +194,7 @@ class JobForm(forms.ModelForm):
     @property
     def kind(self) -> str:
         value = self.data.get("kind") if self.is_bound else self.initial.get("kind")
-        return value if value in Job.Kind.values else Job.Kind.TRAINING
+        return value if value in Job.Kind.values else kinds.KINDS[0].name
 
     def selected_team_id(self) -> int | None:
         value = self.data.get("team") if self.is_bound else self.initial.get("team")

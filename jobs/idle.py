@@ -34,8 +34,7 @@ from dataclasses import dataclass
 
 from cluster.prometheus import PrometheusUnavailable
 from quotas.models.idle import IdleRules, default_rules
-
-from . import kinds
+from workloads import kinds
 
 ACTIVITY = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"  # 0..1
 UTILIZATION = "DCGM_FI_DEV_GPU_UTIL"  # percent

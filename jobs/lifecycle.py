@@ -2,7 +2,7 @@
 
 from django.db import models
 
-from schedulers import EXCEEDS_QUOTA, Phase
+from workloads import EXCEEDS_QUOTA, Phase
 
 
 class State(models.TextChoices):

@@ -8,9 +8,9 @@ objects belong to other controllers.
 from cluster.fields import FieldRules, Ownership
 from cluster.quantity import gib
 from core.ownership import owned
-from schedulers.workloads import object_name, pod_templates_of
+from workloads.kinds import for_job, rendered_kinds
+from workloads.pods import object_name, pod_templates_of
 
-from .kinds import for_job, rendered_kinds
 from .models import Job, Volume
 
 __all__ = ["JOB_KINDS", "PVC", "VOLUME_FIELDS", "job_fields", "object_name", "pod_templates_of", "render_job",
@@ -38,7 +38,7 @@ def job_fields(job: Job) -> Ownership:
 
 def render_volumes(team, volumes: list[Volume]) -> list[dict]:
     """A team's volumes, one PersistentVolumeClaim each, named as the volume (what jobs mount:
-    `schedulers.workloads.mounts`). ReadWriteOnce: every storage class offers it; a volume
+    `workloads.pods.mounts`). ReadWriteOnce: every storage class offers it; a volume
     mounted by two jobs at once needs them on one node, or a class that binds ReadWriteMany."""
     return [owned({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
                    "metadata": {"name": volume.name, "namespace": team.namespace_name},

@@ -30,9 +30,9 @@ from core import charts
 from core.reconcile import NoCluster, current_cluster
 from quotas.models import IdlePolicy
 from quotas.models.flavors import UNATTRIBUTABLE
+from workloads.kinds import for_job
 
 from . import actions, estimates, feasibility, gpu_use, logs, looks, telemetry
-from .kinds import for_job
 from .manifests import render_job
 from .models import IdleWatch, Job
 
@@ -109,7 +109,7 @@ def job_pods(request, pk):
         views = [logs.pod_view(pod) for pod in logs.job_pods(cluster, job)]
         context.update(pods=views[:logs.MAX_PODS_SHOWN], more_pods=max(0, len(views) - logs.MAX_PODS_SHOWN),
                        landed=logs.landed(cluster, job, views))
-        if job.kind == Job.Kind.INFERENCE:
+        if job.work_kind.autoscaled:
             context["replicas"] = logs.replicas(cluster, job)
     except NoCluster:
         context["problem"] = NO_CLUSTER

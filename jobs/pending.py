@@ -15,9 +15,9 @@ import logging
 
 from cluster import ClusterError
 from core.reconcile import NoCluster, current_cluster
-from schedulers import queue_name
-from schedulers.kueue import KUEUE
-from schedulers.workloads import object_name
+from workloads import queue_name
+from workloads.kueue import KUEUE
+from workloads.pods import object_name
 
 from . import looks
 from .models import Job

@@ -8,24 +8,19 @@ Volcano orders its queue's jobs the same way. So a job that can never start is n
 "ahead", and is not queued demand (`jobs.usage`): only the jobs that may start count.
 """
 
-from django.db.models import Case, F, IntegerField, Q, QuerySet, When
+from django.db.models import F, Q, QuerySet
 from django.db.models.functions import Coalesce
 
 from quotas.models import Quota
 
+from .gpus import FITS_A_NODE, START_GPUS
 from .lifecycle import AT_PERSONAL_CAP, NEVER_STARTS_REASONS, WAITING_FOR_QUOTA, State
 
-# Job.gpus_to_start in SQL: every worker, or an inference server's minimum replicas.
-START_GPUS = Case(
-    When(kind="inference", then=Coalesce(F("min_replicas"), 1) * F("gpus_per_worker")),
-    default=F("workers") * F("gpus_per_worker"),
-    output_field=IntegerField(),
-)
 # Waiting, and not known never to start: the scheduler has not said so (ExceedsQuota) and a
 # worker fits a node. What the team's ceiling says is checked against START_GPUS. A job held
 # back at its submitter's cap (`jobs.caps`) is in no scheduler's queue: not ahead of anyone.
 MAY_START = (Q(state__in=WAITING_FOR_QUOTA) & ~Q(reason__in=sorted(NEVER_STARTS_REASONS))
-             & Q(gpus_per_worker__lte=F("flavor__gpus_per_node"))
+             & FITS_A_NODE
              & ~Q(state=State.SUBMITTED, reason=AT_PERSONAL_CAP))
 
 

@@ -22,13 +22,16 @@ How a workload is stopped, per kind:
 - Volcano gang: a ``bus.volcano.sh/v1alpha1`` Command with the action ``AbortJob`` aimed
   at the Volcano Job (what ``vcctl job suspend`` sends): Volcano kills its pods and keeps
   the Job ``Aborted``;
-- a notebook (a stoppable kind, `WorkloadKind.stoppable`): stopped, not ended: the job
+- a notebook (a stoppable kind, `WorkKind.stoppable`): stopped, not ended: the job
   becomes ``stopped`` and its StatefulSet is applied at 0 replicas (its pod goes, its volumes
   stay); started again it is watched afresh. A notebook that has run its lifetime (its max
   runtime since it was last admitted) is stopped the same way, at every sweep, with or
   without metrics;
 - inference: exempt. A server's GPUs wait for traffic by design, and KEDA or the HPA
   scales it; reclaiming it would take a service down.
+
+Each kind says how in its module (`Integration.stop`, an optional capability, and
+`WorkKind.idle_words` for those without one); this sweep asks it.
 """
 
 from __future__ import annotations
@@ -44,24 +47,19 @@ from django.core.cache import cache
 from django.db import transaction
 from django.utils import timezone
 
-from cluster import MANAGED_BY_LABEL, MANAGED_BY_VALUE, NotFound, TransientError
-from cluster.objects import Snapshot
+from cluster import TransientError
 from cluster.prometheus import prometheus_from_settings
 from core.reconcile import RETRY_POLICY, NoCluster, current_cluster
 from quotas.models import IdlePolicy, say_seconds
-from schedulers import kueue, volcano
-from schedulers.workloads import object_name
+from workloads.kinds import KINDS, NotStopped, for_job, integrations
 
 from . import idle
-from .kinds import KINDS, for_job
 from .lifecycle import HOLDING_QUOTA, State
-from .manifests import render_job
 from .models import RETAIN_FINISHED, Job
 from .models.idle import IdleWatch
 
 log = logging.getLogger(__name__)
 
-COMMAND = ("bus.volcano.sh/v1alpha1", "Command")
 # The reason of a notebook stopped at the end of its lifetime.
 LIFETIME_OVER = "LifetimeOver"
 # What the console shows of the last sweep (`status()`).
@@ -69,85 +67,26 @@ STATUS_KEY = "jobs:idle-sweep"
 LOCK_KEY = "jobs:idle-sweep:lock"
 
 
-class NotStopped(Exception):
-    """The workload could not be found to stop (it went meanwhile): nothing is recorded."""
-
-
-# --- stopping a workload, per kind ---------------------------------------------------------
-def _deactivate_kueue(cluster, job: Job) -> None:
-    api_version, kind = kueue.WORKLOAD
-    namespace, owner = job.team.namespace_name, object_name(job)
-    workloads = [w for w in cluster.list(api_version, kind, namespace=namespace)
-                 if any(ref.get("kind") == "Job" and ref.get("name") == owner
-                        for ref in w["metadata"].get("ownerReferences") or ())]
-    if not workloads:
-        raise NotStopped(f"no Kueue Workload owned by Job {namespace}/{owner}")
-    for live in workloads:
-        if (live.get("spec") or {}).get("active") is False:
-            continue
-        snapshot = Snapshot()
-        snapshot.add(api_version, kind, [live])
-        cluster.apply([{"apiVersion": api_version, "kind": kind,
-                        "metadata": {"name": live["metadata"]["name"], "namespace": namespace},
-                        "spec": {"active": False}}], snapshot=snapshot)
-
-
-def _abort_volcano(cluster, job: Job) -> None:
-    api_version, kind = volcano.JOB
-    namespace, name = job.team.namespace_name, object_name(job)
-    try:
-        live = cluster.get(api_version, kind, name, namespace)
-    except NotFound as err:
-        raise NotStopped(f"no Volcano Job {namespace}/{name}") from err
-    target = {"apiVersion": api_version, "kind": kind, "name": name, "uid": live["metadata"]["uid"],
-              "controller": True}
-    command = {
-        "apiVersion": COMMAND[0], "kind": COMMAND[1],
-        "metadata": {"name": f"{name}-reclaim", "namespace": namespace, "ownerReferences": [target],
-                     "labels": {MANAGED_BY_LABEL: MANAGED_BY_VALUE}},  # the chart's write-confining policy
-        "action": "AbortJob", "target": target, "reason": "IdleGpus",
-        "message": "GPU Platform reclaimed the job: its GPUs were idle.",
-    }
-    try:
-        cluster.create(command)
-    except TransientError as err:
-        if err.status != 409:  # 409: the command is there already, waiting for Volcano
-            raise
-
-
-def _scale_to_nothing(cluster, job: Job) -> None:
-    """A stopped notebook's objects as it renders them now (its StatefulSet at 0 replicas), with
-    its kind's field rules: the reconcile's own apply, done at once."""
-    cluster.apply(render_job(job), rules=for_job(job).fields)
-
-
-STOPPERS = {
-    "kueue-training": _deactivate_kueue,
-    "volcano-gang": _abort_volcano,
-    **{kind.name: _scale_to_nothing for kind in KINDS if kind.stoppable},
-}
-# The job kinds the sweep watches: the kinds it has a stopper for.
-WATCHED_KINDS = sorted({kind.job_kind for kind in KINDS if kind.name in STOPPERS})
-# What stopping takes on the cluster, (API group, resource) -> verbs (`gpuplatform.rbac`):
-# find the Workload among the namespace's and apply its one field; read the Volcano Job's
-# uid and create the Command.
-RIGHTS = {
-    (kueue.WORKLOAD[0].rpartition("/")[0], "workloads"): {"list", "patch"},
-    (volcano.JOB[0].rpartition("/")[0], "jobs"): {"get"},
-    (COMMAND[0].rpartition("/")[0], "commands"): {"create"},
-}
+# The job kinds the sweep watches: those that can be stopped on some scheduler.
+WATCHED_KINDS = sorted(kind.name for kind in KINDS if kind.reclaimable)
+# What stopping takes on the cluster, (API group, resource) -> verbs (`gpuplatform.rbac`).
+RIGHTS: dict[tuple[str, str], set[str]] = {}
+for _integration in integrations():
+    for _key, _verbs in _integration.stop_rights.items():
+        RIGHTS.setdefault(_key, set()).update(_verbs)
 
 
 def reclaimable(job: Job) -> bool:
-    """Kinds whose workloads the sweep can stop; inference is exempt (see the module docstring)."""
-    return job.kind in WATCHED_KINDS and for_job(job).name in STOPPERS
+    """Kinds whose workloads the sweep can stop on the job's scheduler; inference is exempt (see the
+    module docstring)."""
+    return job.kind in WATCHED_KINDS and for_job(job).stop is not None
 
 
 def stop(cluster, job: Job, watch: IdleWatch, now) -> None:
     """Stop a reclaimed job's workload; raises ``TransientError`` when the cluster cannot be
     asked now."""
     try:
-        STOPPERS[for_job(job).name](cluster, job)
+        for_job(job).stop(cluster, job)
     except NotStopped as err:
         log.info("reclaimed job %s: %s; nothing to stop", job.pk, err)
     watch.stopped(now)
@@ -179,7 +118,7 @@ def sweep_idle_jobs(cluster, prometheus, now=None) -> dict:
         if job.lifetime_over(now):
             _recorded_with_the_stop(lambda job=job: job.stop(reason=LIFETIME_OVER, at=now, message=(
                 f"Stopped: it ran its lifetime of {say_seconds(job.max_runtime_seconds)}; its volumes are kept. "
-                "Start it again when you need it.")), lambda job=job: _scale_to_nothing(cluster, job), job)
+                "Start it again when you need it.")), lambda job=job: for_job(job).stop(cluster, job), job)
     # 1. the running jobs a policy watches, 2. what their GPUs did, 3. each moved on.
     jobs = [job for job in Job.objects.filter(state=State.RUNNING, kind__in=WATCHED_KINDS)
             .select_related("team", "flavor", "idle_watch").order_by("pk") if reclaimable(job)]
@@ -232,10 +171,10 @@ def _move(cluster, job: Job, watch: IdleWatch, policy, reading: idle.Reading, no
         return None
     if not policy.reclaims or watch.reclaim_at is None or now < watch.reclaim_at:
         return None
-    if for_job(job).stoppable:  # a notebook: stopped and kept, not ended
+    if job.work_kind.stoppable:  # a notebook: stopped and kept, not ended
         return "reclaimed" if _recorded_with_the_stop(
             lambda: watch.stopped_idle(job, now, threshold=policy.threshold_percent),
-            lambda: _scale_to_nothing(cluster, job), job, watch) else None
+            lambda: for_job(job).stop(cluster, job), job, watch) else None
     # The state first, then the cluster: stopped first, the watcher could read the eviction
     # as a preemption and send the job back to a queue its inactive Workload never leaves.
     return "reclaimed" if _recorded_with_the_stop(

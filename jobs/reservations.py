@@ -21,7 +21,6 @@ from . import backfill, eta, looks
 from .lifecycle import BEHIND_RESERVATION, HOLDING_QUOTA, State
 from .models import Job
 from .queueing import START_GPUS
-from .spec import BY_NAME as SPEC
 from .usage import usage_of
 
 BEHIND = Q(state=State.SUBMITTED, reason=BEHIND_RESERVATION)
@@ -122,7 +121,7 @@ def hold_message(job: Job, walk: Walk) -> str:
 
 def takes_a_runtime(job: Job) -> bool:
     """Whether ``job``'s kind has a maximum runtime (a server or a Ray cluster runs until cancelled)."""
-    return job.kind in SPEC["max_runtime_seconds"].kinds
+    return "max_runtime_seconds" in job.work_kind.takes
 
 
 def _longest_runtime(reservation: backfill.Reservation) -> int | None:

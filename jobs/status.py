@@ -9,10 +9,10 @@ charged for), or ``None`` when nothing can be said yet. The job's workload kind
 from collections.abc import Callable
 from dataclasses import replace
 
-from schedulers import Observation, Phase, Seen, placed_gpus
-from schedulers.workloads import last_checkpoint
+from workloads import Observation, Phase, Seen, placed_gpus
+from workloads.kinds import for_job
+from workloads.pods import last_checkpoint
 
-from .kinds import for_job
 from .manifests import render_job
 from .models import Job
 

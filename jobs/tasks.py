@@ -15,14 +15,18 @@ from core.owners import Owner, Scope, run
 from core.ownership import JOB_LABEL
 from core.reconcile import RETRY_POLICY, NoCluster, Outcome, current_cluster, enqueue
 from quotas.tasks import ensure_team_quotas, namespace_first, reconcile_live_team
-from schedulers import placed_gpus
 from tenants.tasks import TEAM_ITEMS
+from workloads import placed_gpus
+from workloads.kinds import KINDS
 
 from . import backfill, gpu_use, reservations
 from .caps import RELEASED, lock_team
 from .lifecycle import State
 from .manifests import JOB_KINDS, PVC, VOLUME_FIELDS, job_fields, render_job, render_volumes
 from .models import RETAIN_FINISHED, Job, claims_of
+
+# Kinds whose objects stay a while after they end, so their logs can be read (`Job.cluster_plan`).
+RETAINED_KINDS = [kind.name for kind in KINDS if not kind.removed_when_ended]
 
 log = logging.getLogger(__name__)
 
@@ -312,12 +316,12 @@ def send_in_batches(keys: list[int], **options) -> None:
 def wanted_jobs(found: set[int]) -> set[int]:
     """Of the jobs whose objects are on the cluster, those the database still wants there:
     live ones (a cancelling job's own reconcile removes its objects and records the end, and
-    accounting charges until then), training jobs finished less than `RETAIN_FINISHED` ago
+    accounting charges until then), jobs of a retained kind finished less than `RETAIN_FINISHED` ago
     (their logs), and any newer than the newest row read first, so a job submitted while the
     sweep runs is never mistaken for an orphan."""
     newest = Job.objects.order_by("-pk").values_list("pk", flat=True).first() or 0
     keep = set(Job.objects.filter(pk__lte=newest).live().values_list("pk", flat=True)) | set(
-        Job.objects.filter(kind=Job.Kind.TRAINING, finished_at__gte=timezone.now() - RETAIN_FINISHED)
+        Job.objects.filter(kind__in=RETAINED_KINDS, finished_at__gte=timezone.now() - RETAIN_FINISHED)
         .values_list("pk", flat=True))
     return keep | {job_id for job_id in found if job_id > newest}
 

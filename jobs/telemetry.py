@@ -18,8 +18,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from cluster.prometheus import Prometheus, configured_prometheus
-
-from .kinds import for_job
+from workloads.kinds import for_job
 
 # dcgm-exporter's metric names (its default counters, docs/telemetry.md).
 GPU_UTIL = "DCGM_FI_DEV_GPU_UTIL"  # gauge, percent of time a kernel ran

@@ -21,8 +21,9 @@ from cluster.prometheus import PrometheusUnavailable
 from quotas.models import GpuFlavor
 from tenants import picker
 from tenants.models import Team
+from workloads import kinds, spec
 
-from . import actions, estimates, feasibility, gpu_use, spec, telemetry, usage
+from . import actions, estimates, feasibility, gpu_use, telemetry, usage
 from .filters import JobFilter
 from .forms import PRESETS, JobForm, clone_initial, first_preset
 from .manifests import render_job
@@ -212,7 +213,7 @@ def job_submit(request):
         form = _form(request, initial=_initial(request))
         status = 200
     context = {"form": form, "presets": PRESETS, "can_submit": can_submit, "kind": form.kind,
-               "kinds": Job.Kind.choices, "kind_note": spec.KIND_NOTES.get(form.kind, "")}
+               "kinds": Job.Kind.choices, "kind_note": kinds.by_name(form.kind).note}
     return render(request, "jobs/job_submit.html", context, status=status)
 
 

@@ -10,7 +10,7 @@ tests/jobs/test_watcher_transform.py fails otherwise.
 import sys
 
 from core.ownership import JOB_LABEL
-from schedulers import Kind
+from workloads import Kind
 
 POD = ("v1", "Pod")
 EVENT = ("v1", "Event")

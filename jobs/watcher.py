@@ -25,10 +25,10 @@ from cluster.informer import Informer
 from core.metrics import WATCH_RESTARTS, WATCHER_LAG, WATCHER_TRANSITIONS
 from core.ownership import JOB_LABEL, MANAGED_BY_LABEL, MANAGED_BY_VALUE
 from quotas.models import Quota
-from schedulers import Kind
+from workloads import Kind
+from workloads.kinds import integrations
 
 from .actions import reconcile_soon
-from .kinds import KINDS
 from .lifecycle import NOT_STARTED, State
 from .logs import failures_of, keep_failed
 from .manifests import object_name
@@ -42,11 +42,11 @@ OURS = f"{MANAGED_BY_LABEL}={MANAGED_BY_VALUE}"
 # The watcher reads Warnings only (`_record_warning`): the API server filters the rest out,
 # a pod's Normal Events (Scheduled, Created, Started, ...) and Kueue's and Volcano's.
 WARNINGS_ONLY = "type=Warning"
-# What each workload kind watches (`jobs.kinds`): its workloads carry our labels; the
+# What each workload kind watches (`workloads.kinds`): its workloads carry our labels; the
 # schedulers' bookkeeping objects (Kueue Workloads, Volcano PodGroups) do not and are found
 # through their owner, our workload. Events are found through the object they are about.
 WATCHED: list[tuple[Kind, str | None]] = [
-    (kind, OURS if labelled else None) for workload in KINDS for kind, labelled in workload.watched
+    (kind, OURS if labelled else None) for workload in integrations() for kind, labelled in workload.watched
 ] + [(POD, OURS), (EVENT, None)]
 LABELLED = [kind for kind, selector in WATCHED if selector]
 # How many objects' last Warning the watcher remembers: enough for every pod of a busy

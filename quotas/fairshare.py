@@ -28,7 +28,7 @@ from cluster import ClusterError
 from cluster.quantity import parse
 from core.ownership import TEAM_LABEL, selector
 from core.reconcile import NoCluster, current_cluster
-from schedulers.kueue import API, KUEUE
+from workloads.kueue import API, KUEUE
 
 from .models import Quota
 

@@ -2,13 +2,13 @@
 quota's queue objects, plus the cluster-wide objects of every flavor. Pure: models in, dicts out.
 
 A team's quota for a flavor compiles into the objects of the flavor's scheduler only
-(DESIGN.md section 4), asked of `schedulers.for_flavor`: a ClusterQueue + LocalQueue for
+(DESIGN.md section 4), asked of `workloads.for_flavor`: a ClusterQueue + LocalQueue for
 Kueue, a Queue for Volcano.
 """
 
 from collections import defaultdict
 
-import schedulers
+import workloads
 from cluster.quantity import canonical, gib
 from core.ownership import owned
 from tenants.admission import PARAMS_NAME, render_admission_params
@@ -16,10 +16,10 @@ from tenants.models import SystemNamespace
 
 from .models import Cohort, GpuFlavor, PriorityClass, Quota, StorageQuota
 
-CLUSTER_KINDS = schedulers.all_kinds("cluster_kinds")
+CLUSTER_KINDS = workloads.all_kinds("cluster_kinds")
 # The team's quota objects: a team-quota reconcile prunes these kinds by the team's label.
 # The ConfigMap is the admission policy's parameters: the queues the team may name.
-QUOTA_KINDS = [("v1", "ResourceQuota"), ("v1", "ConfigMap"), *schedulers.all_kinds("queue_kinds")]
+QUOTA_KINDS = [("v1", "ResourceQuota"), ("v1", "ConfigMap"), *workloads.all_kinds("queue_kinds")]
 
 
 # --- quantities ----------------------------------------------------------------------------
@@ -74,7 +74,7 @@ def render_resource_quota(team, quotas: list[Quota], storage: list[StorageQuota]
 def render_team_queues(quotas: list[Quota], namespace: str, team: str) -> list[dict]:
     """Each quota as its scheduler's queue objects."""
     return [obj for quota in quotas
-            for obj in schedulers.for_flavor(quota.flavor).queue_objects(quota, namespace, team)]
+            for obj in workloads.for_flavor(quota.flavor).queue_objects(quota, namespace, team)]
 
 
 def render_team_quotas(team, quotas: list[Quota], storage: list[StorageQuota] = ()) -> list[dict]:
@@ -83,7 +83,7 @@ def render_team_quotas(team, quotas: list[Quota], storage: list[StorageQuota] = 
     namespace of the cluster's."""
     if team.owns_system_namespace:
         raise SystemNamespace(team.namespace_name)
-    queues = {schedulers.queue_name(team.namespace_name, quota.flavor): quota.flavor.name for quota in quotas}
+    queues = {workloads.queue_name(team.namespace_name, quota.flavor): quota.flavor.name for quota in quotas}
     return [render_resource_quota(team, quotas, storage), render_admission_params(team, queues, [q.flavor for q in quotas]),
             *render_team_queues(quotas, team.namespace_name, team.slug)]
 
@@ -95,11 +95,11 @@ def job_prerequisites(team, flavor) -> list[tuple[str, str, str | None, str]]:
     namespace = team.namespace_name
     return [("v1", "Namespace", None, namespace), ("v1", "ResourceQuota", namespace, RESOURCE_QUOTA_NAME),
             ("v1", "ConfigMap", namespace, PARAMS_NAME),
-            *schedulers.for_flavor(flavor).queue_refs(namespace, flavor)]
+            *workloads.for_flavor(flavor).queue_refs(namespace, flavor)]
 
 
 def render_cluster(flavors: list[GpuFlavor], cohorts: list[Cohort], priorities: list[PriorityClass]) -> list[dict]:
     """Cluster-wide objects of every scheduler (Kueue: ResourceFlavors, Cohorts, priorities).
     The admission policy that guards team namespaces is the installer's (`tenants.admission`)."""
-    return [obj for scheduler in schedulers.SCHEDULERS.values()
+    return [obj for scheduler in workloads.SCHEDULERS.values()
             for obj in scheduler.cluster_objects(flavors, cohorts, priorities)]

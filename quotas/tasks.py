@@ -8,10 +8,10 @@ from cluster.objects import Snapshot
 from core.owners import Owner, Scope, run
 from core.ownership import team_selector
 from core.reconcile import RETRY_POLICY, NoCluster, Outcome, current_cluster, enqueue
-from schedulers import queue_name
 from tenants.admission import PARAMS_NAME
 from tenants.models import SystemNamespace, Team
 from tenants.tasks import TEAM_ITEMS, sync_team
+from workloads import queue_name
 
 from .manifests import CLUSTER_KINDS, QUOTA_KINDS, job_prerequisites, render_cluster, render_team_quotas
 from .models import Cohort, GpuFlavor, PriorityClass, Quota, StorageQuota

@@ -51,9 +51,9 @@ included. Refusing an unqueued Job at admission closes the same door and says wh
 
 from cluster import MANAGED_BY_LABEL, MANAGED_BY_VALUE
 from core.ownership import TEAM_LABEL, WORKLOAD_SERVICE_ACCOUNT, owned
-from schedulers.kueue import QUEUE_LABEL
-from schedulers.volcano import QUEUE_ANNOTATION
-from schedulers.workloads import GPU_RUNTIME_ENV_NAMES, GPU_RUNTIME_ENV_PREFIXES
+from workloads.kueue import QUEUE_LABEL
+from workloads.pods import GPU_RUNTIME_ENV_NAMES, GPU_RUNTIME_ENV_PREFIXES
+from workloads.volcano import QUEUE_ANNOTATION
 
 API = "admissionregistration.k8s.io/v1"
 POLICY_NAME = "gpuplatform-team-workloads"

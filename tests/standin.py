@@ -8,7 +8,7 @@ import pytest
 from bench.prometheus_standin import serve
 from cluster.prometheus import prometheus_from_settings
 from jobs import gpu_use
-from schedulers.workloads import object_name
+from workloads.pods import object_name
 
 
 @pytest.fixture

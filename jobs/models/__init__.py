@@ -16,6 +16,7 @@ Django finds an app's models in ``<app>.models``, so this package imports them; 
 of the app imports back from here (a submodule imports its sibling, e.g. ``.moves``).
 """
 
+from .checks import RESERVED_ENV_NAMES, gpu_runtime_env_names
 from .estimates import EtaEstimate
 from .idempotency import IdempotencyKey, KeyConflict
 from .idle import IdleWatch
@@ -31,13 +32,9 @@ from .job import (
     MAX_RUNTIME_SECONDS,
     MAX_WORKERS,
     MIN_RUNTIME_SECONDS,
-    RESERVED_ENV_NAMES,
     RETAIN_FINISHED,
     Job,
     JobQuerySet,
-    gpu_runtime_env_names,
-    gpus_to_start,
-    total_gpus,
 )
 from .logtails import LogTail
 from .moves import SUBMITTED_BECAUSE, JobEvent
@@ -51,5 +48,5 @@ __all__ = [
     "MAX_WORKERS", "MIN_RUNTIME_SECONDS", "RESERVED_ENV_NAMES", "RETAIN_FINISHED", "SUBMITTED_BECAUSE",
     "EtaEstimate", "GpuInterval", "GpuUse", "IdempotencyKey", "IdleWatch", "Job", "JobEvent", "JobQuerySet", "KeyConflict", "LogTail",
     "Preemption", "HOME_PATH", "JobVolumes", "Volume", "VolumeQuerySet", "claims_of", "mount_problems",
-    "gpu_runtime_env_names", "gpus_to_start", "total_gpus",
+    "gpu_runtime_env_names",
 ]

@@ -1,7 +1,7 @@
 """What a job asks of its flavor's hardware, checked against what the flavor declares
 (`quotas.models.hardware`): its GPU memory budget against one unit (a GPU, a MIG slice, a
-share of a time-sliced or MPS GPU), one MPS share per pod, and multi-node training only over
-a declared network fabric."""
+share of a time-sliced or MPS GPU), one MPS share per pod. (Multi-node training only over a
+declared network fabric: the training kind's own check.)"""
 
 from quotas.models import Quota, Sharing
 from quotas.models.hardware import gib_text
@@ -17,7 +17,7 @@ class JobHardware:
     def topology_request(self) -> TopologyRequest | None:
         """Where the job's workers must or should stay together, in its flavor's terms (None:
         anywhere, or a level the flavor lost since the job was submitted)."""
-        if self.kind != "training" or not self.placement:
+        if "placement" not in self.work_kind.takes or not self.placement:
             return None
         return topology_request(self.flavor, self.placement)
 
@@ -30,17 +30,14 @@ class JobHardware:
                 "1 GPU per worker, or pick a flavor of whole GPUs.")
         if self.gpu_memory_gib and self.gpu_memory_gib * 1024 > flavor.unit_memory_mib:
             errors["gpu_memory_gib"] = self._memory_refusal(flavor)
-        if self.kind == "training" and (self.workers or 1) > 1 and not flavor.trains_across_nodes:
-            errors["workers"] = (
-                f"Flavor {flavor.name} declares no network fabric, and multi-node training without the right NCCL "
-                "network settings runs 10-100x slower: run 1 worker, or ask a quota manager to declare its fabric.")
         if self.placement and (why := self._placement_refusal(flavor)):
             errors["placement"] = why
         return errors
 
     def _placement_refusal(self, flavor) -> str:
-        if self.kind != "training":
-            return "Inference replicas are placed one by one; keeping them in one rack applies to training only."
+        if "placement" not in self.work_kind.takes:
+            return (f"{self.get_kind_display()} places its pods one by one; keeping workers in one rack applies to "
+                    "kinds that run them together.")
         return placement_problem(flavor, self.placement)
 
     def _memory_refusal(self, flavor) -> str:

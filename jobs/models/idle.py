@@ -81,11 +81,11 @@ class IdleWatch(models.Model):
     def summary(job, rules) -> dict:
         """The job's idle-GPU state in plain values (the API's ``idle``, the page's banner)."""
         watch = getattr(job, "idle_watch", None)  # None when the sweep never looked at it
-        watched = rules.watches and job.kind in ("training", "notebook")
+        kind = job.work_kind
+        watched = rules.watches and kind.reclaimable
         return {
             "watched": watched,
-            "policy": rules.describe() if job.kind in ("training", "notebook") else
-            "Inference servers are never reclaimed.",
+            "policy": rules.describe() if kind.reclaimable else kind.idle_words,
             "idle_seconds": watch.idle_seconds if watch and watched else 0,
             "checked_at": watch.checked_at if watch else None,
             "paused_reason": watch.paused_reason if watch and watched else "",

@@ -30,10 +30,14 @@ from quotas.models import (
     runtime_limits,
 )
 from quotas.models.topology import Placement
-from schedulers.workloads import CHECKPOINT_GRACE_ENV, GPU_RUNTIME_ENV_NAMES, GPU_RUNTIME_ENV_PREFIXES
 from tenants.models import Membership, Team
+from workloads import kinds
+from workloads.autoscaling import Autoscale
+from workloads.kinds import WorkKind, inference, ray_job
+from workloads.spec import BY_NAME as SPEC
+from workloads.spec import RELATED
 
-from ..autoscaling import unavailable as gpu_scaling_unavailable
+from .. import gpus
 from ..caps import CapQuerySet, lock_team
 from ..lifecycle import (
     AT_PERSONAL_CAP,
@@ -44,14 +48,13 @@ from ..lifecycle import (
     WAITING_FOR_QUOTA,
     State,
 )
-from ..queueing import QueueingQuerySet
-from ..spec import BY_NAME as SPEC
-from ..spec import RELATED, refused_on
-from .hardware import MPS_ENV_PREFIX, JobHardware
+from ..queueing import QueueingQuerySet, ceiling_of
+from .checks import problems
+from .hardware import JobHardware
 from .moves import JobMoves
 from .notebook import NotebookRules
 from .preemptions import PreemptionContract
-from .ray import RAY_ENTRYPOINT_MAX_CHARS, RayRules
+from .ray import RayRules
 from .volumes import JobVolumes
 
 JOB_NAME_MAX_LENGTH = 40
@@ -67,43 +70,9 @@ MAX_PROBE_DELAY_SECONDS = 3600
 # How long a finished training job's objects stay on the cluster, so its logs can be read.
 RETAIN_FINISHED = timedelta(days=1)
 LIVE_NAME_TAKEN = "The team already has a live job with this name."
-# Set by the platform for distributed training (a user value would break the rendezvous) and
-# for the preemption contract (docs/preemption.md).
-RESERVED_ENV_NAMES = frozenset(
-    {"MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "NODE_RANK", "NNODES", "NPROC_PER_NODE",
-     CHECKPOINT_GRACE_ENV}
-)
-
-
-def gpu_runtime_env_names(env) -> list[str]:
-    """The names in `env` that the GPU container runtime would act on."""
-    return sorted(name for name in env if name.upper().startswith(GPU_RUNTIME_ENV_PREFIXES)
-                  or name.upper() in GPU_RUNTIME_ENV_NAMES)
-
-
-def total_gpus(kind: str, workers: int, max_replicas: int | None, gpus_per_worker: int) -> int:
-    """What a job asks for at most: replicas (the most, for inference) times GPUs per worker."""
-    replicas = max_replicas if kind == Job.Kind.INFERENCE else workers
-    return (replicas or 1) * gpus_per_worker
-
-
-def gpus_to_start(kind: str, workers: int, min_replicas: int | None, gpus_per_worker: int) -> int:
-    """What a job needs to start: every worker (a gang, or Kueue's whole job), or an inference
-    server's minimum replicas (the HPA adds more only when they fit)."""
-    replicas = min_replicas if kind == Job.Kind.INFERENCE else workers
-    return (replicas or 1) * gpus_per_worker
-
-
 def _bounded(name: str) -> TextBounds:
     bounds = SPEC[name].bounds
     return TextBounds(bounds.items, bounds.item_chars, bounds.total_bytes)
-
-
-class Autoscale(models.TextChoices):
-    """What an inference server's replicas scale on (`jobs.autoscaling`)."""
-
-    CPU = "cpu", "CPU use"
-    GPU = "gpu", "GPU utilization"
 
 
 class JobQuerySet(CapQuerySet, QueueingQuerySet):
@@ -144,12 +113,9 @@ class JobQuerySet(CapQuerySet, QueueingQuerySet):
 
 
 class Job(JobHardware, JobVolumes, JobMoves, PreemptionContract, RayRules, NotebookRules, models.Model):
-    class Kind(models.TextChoices):
-        TRAINING = "training", "Training"
-        INFERENCE = "inference", "Inference"
-        RAY_JOB = "ray-job", "Ray job"
-        RAY_CLUSTER = "ray-cluster", "Ray cluster"
-        NOTEBOOK = "notebook", "Notebook"
+    # One member per registered kind of work: Job.Kind.TRAINING == "training" (`workloads.kinds`).
+    Kind = models.TextChoices("Kind", [(value.upper().replace("-", "_"), (value, label))
+                                       for value, label in kinds.choices()])
 
     Autoscale = Autoscale
 
@@ -169,7 +135,7 @@ class Job(JobHardware, JobVolumes, JobMoves, PreemptionContract, RayRules, Noteb
     )
     # DNS-1035 (a letter first): the job's Services are named after it.
     name = models.CharField(max_length=JOB_NAME_MAX_LENGTH, validators=[validate_dns1035_label])
-    kind = models.CharField(max_length=16, choices=Kind, default=Kind.TRAINING)
+    kind = models.CharField(max_length=16, choices=Kind, default=kinds.KINDS[0].name)
     flavor = models.ForeignKey(GpuFlavor, on_delete=models.PROTECT, related_name="jobs")
     priority = models.ForeignKey(
         PriorityClass, on_delete=models.PROTECT, null=True, blank=True, related_name="jobs"
@@ -225,7 +191,7 @@ class Job(JobHardware, JobVolumes, JobMoves, PreemptionContract, RayRules, Noteb
     )
 
     # Ray jobs only (docs/ray.md): what a RayJob runs and Ray's runtime environment (YAML).
-    ray_entrypoint = models.CharField(max_length=RAY_ENTRYPOINT_MAX_CHARS, blank=True, default="")
+    ray_entrypoint = models.CharField(max_length=ray_job.ENTRYPOINT_MAX_CHARS, blank=True, default="")
     ray_runtime_env = models.TextField(blank=True, default="")
 
     state = models.CharField(max_length=12, choices=State, default=State.DRAFT, db_index=True)
@@ -277,7 +243,7 @@ class Job(JobHardware, JobVolumes, JobMoves, PreemptionContract, RayRules, Noteb
                 violation_error_message=f"Each worker needs between 1 and {MAX_GPUS_PER_WORKER} GPUs.",
             ),
             models.CheckConstraint(
-                condition=~Q(kind="inference")
+                condition=~Q(kind=inference.NAME)
                 | Q(workers=1, port__isnull=False, min_replicas__gte=1, max_replicas__gte=F("min_replicas"),
                     max_replicas__lte=MAX_REPLICAS),
                 name="job_inference_shape",
@@ -305,12 +271,39 @@ class Job(JobHardware, JobVolumes, JobMoves, PreemptionContract, RayRules, Noteb
         return self.state in FINAL_STATES
 
     @property
+    def work_kind(self) -> WorkKind:
+        """The declaration of the job's kind (`workloads.kinds`)."""
+        return kinds.by_name(self.kind)
+
+    @property
     def total_gpus(self) -> int:
-        return total_gpus(self.kind, self.workers, self.max_replicas, self.gpus_per_worker)
+        return gpus.total_gpus(self)
 
     @property
     def gpus_to_start(self) -> int:
-        return gpus_to_start(self.kind, self.workers, self.min_replicas, self.gpus_per_worker)
+        return gpus.gpus_to_start(self)
+
+    @property
+    def runs_until_cancelled(self) -> str:
+        """What it is once running when it runs until cancelled ("serving"); "" otherwise."""
+        return self.work_kind.runs_until_cancelled
+
+    @property
+    def size_words(self) -> str:
+        """Its replicas in words, for its page: "2 workers", "1–3 replicas"."""
+        shape = self.work_kind.shape
+        most, start = getattr(self, shape.most) or 1, getattr(self, shape.start) or 1
+        count = f"{start}–{most}" if most != start else f"{most}"
+        return f"{count} {shape.unit}{'' if most == 1 else 's'}"
+
+    @property
+    def is_starting(self) -> bool:
+        """About to join its queue: a new draft or submission, not yet saved."""
+        return self.state in (State.DRAFT, State.SUBMITTED) and self._state.adding
+
+    def quota_ceiling_gpus(self) -> int:
+        """The most GPUs the team can use on the job's flavor, borrowing included."""
+        return ceiling_of(self.team, self.flavor)
 
     @property
     def never_starts(self) -> bool:
@@ -318,7 +311,7 @@ class Job(JobHardware, JobVolumes, JobMoves, PreemptionContract, RayRules, Noteb
         ever use) or as its size says (a worker needs more GPUs than a node has). It is not
         ahead of anyone, not queued demand, and says it cannot start rather than "Queued"."""
         return self.state in WAITING_FOR_QUOTA and (
-            self.reason in NEVER_STARTS_REASONS or self.gpus_per_worker > self.flavor.gpus_per_node)
+            self.reason in NEVER_STARTS_REASONS or not gpus.fits_a_node(self.gpus_per_worker, self.flavor))
 
     @property
     def at_personal_cap(self) -> bool:
@@ -423,7 +416,7 @@ class Job(JobHardware, JobVolumes, JobMoves, PreemptionContract, RayRules, Noteb
         if not self.is_final:
             return self.Plan.APPLY
         # Never re-apply a finished job: a deleted batch Job would run again.
-        if self.kind == self.Kind.INFERENCE:
+        if self.work_kind.removed_when_ended:
             return self.Plan.REMOVE
         now = now or timezone.now()
         if self.finished_at and now - self.finished_at > RETAIN_FINISHED:
@@ -461,7 +454,7 @@ class Job(JobHardware, JobVolumes, JobMoves, PreemptionContract, RayRules, Noteb
         if Job.objects.live().filter(team_id=self.team_id, name=self.name).exclude(pk=self.pk).exists():
             raise ValidationError({"name": LIVE_NAME_TAKEN}, code="unique")
 
-    def _runtime_within_limits(self) -> str:
+    def runtime_within_limits(self) -> str:
         """Give a training job without a max runtime the default of its flavor and priority
         class; say why a longer one than their cap is refused ("" when it is not)."""
         limits = runtime_limits(self.flavor, self.priority if self.priority_id else None)
@@ -482,55 +475,6 @@ class Job(JobHardware, JobVolumes, JobMoves, PreemptionContract, RayRules, Noteb
         return timedelta(seconds=self.max_runtime_seconds) if self.max_runtime_seconds else None
 
     def clean(self) -> None:
-        errors: dict[str, str] = {}
-        flavor = self.flavor if self.flavor_id else None
-        if flavor:  # settings its scheduler cannot honour (a priority on Volcano) are refused
-            errors.update(refused_on(flavor.scheduler, self))
-        if flavor and self.gpus_per_worker and self.gpus_per_worker > flavor.gpus_per_node:
-            errors["gpus_per_worker"] = (
-                f"{self.gpus_per_worker} GPUs per worker, but nodes of flavor {flavor.name} "
-                f"have {flavor.gpus_per_node}."
-            )
-        if self.priority_id and self.team_id and not self.team.allows_priority(self.priority.value):
-            errors["priority"] = (
-                f"Team {self.team.slug} may use priorities up to {self.team.max_priority_value}; "
-                f"{self.priority.name} is {self.priority.value}. A quota manager can allow more.")
-        reserved = sorted(RESERVED_ENV_NAMES.intersection(self.env or {}) if isinstance(self.env, dict) else [])
-        if reserved:
-            errors["env"] = f"{', '.join(reserved)} is set by the platform; remove it."
-        runtime = gpu_runtime_env_names(self.env) if isinstance(self.env, dict) else []
-        if runtime:
-            errors["env"] = (f"{', '.join(runtime)} would be read by the GPU runtime and could expose GPUs this "
-                             "job was not given; the platform assigns GPUs from the flavor. Remove it.")
-        if self.kind in (self.Kind.TRAINING, self.Kind.NOTEBOOK) and flavor and (why := self._runtime_within_limits()):
-            errors["max_runtime_seconds"] = why
-        mps = sorted(name for name in self.env if name.upper().startswith(MPS_ENV_PREFIX)) \
-            if isinstance(self.env, dict) else []
-        if mps:
-            errors["env"] = (f"{', '.join(mps)} would change the GPU share MPS gives this job; the platform sets "
-                             "the share's limits from the flavor. Remove it.")
-        if flavor:
-            errors.update({name: text for name, text in self.hardware_problems(flavor).items() if name not in errors})
-        errors.update({name: text for name, text in self.ray_problems(flavor).items() if name not in errors})
-        starting = self.state in (State.DRAFT, State.SUBMITTED) and self._state.adding
-        errors.update({name: text for name, text in self.notebook_problems(flavor, starting=starting).items()
-                       if name not in errors})
-        if flavor and self.state in (State.DRAFT, State.SUBMITTED) and (drain := flavor.open_drain()):
-            # A drained pool that cannot hold its queues (docs/drain.md) refuses what would outlive it.
-            errors.update({name: text for name, text in drain.refusal(self).items() if name not in errors})
-        errors.update(self.volume_problems())
-        if self.kind == self.Kind.INFERENCE:
-            if self.port is None:
-                errors["port"] = "An inference server needs the port it listens on."
-            if self.min_replicas is None:
-                errors["min_replicas"] = "Give the smallest number of replicas (at least 1)."
-            if self.max_replicas is None:
-                errors["max_replicas"] = "Give the largest number of replicas."
-            elif self.min_replicas and self.max_replicas < self.min_replicas:
-                errors["max_replicas"] = "Must be at least the minimum number of replicas."
-            if self.workers != 1:
-                errors["workers"] = "Inference scales with replicas; leave workers at 1."
-            if self.autoscale_metric == self.Autoscale.GPU and (why := gpu_scaling_unavailable()):
-                errors["autoscale_metric"] = why
-        if errors:
+        """Every named check (`checks`), every error reported, by field."""
+        if errors := problems(self):
             raise ValidationError(errors)

@@ -21,9 +21,7 @@ from tenants.models import Membership
 
 from ..lifecycle import HOLDING_QUOTA, WAITING_FOR_QUOTA, State
 from ..queueing import START_GPUS
-from ..spec import NOTEBOOK
 
-DEFAULT_PORT = 8888
 # States a notebook can be stopped from: anything holding or waiting for quota.
 STOPPABLE = (*WAITING_FOR_QUOTA, *HOLDING_QUOTA)
 
@@ -31,7 +29,8 @@ STOPPABLE = (*WAITING_FOR_QUOTA, *HOLDING_QUOTA)
 class NotebookRules:
     @property
     def is_notebook(self) -> bool:
-        return self.kind == NOTEBOOK
+        """Stopped and started again rather than ended (`WorkKind.stoppable`)."""
+        return self.work_kind.stoppable
 
     def nominal_room(self) -> tuple[int, int]:
         """(free, nominal): the GPUs of the team's own quota on the flavor that its other jobs
@@ -53,20 +52,6 @@ class NotebookRules:
         return (f"A notebook runs only within team {self.team.slug}'s own quota on {self.flavor.name}, never on "
                 f"borrowed GPUs: {free} of its {nominal} GPUs are free and this one needs {need}. Stop a notebook "
                 "or wait for a job to end, or ask for fewer GPUs.")
-
-    def notebook_problems(self, flavor, *, starting: bool) -> dict[str, str]:
-        """Field errors of a notebook's own settings on `flavor` (None: not chosen yet);
-        ``starting``: it is about to join the queue (submitted), so it must fit now."""
-        if not self.is_notebook:
-            return {}
-        errors = {}
-        if self.port is None:
-            self.port = DEFAULT_PORT
-        if self.workers != 1:
-            errors["workers"] = "A notebook is one pod; leave workers at 1."
-        if starting and flavor and self.team_id and (why := self.nominal_refusal()):
-            errors["gpus_per_worker"] = why
-        return errors
 
     # --- stop and start ---------------------------------------------------------------------------
     def _may_operate(self, user) -> bool:

@@ -15,9 +15,9 @@ from django.db.models import Sum
 
 from core.validators import between, validate_dns1123_label
 from quotas.models import MAX_STORAGE_GIB, StorageQuota
-from schedulers.workloads import HOME_PATH
 from tenants.models import Membership, Team
 from tenants.roles import is_quota_manager
+from workloads.pods import HOME_PATH
 
 from ..lifecycle import FINAL_STATES
 

@@ -20,7 +20,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 from simple_history.models import HistoricalRecords
 
-import schedulers
+import workloads
 from core.words import say_seconds
 
 from .flavors import GpuFlavor
@@ -149,7 +149,7 @@ class Drain(models.Model):
     @property
     def holds_queues(self) -> bool:
         """Kueue holds the flavor's ClusterQueues; Volcano has no such hold."""
-        return schedulers.for_flavor(self.flavor).holds_queues
+        return workloads.for_flavor(self.flavor).holds_queues
 
     def refusal(self, job, now=None) -> dict[str, str]:
         """A field error for a new ``job`` on a drained flavor that cannot hold its queues
@@ -161,7 +161,7 @@ class Drain(models.Model):
         reopen = f"it reopens at {when(self.reopens_at)}"
         if now >= self.deadline:
             return {"flavor": f"{self.flavor.name} is closed for maintenance; {reopen}."}
-        if job.kind != "training" or not job.max_runtime_seconds:
+        if not job.work_kind.has_max_runtime or not job.max_runtime_seconds:
             return {"flavor": (f"{self.flavor.name} drains by {when(self.deadline)} and this job has no maximum "
                                f"runtime, so it could outlive the deadline; {reopen}.")}
         left = int((self.deadline - now).total_seconds())

@@ -10,7 +10,7 @@ from django.db.models import Q
 from django.utils import timezone
 from simple_history.models import HistoricalRecords
 
-import schedulers
+import workloads
 from core.validators import (
     between,
     validate_dns1123_label,
@@ -106,7 +106,7 @@ def runtime_limits(flavor, priority) -> Limits:
 
 # Which scheduler governs a flavor: one choice per module in `schedulers/`.
 Scheduler = models.TextChoices(
-    "Scheduler", [(s.name.upper(), (s.name, s.label)) for s in schedulers.SCHEDULERS.values()])
+    "Scheduler", [(s.name.upper(), (s.name, s.label)) for s in workloads.SCHEDULERS.values()])
 
 
 class Sharing(models.TextChoices):
@@ -237,7 +237,7 @@ class GpuFlavor(RuntimeLimits):
     @property
     def admission_held(self) -> bool:
         """Whether its queues admit nothing new now (a drain, on a scheduler that can hold them)."""
-        return schedulers.for_flavor(self).holds_queues and self.open_drain() is not None
+        return workloads.for_flavor(self).holds_queues and self.open_drain() is not None
 
     @property
     def shared_by(self) -> int:
@@ -335,7 +335,7 @@ MAX_MINIMUM_RUNTIME_SECONDS = 7 * 24 * 3600
 
 
 def validate_not_reserved_priority(name: str) -> None:
-    if name == schedulers.kueue.PROTECTED_PRIORITY_CLASS:
+    if name == workloads.kueue.PROTECTED_PRIORITY_CLASS:
         raise ValidationError(f"{name} is the platform's own class for jobs inside their minimum runtime.")
 
 

@@ -6,7 +6,7 @@ import pytest
 
 from cluster import FakeCluster
 from jobs.models import Job
-from schedulers.workloads import SCALED_OBJECT
+from workloads.pods import SCALED_OBJECT
 
 from ..builders import make_quota
 from .conftest import JOB_BODY

@@ -4,7 +4,7 @@ served schema (/api/schema/), as a generated client would, not from the platform
 import pytest
 
 from gpuctl.jobfile import FIELDS, JobFileError, load
-from jobs import spec
+from workloads import spec
 
 pytestmark = pytest.mark.django_db
 

@@ -18,7 +18,7 @@ from jobs.tasks import sync_job
 from quotas import actions
 from quotas.models import Drain, Scheduler
 from quotas.tasks import sync_team_quotas
-from schedulers import queue_name
+from workloads import queue_name
 
 from ..builders import build_job, make_flavor, make_quota, make_user
 from .conftest import TAINT, TOLERATION, on_the_cluster, reaches, stays_true, submit, team_of_its_own, wait_until

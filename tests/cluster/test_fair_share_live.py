@@ -14,9 +14,9 @@ import pytest
 from quotas.fairshare import fair_shares
 from quotas.models import Cohort, Quota
 from quotas.tasks import sync_team_quotas
-from schedulers import queue_name
-from schedulers.kueue import API
 from tenants.models import Team
+from workloads import queue_name
+from workloads.kueue import API
 
 from ..builders import make_flavor, make_quota
 from .conftest import TAINT, TOLERATION, on_the_cluster, submit, wait_until

@@ -15,7 +15,7 @@ from jobs.models import Job
 from jobs.tasks import sync_job
 from quotas.models import Quota
 from quotas.tasks import sync_team_quotas
-from schedulers.workloads import SCALED_OBJECT
+from workloads.pods import SCALED_OBJECT
 
 from .conftest import reaches, stays_true, submit, wait_until
 

@@ -12,8 +12,8 @@ import pytest
 from jobs import reclaim
 from jobs.lifecycle import State
 from jobs.models import IdleWatch
-from schedulers import kueue
-from schedulers.workloads import object_name
+from workloads import kueue
+from workloads.pods import object_name
 
 from .conftest import CLUSTER_SH, reaches, submit, wait_until
 

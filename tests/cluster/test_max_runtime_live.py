@@ -12,7 +12,7 @@ suspended and its pods go. The kind's status mapping makes that `failed`, reason
 import pytest
 
 from jobs.lifecycle import State
-from schedulers.kueue import API, MAX_EXEC_LABEL
+from workloads.kueue import API, MAX_EXEC_LABEL
 
 from .conftest import reaches, submit, wait_until
 

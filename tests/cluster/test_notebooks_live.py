@@ -27,9 +27,9 @@ from jobs.models import Job, Volume
 from jobs.tasks import TEAM_VOLUMES, sync_job
 from quotas.models import Cohort, StorageQuota
 from quotas.tasks import sync_team_quotas
-from schedulers.kueue import WORKLOAD
-from schedulers.notebook import STATEFULSET
 from tenants.models import Membership, Team
+from workloads.kueue import WORKLOAD
+from workloads.notebook import STATEFULSET
 
 from ..builders import make_flavor, make_job, make_quota, make_user
 from .conftest import TAINT, TOLERATION, on_the_cluster, reaches, stays_true, submit, wait_until

@@ -24,8 +24,8 @@ from jobs.manifests import object_name
 from jobs.models import Preemption
 from quotas.models import PriorityClass
 from quotas.tasks import sync_cluster_objects
-from schedulers import kueue
-from schedulers.workloads import CHECKPOINT_GRACE_ENV
+from workloads import kueue
+from workloads.pods import CHECKPOINT_GRACE_ENV
 
 from .conftest import reaches, stays_true, submit, wait_until
 

@@ -22,7 +22,7 @@ from jobs.tasks import sync_job
 from jobs.usage import usage_for
 from quotas.models import PriorityClass
 from quotas.tasks import sync_cluster_objects
-from schedulers import EXCEEDS_QUOTA
+from workloads import EXCEEDS_QUOTA
 
 from ..builders import build_job
 from .conftest import reaches, wait_until

@@ -13,7 +13,7 @@ from jobs.tasks import sync_job
 from quotas import actions
 from quotas import tasks as quota_tasks
 from quotas.models import QuotaRequest
-from schedulers.base import EXCEEDS_QUOTA
+from workloads.base import EXCEEDS_QUOTA
 
 from ..builders import make_flavor, make_job, make_quota, make_user
 from ..cluster.conftest import kube_cluster, live, on_the_cluster, team_of_its_own, wait_until, watcher  # noqa: F401  (fixtures)

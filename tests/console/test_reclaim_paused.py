@@ -11,9 +11,9 @@ from django.utils import timezone
 from jobs import reclaim
 from jobs.lifecycle import State
 from jobs.models import Job
-from schedulers.workloads import object_name
 from tests.builders import make_job
 from tests.dcgm_fake import FakeDcgm, FakeGpu, steady
+from workloads.pods import object_name
 
 pytestmark = pytest.mark.django_db
 

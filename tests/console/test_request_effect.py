@@ -17,7 +17,7 @@ from jobs.models import Job
 from notifications.models import Kind, Notification, Preference
 from quotas import actions
 from quotas.models import QuotaRequest
-from schedulers.base import EXCEEDS_QUOTA
+from workloads.base import EXCEEDS_QUOTA
 
 from ..builders import make_job, make_quota, make_team
 

@@ -270,10 +270,10 @@ def test_the_platform_identity_stops_idle_workloads_and_changes_nothing_else_of_
         world, as_platform, platform_kubeconfig):
     """Idle reclaim's two writes, as the chart's identity: a Kueue Workload's spec.active (the
     confine-writes policy lets it change that field alone) and a Volcano Command."""
-    from jobs import actions, reclaim
-    from jobs.kinds import for_job
-    from schedulers import kueue, volcano
-    from schedulers.workloads import object_name
+    from jobs import actions
+    from workloads import kueue, volcano
+    from workloads.kinds import for_job
+    from workloads.pods import object_name
 
     team, h100, a100 = world
     runs_long = {"GPUPLATFORM_FAKE_DURATION": "900s"}
@@ -295,7 +295,7 @@ def test_the_platform_identity_stops_idle_workloads_and_changes_nothing_else_of_
         wait_until(lambda: as_platform.get(*volcano.JOB, object_name(gang), namespace), timeout=60,
                    message="the Volcano Job")
         for job in (batch, gang):
-            reclaim.STOPPERS[for_job(job).name](as_platform, job)
+            for_job(job).stop(as_platform, job)
         wait_until(lambda: workload()["spec"].get("active") is False, timeout=30, message="the Workload deactivated")
         wait_until(lambda: (as_platform.get(*volcano.JOB, object_name(gang), namespace).get("status") or {})
                    .get("state", {}).get("phase") in ("Aborting", "Aborted"), timeout=90,

@@ -10,9 +10,9 @@ from django.utils import timezone
 
 from jobs.lifecycle import State
 from jobs.models import GpuInterval, JobEvent
-from schedulers import Phase
-from schedulers.kueue import observe_training as observe_kueue
-from schedulers.volcano import observe_training as observe_volcano
+from workloads import Phase
+from workloads.kueue import observe_training as observe_kueue
+from workloads.volcano import observe_training as observe_volcano
 
 from ..builders import make_job
 

@@ -10,8 +10,8 @@ from jobs.feasibility import Feasibility
 from jobs.lifecycle import State
 from jobs.models import Job
 from quotas.models import Cohort, PriorityClass
-from schedulers import EXCEEDS_QUOTA
 from tenants.models import Team
+from workloads import EXCEEDS_QUOTA
 
 from ..builders import build_job, make_flavor, make_job, make_quota, make_team
 

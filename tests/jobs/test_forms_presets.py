@@ -6,12 +6,12 @@ import re
 
 import pytest
 
-from jobs import spec
 from jobs.forms import PRESETS, JobForm
 from jobs.manifests import render_job
 from jobs.views import _yaml
 from quotas.models import PriorityClass, Scheduler
-from schedulers.workloads import pod_templates_of
+from workloads.kinds import by_name
+from workloads.pods import pod_templates_of
 
 from ..builders import make_flavor, make_job, make_quota
 
@@ -29,7 +29,7 @@ REFERENCE = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
 def preset_job(member, team, flavor, preset: str):
     """The job a person submits from the preset, unchanged, through the form."""
     values = dict(PRESETS[preset][1])
-    if values["kind"] == spec.NOTEBOOK and not team.quotas.filter(flavor=flavor).exists():
+    if by_name(values["kind"]).stoppable and not team.quotas.filter(flavor=flavor).exists():
         make_quota(team, flavor, nominal_gpus=8)  # a notebook fits the team's own quota or is refused
     data = {**values, "team": team.pk, "flavor": flavor.pk, "priority": ""}
     data = {name: "" if value is None else value for name, value in data.items()}
@@ -55,9 +55,9 @@ def unresolved(objects: list[dict]) -> dict[str, set[str]]:
     return missing
 
 
-# Every preset on every scheduler its kind runs on (Ray: Kueue only, `spec.kind_schedulers`).
+# Every preset on every scheduler its kind runs on (Ray: Kueue only, `WorkKind.schedulers`).
 CASES = [(preset, scheduler) for preset in sorted(PRESETS) for scheduler in (Scheduler.KUEUE, Scheduler.VOLCANO)
-         if scheduler in spec.kind_schedulers(PRESETS[preset][1]["kind"])]
+         if scheduler in by_name(PRESETS[preset][1]["kind"]).schedulers]
 
 
 @pytest.mark.parametrize(("preset", "scheduler"), CASES)

@@ -5,12 +5,13 @@ import pytest
 from django.contrib.admin.sites import site
 from rest_framework.test import APIClient
 
-from jobs import spec
 from jobs.api import LIST_ROW, JobSerializer
 from jobs.forms import JobForm, clone_initial
 from jobs.models import Job
 from jobs.views import LIST_COLUMNS
 from quotas.models import PriorityClass, Scheduler
+from workloads import spec
+from workloads.kinds import by_name
 
 from ..api.conftest import JOB_BODY
 from ..builders import make_flavor, make_job
@@ -25,10 +26,10 @@ def form(user, kind="training", data=None, initial=None):
 @pytest.mark.parametrize("kind", ["training", "inference"])
 def test_the_form_has_exactly_the_spec_fields_of_its_kind_in_the_spec_sections(member, team, kind):
     shown = form(member, kind)
-    assert list(shown.fields) == [field.name for field in spec.for_kind(kind)]
+    assert list(shown.fields) == [field.name for field in by_name(kind).spec_fields]
     groups = [(title, [bound.name for bound in fields]) for title, fields in shown.field_groups()]
-    assert groups == spec.sections(name for name in spec.NAMES if name != "kind" and kind in spec.BY_NAME[name].kinds)
-    for field in spec.for_kind(kind):
+    assert groups == spec.sections(f.name for f in by_name(kind).spec_fields if f.name != "kind")
+    for field in by_name(kind).spec_fields:
         assert shown.fields[field.name].label == field.label
 
 
@@ -49,7 +50,7 @@ def test_cloning_an_api_submitted_inference_job_keeps_every_field(client_for, me
     submitted = form(member, "inference", data=data)
     assert submitted.is_valid(), submitted.errors
     copy = submitted.unsaved_job()
-    for field in spec.for_kind("inference"):
+    for field in by_name("inference").spec_fields:
         if field.name != "name":
             assert getattr(copy, field.name) == getattr(job, field.name), field.name
     assert copy.name == "serve-copy"

@@ -8,9 +8,9 @@ from jobs import idle
 from jobs.idle import Window
 from jobs.lifecycle import State
 from jobs.models import Job
-from schedulers.workloads import object_name
 from tests.builders import make_flavor, make_job
 from tests.dcgm_fake import FakeDcgm, FakeGpu, profile, steady
+from workloads.pods import object_name
 
 W = 10  # window seconds
 NOW = 1_800_000_000.0  # a multiple of W: the latest window ends now

@@ -9,8 +9,8 @@ from jobs.lifecycle import State
 from jobs.models import Job
 from jobs.pending import pending_path
 from quotas.models import Scheduler
-from schedulers import EXCEEDS_QUOTA, queue_name
-from schedulers.workloads import object_name
+from workloads import EXCEEDS_QUOTA, queue_name
+from workloads.pods import object_name
 
 from ..builders import make_flavor, make_job, make_quota
 

@@ -8,15 +8,15 @@ import pytest
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.utils import timezone
 
-from jobs.kinds import for_job
 from jobs.lifecycle import State
 from jobs.manifests import job_fields, render_job
 from jobs.models import Job
 from quotas.models import Cohort
-from schedulers import Phase
-from schedulers.kueue import PRIORITY_LABEL, PROTECTED_PRIORITY_CLASS, QUEUE_LABEL
-from schedulers.notebook import observe_notebook
 from tenants.models import Membership
+from workloads import Phase
+from workloads.kinds import for_job
+from workloads.kueue import PRIORITY_LABEL, PROTECTED_PRIORITY_CLASS, QUEUE_LABEL
+from workloads.notebook import observe_notebook
 
 from ..builders import build_job, make_flavor, make_job, make_quota, make_team, make_user
 from ..schemas import validate

@@ -18,8 +18,8 @@ from jobs.models import GpuInterval, Job, Preemption
 from jobs.watcher import StatusWatcher
 from quotas.manifests import render_cluster
 from quotas.models import PriorityClass, Scheduler
-from schedulers import kueue
-from schedulers.workloads import CHECKPOINT_GRACE_ENV, last_checkpoint
+from workloads import kueue
+from workloads.pods import CHECKPOINT_GRACE_ENV, last_checkpoint
 
 from ..builders import make_flavor, make_job, make_team
 from ..schemas import validate

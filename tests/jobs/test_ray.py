@@ -6,13 +6,13 @@ import pytest
 from django.core.exceptions import ValidationError
 
 from jobs import feasibility
-from jobs.kinds import for_job
 from jobs.manifests import job_fields, render_job
 from jobs.models import Job
 from quotas.models import Scheduler
-from schedulers import Phase
-from schedulers.kueue import QUEUE_LABEL
-from schedulers.ray import observe_ray
+from workloads import Phase
+from workloads.kinds import for_job
+from workloads.kueue import QUEUE_LABEL
+from workloads.ray import observe_ray
 
 from ..builders import build_job, make_flavor, make_job, make_quota, make_team
 from ..schemas import validate
@@ -89,7 +89,7 @@ def test_kueue_alone_writes_suspend_and_the_groups_never_change(team, flavor):
     (dict(kind="ray-job", ray_entrypoint="python a.py", ray_runtime_env="- torch"), "ray_runtime_env", "mapping"),
     (dict(kind="ray-job", ray_entrypoint="python a.py", ray_runtime_env="a: " + "x" * 40000), "ray_runtime_env",
      "32 KiB"),
-    (dict(kind="training", ray_entrypoint="python a.py"), "ray_entrypoint", "Only Ray jobs"),
+    (dict(kind="training", ray_entrypoint="python a.py"), "ray_entrypoint", "Training does not take this"),
 ])
 def test_bad_ray_settings_are_refused_on_their_field(team, flavor, fields, field, says):
     job = build_job(team, flavor, **fields)

@@ -10,13 +10,14 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from cluster import FakeCluster, TransientError
 from jobs import reclaim
 from jobs.lifecycle import State
+from jobs.manifests import render_job
 from jobs.models import Job, JobEvent
 from jobs.models.idle import CLEARED, EXEMPTED, RECLAIMED, WARNED, IdleWatch
 from notifications.models import Event, Kind
 from quotas.models import Action, IdlePolicy, Scheduler, Sharing
-from schedulers.workloads import object_name
 from tests.builders import make_flavor, make_job
 from tests.dcgm_fake import FakeDcgm, FakeGpu, steady
+from workloads.pods import object_name
 
 W = 10
 START = 1_800_000_000.0
@@ -313,7 +314,7 @@ def nominal(team, flavor):
 def _notebook_objects(fake, job) -> None:
     """What the reconcile applied for a running notebook: its StatefulSet at one replica."""
     fake.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": job.team.namespace_name}})
-    fake.apply(reclaim.render_job(job))
+    fake.apply(render_job(job))
 
 
 def _replicas(fake) -> int:

@@ -11,12 +11,12 @@ import pytest
 
 from cluster.prometheus import Prometheus, PrometheusUnavailable
 from jobs import telemetry
-from jobs.kinds import for_job
 from jobs.manifests import object_name
 from jobs.models import Job
 from quotas.models import GpuFlavor, Scheduler
 from tenants.models import Team
 from tests.standin import prometheus_api  # noqa: F401 (the fixture)
+from workloads.kinds import for_job
 
 # Rows in memory, with ids: telemetry reads a job's id, kind, team and flavor, nothing else.
 _ids = itertools.count(101)

@@ -14,8 +14,8 @@ from console.capacity import overview
 from jobs.lifecycle import State
 from jobs.models import Job
 from jobs.usage import job_gpus, usage_for
-from schedulers import EXCEEDS_QUOTA
 from tenants.models import Team
+from workloads import EXCEEDS_QUOTA
 
 from ..builders import make_flavor, make_job, make_quota
 

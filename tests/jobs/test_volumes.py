@@ -11,7 +11,7 @@ from jobs.models import Job, Volume
 from jobs.tasks import TEAM_VOLUMES
 from quotas.models import StorageQuota
 from quotas.tasks import _render_quotas
-from schedulers.workloads import HOME_PATH, pod_templates_of
+from workloads.pods import HOME_PATH, pod_templates_of
 
 from ..builders import build_job, make_job
 from ..schemas import validate

@@ -17,10 +17,10 @@ from jobs.manifests import object_name
 from jobs.models import Job
 from jobs.watcher import EVENT, POD, StatusWatcher, slim
 from quotas.models import Scheduler
-from schedulers.kueue import BATCH_JOB, WORKLOAD
-from schedulers.volcano import JOB as VCJOB
-from schedulers.volcano import PODGROUP
-from schedulers.workloads import DEPLOYMENT
+from workloads.kueue import BATCH_JOB, WORKLOAD
+from workloads.pods import DEPLOYMENT
+from workloads.volcano import JOB as VCJOB
+from workloads.volcano import PODGROUP
 
 from ..builders import make_flavor, make_job, make_quota
 

@@ -8,8 +8,8 @@ import pytest
 
 from quotas.fairshare import Member, fair_shares, member_of, sentence
 from quotas.models import Cohort
-from schedulers.kueue import render_cluster_queue
 from tests.builders import make_flavor, make_quota, make_team
+from workloads.kueue import render_cluster_queue
 
 A = Member("nlp", Decimal(1), 300, borrowed_gpus=6, nominal_gpus=8)
 B = Member("vision", Decimal(2), 150, borrowed_gpus=6, nominal_gpus=8)

@@ -14,7 +14,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-import schedulers
+import workloads
 from cluster import ObjectRef
 from gpuplatform.heal import owner_of
 from jobs.lifecycle import State
@@ -120,7 +120,7 @@ def test_the_scheduler_names_the_queue_objects_its_quota_renders(team, flavor, a
     make_quota(team, flavor)
     make_quota(team, a100)
     for quota in Quota.objects.of_team(team):
-        scheduler = schedulers.for_flavor(quota.flavor)
+        scheduler = workloads.for_flavor(quota.flavor)
         rendered = scheduler.queue_objects(quota, team.namespace_name, team.slug)
         refs = scheduler.queue_refs(team.namespace_name, quota.flavor)
         assert sorted(ObjectRef(*ref).identity for ref in refs) == sorted(ObjectRef.of(o).identity for o in rendered)
@@ -145,7 +145,7 @@ def test_a_quota_on_a_new_flavor_gets_its_queues_with_the_first_job(cached, team
     job = submitted(team, a100)
     reconcile_job(job.pk)
 
-    queue = schedulers.queue_name(team.namespace_name, a100)
+    queue = workloads.queue_name(team.namespace_name, a100)
     assert live(cached, "scheduling.volcano.sh/v1beta1", "Queue", queue)
     params = live(cached, "v1", "ConfigMap", "gpuplatform-admission", team.namespace_name)
     assert params["data"][queue] == "a100"
@@ -174,7 +174,7 @@ def test_admission_parameters_that_do_not_name_the_jobs_queue_mean_a_sync(cached
 
     reconcile_job(submitted(team, flavor).pk)
     params = live(cached, "v1", "ConfigMap", "gpuplatform-admission", team.namespace_name)
-    assert params["data"] == {schedulers.queue_name(team.namespace_name, flavor): flavor.name,
+    assert params["data"] == {workloads.queue_name(team.namespace_name, flavor): flavor.name,
                               PLACEMENT_PREFIX + flavor.name: placement(flavor)}
 
 

@@ -2,7 +2,7 @@
 environment and a 200 KB command item; a person could hold any number of API tokens, a team
 any number of live jobs and webhooks, and a webhook stored 50,000 copies of one kind of event.
 
-Now what a tenant types has bounds, declared once in the job spec (``jobs.spec.TEXT_BOUNDS``:
+Now what a tenant types has bounds, declared once in the job spec (``workloads.spec.TEXT_BOUNDS``:
 the command, its arguments and the environment each at most 256 items of 4096 characters and
 32 KiB in all) and held by the model's validators, so the form and the API say the same field
 error; a quota request's justification (what an owner writes to a quota manager, a
@@ -29,7 +29,6 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
-from jobs import spec
 from jobs.lifecycle import State
 from jobs.models import Job
 from notifications.models import Kind, Webhook, WebhookDelivery
@@ -39,6 +38,7 @@ from quotas.models.requests import MAX_JUSTIFICATION
 from tenants.models import Membership
 from tenants.tokens import ApiToken
 from tests.api.conftest import JOB_BODY, client_as, issue_token  # noqa: F401 (client_as: a fixture)
+from workloads import spec
 
 from ..builders import make_job, make_quota, make_team, make_user
 from ..locks import waits_for_a_lock

@@ -8,9 +8,9 @@ import pytest
 
 from core.ownership import MANAGED_BY_LABEL, TEAM_LABEL
 from quotas.models import Cohort, Scheduler
-from schedulers import queue_name
 from tenants.admission import PARAMS_NAME, PLACEMENT_PREFIX
 from tenants.models import Membership
+from workloads import queue_name
 
 from ..builders import make_flavor, make_quota, make_team, make_user, render_team_and_quotas
 from ..schemas import validate

@@ -11,6 +11,7 @@ from quotas.demo import seed_console
 from quotas.models import Cohort, GpuFlavor, PriorityClass, Quota, Scheduler
 from tenants.models import Membership, Team
 from tenants.roles import ensure_quota_manager_group
+from workloads.kinds import inference, training
 
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
@@ -71,19 +72,20 @@ TEAMS = {
              ("l4-mps", 8, None, None)]),
 }
 
+TRAINING, INFERENCE = training.NAME, inference.NAME
 # team, name, submitter, flavor, kind, workers, gpus, path through the lifecycle
 JOBS = [
-    ("vision", "resnet-baseline", "alice", "h100", "training", 1, 1,
+    ("vision", "resnet-baseline", "alice", "h100", TRAINING, 1, 1,
      [State.SUBMITTED, State.QUEUED, State.ADMITTED, State.RUNNING, State.SUCCEEDED]),
-    ("vision", "vit-large-ddp", "bob", "h100", "training", 2, 8,
+    ("vision", "vit-large-ddp", "bob", "h100", TRAINING, 2, 8,
      [State.SUBMITTED, State.QUEUED, State.ADMITTED, State.RUNNING]),
-    ("vision", "clip-sweep", "alice", "h100", "training", 4, 8, [State.SUBMITTED, State.QUEUED]),
-    ("vision", "mig-notebook-eval", "alice", "mig-1g-10gb", "training", 1, 1, []),
-    ("nlp", "llama-serve", "bob", "a100", "inference", 1, 2,
+    ("vision", "clip-sweep", "alice", "h100", TRAINING, 4, 8, [State.SUBMITTED, State.QUEUED]),
+    ("vision", "mig-notebook-eval", "alice", "mig-1g-10gb", TRAINING, 1, 1, []),
+    ("nlp", "llama-serve", "bob", "a100", INFERENCE, 1, 2,
      [State.SUBMITTED, State.QUEUED, State.ADMITTED, State.RUNNING]),
-    ("nlp", "bert-finetune", "bob", "t4-shared", "training", 1, 1,
+    ("nlp", "bert-finetune", "bob", "t4-shared", TRAINING, 1, 1,
      [State.SUBMITTED, State.QUEUED, State.ADMITTED, State.RUNNING, State.FAILED]),
-    ("nlp", "embeddings-mps", "bob", "l4-mps", "inference", 1, 1,
+    ("nlp", "embeddings-mps", "bob", "l4-mps", INFERENCE, 1, 1,
      [State.SUBMITTED, State.QUEUED, State.ADMITTED, State.RUNNING]),
 ]
 # GPU memory budgets (GiB per GPU or share), as the form's model-size presets suggest.
@@ -171,14 +173,14 @@ class Command(BaseCommand):
                 continue
             fields = dict(
                 team=team, name=name, submitter=users[submitter], flavor=flavors[flavor], kind=kind,
-                image="ghcr.io/example/trainer:2.4" if kind == "training" else "ghcr.io/example/serve:1.0",
-                command=["torchrun"] if kind == "training" else ["python", "-m", "serve"],
-                args=["train.py", "--epochs", "10"] if kind == "training" else ["--port", "8000"],
+                image="ghcr.io/example/trainer:2.4" if kind == TRAINING else "ghcr.io/example/serve:1.0",
+                command=["torchrun"] if kind == TRAINING else ["python", "-m", "serve"],
+                args=["train.py", "--epochs", "10"] if kind == TRAINING else ["--port", "8000"],
                 env={"WANDB_MODE": "offline"}, workers=workers, gpus_per_worker=gpus, gpu_memory_gib=GPU_MEMORY.get(name),
                 # Priority classes are Kueue's: a Volcano flavor refuses them.
                 priority=priority if flavors[flavor].scheduler == Scheduler.KUEUE else None,
             )
-            if kind == "inference":
+            if kind == INFERENCE:
                 fields.update(port=8000, min_replicas=1, max_replicas=3, readiness_path="/healthz",
                               readiness_initial_delay_seconds=120, autoscaling_target_cpu_percent=70)
             job = Job(**fields)

@@ -5,10 +5,10 @@ import pytest
 from jobs.lifecycle import State, path
 from jobs.models import Job
 from quotas.models import Scheduler
-from schedulers.kueue import observe_training as observe_kueue_training
-from schedulers.kueue import quota_message
-from schedulers.volcano import observe_training as observe_volcano_training
-from schedulers.workloads import observe_inference
+from workloads.kueue import observe_training as observe_kueue_training
+from workloads.kueue import quota_message
+from workloads.pods import observe_inference
+from workloads.volcano import observe_training as observe_volcano_training
 
 from ..builders import make_flavor, make_job
 

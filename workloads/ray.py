@@ -25,7 +25,7 @@ from .kueue import (
     local_queue_name,
     observe_training,
 )
-from .workloads import FINISHED_TTL_SECONDS, container, job_owned, object_name, pod_labels, pod_spec
+from .pods import FINISHED_TTL_SECONDS, container, job_owned, object_name, pod_labels, pod_spec
 
 API = "ray.io/v1"
 RAY_JOB = (API, "RayJob")

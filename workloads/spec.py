@@ -12,16 +12,7 @@ Plain declarations, no Django: the model asks ``refused_on`` too, so this sits b
 
 from dataclasses import dataclass
 
-TRAINING, INFERENCE = "training", "inference"
-# Ray on the KubeRay operator (docs/ray.md): a RayJob (runs an entrypoint, then shuts its
-# cluster down) and a RayCluster (interactive, until cancelled).
-RAY_JOB, RAY_CLUSTER = "ray-job", "ray-cluster"
-RAY_KINDS = (RAY_JOB, RAY_CLUSTER)
-# An interactive notebook (docs/notebooks.md): a JupyterLab, or any image listening on a port,
-# as a one-replica StatefulSet that Kueue queues; stopped and started again, never preempted.
-NOTEBOOK = "notebook"
 KUEUE, VOLCANO = "kueue", "volcano"
-KINDS = (TRAINING, INFERENCE, *RAY_KINDS, NOTEBOOK)
 SCHEDULERS = (KUEUE, VOLCANO)
 
 # Shapes that need more than a plain value: a related row named by one of its fields, a
@@ -58,13 +49,14 @@ class Field:
     section: str
     label: str
     help: str = ""
-    kinds: tuple[str, ...] = KINDS
+    # Given to every kind; the others only to the kinds that take them (`WorkKind.takes`).
+    common: bool = True
+    # Refused when given to a kind that does not take it (rather than ignored).
+    refused_elsewhere: bool = False
     schedulers: tuple[str, ...] = SCHEDULERS
     shape: str = VALUE
     # RELATED: the field of the related row that names it (a team's slug, a flavor's name).
     named_by: str = ""
-    # Asked for (not left to its default) by the form for these kinds.
-    required_for: tuple[str, ...] = ()
     listed: bool = False  # a column of the job list (and the admin's)
     bounds: Bounds | None = None  # a LIST's or MAP's free text (the model's validator reads it)
 
@@ -79,8 +71,8 @@ FIELDS = (
           listed=True),
     Field("name", JOB, "Name", "At most 40 lowercase letters, digits and '-', starting with a letter. "
           "Unique among the team's live jobs.", listed=True),
-    Field("kind", JOB, "Kind", "training (the default), inference, ray-job or ray-cluster (Ray on Kueue "
-          "flavors), or notebook (an interactive JupyterLab on Kueue flavors).", listed=True),
+    Field("kind", JOB, "Kind", "The kind of work, by name: one of the choices the form and the API schema "
+          "list (training by default); some run on Kueue flavors only.", listed=True),
     Field("flavor", JOB, "Flavor", "The GPU flavor (hardware pool), by name.", shape=RELATED, named_by="name",
           listed=True),
     Field("priority", JOB, "Priority", "A priority class, by name; its value at most the team's ceiling. "
@@ -100,7 +92,7 @@ FIELDS = (
           "the home is scratch space. HOME, XDG_CACHE_HOME and HF_HOME point into it. Owners create volumes on "
           "the team's page.", shape=MAP, bounds=VOLUME_BOUNDS),
     Field("workers", RESOURCES, "Workers", "Pods started together (gang-scheduled); each gets the GPUs below. "
-          "Ray: the worker pods beside the head (which has no GPU).", kinds=(TRAINING, *RAY_KINDS), listed=True),
+          "Ray: the worker pods beside the head (which has no GPU).", common=False, listed=True),
     Field("gpus_per_worker", RESOURCES, "GPUs per worker", "At most the flavor's GPUs per node.", listed=True),
     Field("gpu_memory_gib", RESOURCES, "GPU memory per GPU (GiB)",
           "The GPU memory the job needs on each GPU (or share of one), e.g. about 16 GiB to run an 8B-parameter "
@@ -112,38 +104,35 @@ FIELDS = (
           "declare a topology only. Kueue: its topology-aware scheduling places the pods in the level asked. "
           "Volcano: the gang stays within one HyperNode (a rack, or a block of racks) or waits; the preferred "
           "ones are Volcano's soft mode, which packs the gang as close as it can at any level (rack-preferred "
-          "and block-preferred are the same request there).", kinds=(TRAINING,)),
+          "and block-preferred are the same request there).", common=False),
     Field("cpu_per_worker", RESOURCES, "CPU cores per worker", "0.1 to 1024 cores.", shape=DECIMAL),
     Field("memory_per_worker_gib", RESOURCES, "Memory per worker (GiB)", "1 to 16384 GiB."),
     Field("max_runtime_seconds", RESOURCES, "Max runtime (seconds)",
           "Stop the job after this long, counted from its admission (60 s to 366 days). Empty: the default "
           "of its flavor and priority class, if quota managers set one; at most their cap. A notebook is "
-          "stopped (not deleted, its volumes kept) when its lifetime is up.", kinds=(TRAINING, NOTEBOOK)),
+          "stopped (not deleted, its volumes kept) when its lifetime is up.", common=False),
     Field("port", SERVING, "Port", "The port the server listens on (a notebook: 8888 when empty).",
-          kinds=(INFERENCE, NOTEBOOK), required_for=(INFERENCE,)),
-    Field("min_replicas", SERVING, "Min replicas", "Replicas kept running (at least 1).", kinds=(INFERENCE,),
-          required_for=(INFERENCE,)),
-    Field("max_replicas", SERVING, "Max replicas", "Most replicas the autoscaler may start.", kinds=(INFERENCE,),
-          required_for=(INFERENCE,), listed=True),
+          common=False),
+    Field("min_replicas", SERVING, "Min replicas", "Replicas kept running (at least 1).", common=False),
+    Field("max_replicas", SERVING, "Max replicas", "Most replicas the autoscaler may start.", common=False, listed=True),
     Field("readiness_path", SERVING, "Readiness path", "HTTP path that answers 200 once the server is ready, "
-          "e.g. /health: the characters of a URL path (%XX for others), at most 200.", kinds=(INFERENCE,)),
+          "e.g. /health: the characters of a URL path (%XX for others), at most 200.", common=False),
     Field("readiness_initial_delay_seconds", SERVING, "Readiness delay (seconds)",
-          "How long a replica may load before its readiness counts (0 to 3600 s).", kinds=(INFERENCE,)),
+          "How long a replica may load before its readiness counts (0 to 3600 s).", common=False),
     Field("autoscaling_target_cpu_percent", SERVING, "Autoscale at CPU %",
-          "Average CPU use the autoscaler keeps replicas at (1 to 100), when it scales on CPU.", kinds=(INFERENCE,)),
+          "Average CPU use the autoscaler keeps replicas at (1 to 100), when it scales on CPU.", common=False),
     Field("autoscale_metric", SERVING, "Autoscale on", "cpu (the default: a HorizontalPodAutoscaler on the "
           "replicas' CPU use) or gpu (KEDA, on the average GPU utilization of the job's GPUs as Prometheus has it "
           "from dcgm-exporter; only where the cluster has KEDA). Either way at most max replicas, and no more "
-          "than the team's quota can run.", kinds=(INFERENCE,)),
+          "than the team's quota can run.", common=False),
     Field("ray_entrypoint", RAY, "Entrypoint", "The command the Ray job runs on its cluster, e.g. "
-          "python train.py --epochs 3 (at most 4096 characters).", kinds=(RAY_JOB,), schedulers=(KUEUE,),
-          required_for=(RAY_JOB,)),
+          "python train.py --epochs 3 (at most 4096 characters).", common=False, refused_elsewhere=True, schedulers=(KUEUE,)),
     Field("ray_runtime_env", RAY, "Runtime environment", "Ray's runtime environment as YAML, e.g. "
           "'pip: [torch]' or 'working_dir: s3://...': a mapping, at most 32 KiB. Empty: none.",
-          kinds=(RAY_JOB,), schedulers=(KUEUE,)),
+          common=False, refused_elsewhere=True, schedulers=(KUEUE,)),
     Field("target_gpu_utilization_percent", SERVING, "Autoscale at GPU %",
           "Average GPU utilization KEDA keeps replicas at (1 to 100, default 70), when it scales on gpu.",
-          kinds=(INFERENCE,)),
+          common=False),
 )
 BY_NAME = {field.name: field for field in FIELDS}
 
@@ -165,28 +154,6 @@ MEMORY_PRESETS = (
 NAMES = tuple(BY_NAME)
 RELATED_FIELDS = tuple(field for field in FIELDS if field.shape == RELATED)
 LISTED = tuple(field for field in FIELDS if field.listed)
-
-
-def for_kind(kind: str) -> tuple[Field, ...]:
-    """The fields a job of this kind is given (the others keep the model's defaults)."""
-    return tuple(field for field in FIELDS if kind in field.kinds)
-
-
-# The schedulers each job kind runs on (Ray: Kueue's ray.io integrations only).
-_KIND_SCHEDULERS = {RAY_JOB: (KUEUE,), RAY_CLUSTER: (KUEUE,), NOTEBOOK: (KUEUE,)}
-
-# What the submission form says of a kind before its fields, in plain words.
-KIND_NOTES = {
-    NOTEBOOK: "A notebook is never preempted and runs only within your team's own (nominal) quota, never on "
-              "borrowed GPUs: it is refused when the team's own free GPUs on the flavor cannot hold it. Stop it "
-              "to give its GPUs back and start it again later; a volume mounted at /home/user keeps your files. "
-              "An idle notebook is stopped, not deleted.",
-}
-
-
-def kind_schedulers(kind: str) -> tuple[str, ...]:
-    """The schedulers a job of `kind` can run on (the flavors it may pick)."""
-    return _KIND_SCHEDULERS.get(kind, SCHEDULERS)
 
 
 def sections(names) -> list[tuple[str, list[str]]]:

@@ -22,7 +22,7 @@ from core.ownership import JOB_LABEL
 
 from .base import Observation, Phase, placed_gpus
 from .kueue import PRIORITY_LABEL, PROTECTED_PRIORITY_CLASS, QUEUE_LABEL, local_queue_name, observe_training
-from .workloads import SERVICE, SERVICE_FIELDS, container, job_owned, object_name, pod_labels, pod_spec
+from .pods import SERVICE, SERVICE_FIELDS, container, job_owned, object_name, pod_labels, pod_spec
 
 STATEFULSET = ("apps/v1", "StatefulSet")
 INGRESS = ("networking.k8s.io/v1", "Ingress")

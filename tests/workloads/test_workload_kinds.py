@@ -1,17 +1,28 @@
-"""The workload kinds, registered once (`jobs.kinds.KINDS`): every job a person can submit
-has exactly one kind; each kind renders only what it declares, in objects the real
-schemas accept; and every kind it renders or watches is granted to the platform
-(`gpuplatform.rbac.required`) and followed by the status watcher (`jobs.watcher.WATCHED`)."""
+"""The kinds of work, registered once (`workloads.kinds.KINDS`), each on the schedulers it runs
+on (`Integration`): each renders only what it declares, in objects the real schemas accept;
+and every kind it renders or watches is granted to the platform (`gpuplatform.rbac.required`)
+and followed by the status watcher (`jobs.watcher.WATCHED`). The rest of the conformance
+suite (shapes, stops, idle words, the test-only kind): `test_conformance.py`."""
 
 import pytest
 
-import schedulers
+import workloads
 from gpuplatform.rbac import APPLY, WATCH, group, required, resource
-from jobs import spec
-from jobs.kinds import KINDS, for_job, rendered_kinds
 from jobs.manifests import JOB_KINDS, job_fields, render_job
 from jobs.models import Job
 from jobs.watcher import OURS, WATCHED
+from workloads import spec
+from workloads.kinds import (
+    KINDS,
+    for_job,
+    inference,
+    integrations,
+    notebook,
+    ray_cluster,
+    ray_job,
+    rendered_kinds,
+    training,
+)
 
 from ..builders import make_flavor, make_job, make_quota, make_team
 from ..schemas import validate
@@ -19,46 +30,43 @@ from ..security import assert_hardened
 
 # Jobs of each job kind that together make every object its kind can render.
 SHAPES = {
-    spec.TRAINING: [dict(workers=1), dict(workers=3, gpus_per_worker=2, max_runtime_seconds=3600)],
-    spec.INFERENCE: [dict(port=8000, min_replicas=1, max_replicas=1),
+    training.NAME: [dict(workers=1), dict(workers=3, gpus_per_worker=2, max_runtime_seconds=3600)],
+    inference.NAME: [dict(port=8000, min_replicas=1, max_replicas=1),
                      dict(port=8000, min_replicas=1, max_replicas=3, readiness_path="/healthz"),
                      dict(port=8000, min_replicas=1, max_replicas=3, autoscale_metric="gpu",
                           target_gpu_utilization_percent=60)],
-    spec.RAY_JOB: [dict(workers=1, ray_entrypoint="python train.py"),
+    ray_job.NAME: [dict(workers=1, ray_entrypoint="python train.py"),
                    dict(workers=4, gpus_per_worker=2, ray_entrypoint="python -m tune --trials 8",
                         ray_runtime_env="pip: [torch]\nenv_vars: {A: b}\n", max_runtime_seconds=3600)],
-    spec.RAY_CLUSTER: [dict(workers=2, gpus_per_worker=4)],
-    spec.NOTEBOOK: [dict(command=[], args=[]), dict(gpus_per_worker=2, port=8080, max_runtime_seconds=3600)],
+    ray_cluster.NAME: [dict(workers=2, gpus_per_worker=4)],
+    notebook.NAME: [dict(command=[], args=[]), dict(gpus_per_worker=2, port=8080, max_runtime_seconds=3600)],
 }
-CASES = [(kind, scheduler) for kind in KINDS for scheduler in kind.schedulers]
+CASES = [(kind, integration) for kind in KINDS for integration in kind.integrations]
 
 
-def test_every_job_kind_on_every_scheduler_has_exactly_one_workload_kind():
-    assert set(spec.SCHEDULERS) == set(schedulers.SCHEDULERS)
-    assert set(spec.KINDS) == set(Job.Kind.values)
-    for scheduler in spec.SCHEDULERS:
-        for job_kind in spec.KINDS:
-            serving = [kind.name for kind in KINDS if kind.job_kind == job_kind and scheduler in kind.schedulers]
-            # Ray runs on Kueue flavors only (`spec.kind_schedulers`; Job.clean refuses the others).
-            assert len(serving) == (1 if scheduler in spec.kind_schedulers(job_kind) else 0), \
-                (scheduler, job_kind, serving)
+def test_every_kind_is_a_choice_and_runs_on_each_scheduler_at_most_once():
+    assert set(spec.SCHEDULERS) == set(workloads.SCHEDULERS)
+    assert [kind.name for kind in KINDS] == list(Job.Kind.values)
+    for kind in KINDS:
+        assert len(kind.schedulers) == len(set(kind.schedulers)) >= 1, kind.name
+        assert set(kind.schedulers) <= set(spec.SCHEDULERS), kind.name
 
 
-def test_workload_kinds_have_distinct_names():
+def test_kinds_have_distinct_names():
     assert len({kind.name for kind in KINDS}) == len(KINDS)
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize(("kind", "scheduler"), CASES, ids=[f"{k.name} on {s}" for k, s in CASES])
-def test_each_kind_renders_only_its_declared_kinds_in_objects_the_schemas_accept(kind, scheduler, fake, settings):
+@pytest.mark.parametrize(("work", "kind"), CASES, ids=[f"{k.name} on {i.scheduler}" for k, i in CASES])
+def test_each_kind_renders_only_its_declared_kinds_in_objects_the_schemas_accept(work, kind, fake, settings):
+    scheduler = kind.scheduler
     settings.PROMETHEUS_URL = "http://prometheus.example:9090"  # with KEDA on the (fake) cluster: GPU scaling
     settings.NOTEBOOK_INGRESS_HOST = "{job}-{team}.notebooks.example.org"  # a notebook's Ingress too
     team, flavor = make_team(), make_flavor(f"pool-{scheduler}", scheduler=scheduler)
-    if kind.stoppable:  # a notebook fits the team's own quota or is refused
-        make_quota(team, flavor, nominal_gpus=8)
+    make_quota(team, flavor, nominal_gpus=8)  # a notebook fits the team's own quota or is refused
     made = set()
-    for number, shape in enumerate(SHAPES[kind.job_kind]):
-        job = make_job(team, flavor, name=f"job-{number}", kind=kind.job_kind, **shape)
+    for number, shape in enumerate(SHAPES[work.name]):
+        job = make_job(team, flavor, name=f"job-{number}", kind=work.name, **shape)
         assert for_job(job) is kind
         objects = render_job(job)
         assert objects == kind.render(job)
@@ -76,7 +84,7 @@ def test_each_kind_renders_only_its_declared_kinds_in_objects_the_schemas_accept
     assert set(kind.fields) <= {(group(api_version), name) for api_version, name in made}
 
 
-@pytest.mark.parametrize("kind", KINDS, ids=[k.name for k in KINDS])
+@pytest.mark.parametrize("kind", integrations(), ids=[f"{k.name} on {k.scheduler}" for k in integrations()])
 def test_every_kind_a_workload_kind_renders_or_watches_is_granted_and_pruned(kind):
     needs = required()
     for api_version, name in kind.renders:
@@ -86,7 +94,7 @@ def test_every_kind_a_workload_kind_renders_or_watches_is_granted_and_pruned(kin
         assert WATCH <= needs.get((group(api_version), resource(name)), set()), name
 
 
-@pytest.mark.parametrize("kind", KINDS, ids=[k.name for k in KINDS])
+@pytest.mark.parametrize("kind", integrations(), ids=[f"{k.name} on {k.scheduler}" for k in integrations()])
 def test_the_status_watcher_follows_every_kind_a_workload_kind_watches(kind):
     watched = dict(WATCHED)
     for watched_kind, labelled in kind.watched:
@@ -97,18 +105,19 @@ def test_the_status_watcher_follows_every_kind_a_workload_kind_watches(kind):
 def test_prune_looks_through_every_rendered_kind_once():
     assert JOB_KINDS == rendered_kinds()
     assert len(set(JOB_KINDS)) == len(JOB_KINDS)
-    assert set(JOB_KINDS) == {rendered for kind in KINDS for rendered in kind.renders}
+    assert set(JOB_KINDS) == {rendered for kind in integrations() for rendered in kind.renders}
 
 
 @pytest.mark.parametrize("kind", KINDS, ids=[k.name for k in KINDS])
-def test_a_kinds_spec_fields_are_the_job_specs_for_its_job_kind_and_schedulers(kind):
+def test_a_kinds_spec_fields_are_the_common_ones_and_those_it_takes_on_its_schedulers(kind):
     names = {field.name for field in kind.spec_fields}
+    assert set(kind.takes) <= set(spec.NAMES) and set(kind.requires) <= set(kind.takes), kind.name
     for field in spec.FIELDS:
-        applies = kind.job_kind in field.kinds and bool(set(field.schedulers) & set(kind.schedulers))
+        applies = (field.common or field.name in kind.takes) and bool(set(field.schedulers) & set(kind.schedulers))
         assert (field.name in names) == applies, field.name
 
 
-def test_a_gang_takes_no_priority_and_a_server_no_workers():
+def test_a_server_takes_no_workers_and_ray_kinds_no_port():
     by_name = {kind.name: {field.name for field in kind.spec_fields} for kind in KINDS}
-    assert "priority" in by_name["kueue-training"] and "priority" not in by_name["volcano-gang"]
-    assert "workers" not in by_name["inference"] and "port" in by_name["inference"]
+    assert "workers" not in by_name[inference.NAME] and "port" in by_name[inference.NAME]
+    assert "port" not in by_name[ray_job.NAME] and "ray_entrypoint" in by_name[ray_job.NAME]

@@ -87,7 +87,7 @@ def job_owned(job, obj: dict) -> dict:
 
 def multi_node(job) -> bool:
     """Training across more than one pod: NCCL talks over the flavor's network fabric."""
-    return job.kind == "training" and job.workers > 1
+    return job.work_kind.across_nodes and job.workers > 1
 
 
 def hardware_env(job) -> list[dict]:

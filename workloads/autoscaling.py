@@ -12,12 +12,20 @@ import time
 import weakref
 
 from django.conf import settings
+from django.db.models import TextChoices
 
 from cluster import ClusterError
 from core.reconcile import NoCluster, current_cluster
-from schedulers.workloads import SCALED_OBJECT, GpuScaling
+from workloads.pods import SCALED_OBJECT, GpuScaling
 
 SERVED_SECONDS = 60.0
+
+
+class Autoscale(TextChoices):
+    """What an inference server's replicas scale on."""
+
+    CPU = "cpu", "CPU use"
+    GPU = "gpu", "GPU utilization"
 
 _served: "weakref.WeakKeyDictionary[object, tuple[float, bool]]" = weakref.WeakKeyDictionary()
 _lock = threading.Lock()

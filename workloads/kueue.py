@@ -15,7 +15,7 @@ from core.ownership import JOB_LABEL, owned
 from core.words import say_seconds
 
 from .base import EXCEEDS_QUOTA, Observation, Phase, Preempted, Scheduler, queue_name, times_of, transition_time
-from .workloads import (
+from .pods import (
     FINISHED_TTL_SECONDS,
     LOCAL_MASTER,
     RENDEZVOUS_PORT,

@@ -16,7 +16,7 @@ from cluster.quantity import canonical, gib
 from core.ownership import owned
 
 from .base import EXCEEDS_QUOTA, Observation, Phase, Scheduler, queue_name, times_of
-from .workloads import (
+from .pods import (
     FINISHED_TTL_SECONDS,
     LOCAL_MASTER,
     RENDEZVOUS_PORT,

@@ -5,7 +5,7 @@ objects and says how a workload joins its queues. Its modules also hold the pure
 and readers of its own workload objects, which the workload kinds (`jobs/kinds/`, one module
 per kind) declare and dispatch to; what the cluster shows comes back as an `Observation`.
 It works on what it is given (rows of GpuFlavor, Quota and Job, read by attribute) and
-imports no app: the apps ask `schedulers.for_flavor(flavor)` or `jobs.kinds.for_job(job)`
+imports no app: the apps ask `schedulers.for_flavor(flavor)` or `workloads.kinds.for_job(job)`
 and never branch on the scheduler's name themselves.
 """
 
@@ -128,7 +128,7 @@ class Scheduler:
     name: str
     label: str
     # What the renderers below can emit, so prune knows which kinds to look through. Job
-    # workloads are not the scheduler's: each workload kind declares its own (`jobs.kinds`).
+    # workloads are not the scheduler's: each workload kind declares its own (`workloads.kinds`).
     cluster_kinds: list[Kind] = []
     queue_kinds: list[Kind] = []
     # Whether its queues can be told to admit nothing new while admitted work runs on (Kueue's

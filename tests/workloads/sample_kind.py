@@ -1,0 +1,44 @@
+"""A kind of work that exists only in the tests: a hyperparameter sweep that starts with its
+fewest trials and grows to its workers, renders a Kueue batch Job plus a PodTemplate (a kind no
+other kind renders, so RBAC and prune must learn it from here), runs until cancelled, and is
+stopped by the idle sweep the way Kueue training is. `test_conformance.py` registers it, and
+only it, and sees it reach every derived place."""
+
+from workloads import kueue
+from workloads.kinds import GpuShape, Integration, Preset, WorkKind, training
+from workloads.pods import job_owned, object_name
+
+NAME = "sweep"
+POD_TEMPLATE = ("v1", "PodTemplate")
+
+
+def _render(job) -> list[dict]:
+    template = job_owned(job, {"apiVersion": "v1", "kind": "PodTemplate",
+                          "metadata": {"name": object_name(job), "namespace": job.team.namespace_name},
+                          "template": {"spec": {"containers": [{"name": "trial", "image": job.image}]}}})
+    return [*kueue.render_training(job), template]
+
+
+KIND = WorkKind(
+    name=NAME,
+    label="Sweep",
+    integrations=(Integration(
+        name="kueue-sweep",
+        scheduler="kueue",
+        renders=(kueue.BATCH_JOB, POD_TEMPLATE),
+        watched=((kueue.BATCH_JOB, True), (kueue.WORKLOAD, False)),
+        fields=kueue.BATCH_JOB_FIELDS,
+        render=_render,
+        observe=training.KUEUE.observe,
+        pod_pattern=training.KUEUE.pod_pattern,
+        stop=training.deactivate_workload,
+        stop_rights=training.KUEUE.stop_rights,
+    ),),
+    takes=("workers", "min_replicas"),
+    requires=("min_replicas",),
+    shape=GpuShape(most="workers", start="min_replicas", unit="trial"),
+    presets=(Preset("sweep", "Hyperparameter sweep", dict(
+        name="sweep", image="ghcr.io/example/sweep:1", command="python", args="sweep.py", workers=8,
+        min_replicas=2, gpus_per_worker=1)),),
+    runs_until_cancelled="sweeping",
+)
