@@ -110,10 +110,12 @@ def placed_gpus(job, pods: list[dict]) -> int:
     scheduling gate left) that have not ended, each with the job's GPUs per worker. What ran,
     whatever the job asked for at most: one replica of a 1-3 replica server holds one
     replica's GPUs, a gang that waits for room holds none. A pod being deleted holds its GPUs
-    until it is gone."""
+    until it is gone. Only the pods its kind gives GPUs count (`WorkKind.holds_gpus`: a Ray
+    head or a RayJob's submitter holds none, as Kueue counts it)."""
+    holds_gpus = job.work_kind.holds_gpus
     placed = sum(1 for pod in pods
                  if (pod.get("spec") or {}).get("nodeName") and not (pod.get("spec") or {}).get("schedulingGates")
-                 and (pod.get("status") or {}).get("phase") not in _POD_ENDED)
+                 and (pod.get("status") or {}).get("phase") not in _POD_ENDED and holds_gpus(pod))
     return placed * job.gpus_per_worker
 
 

@@ -72,6 +72,9 @@ def test_a_ray_job_and_a_ray_cluster_run_within_quota_and_one_more_is_held(live,
     pods = live.list("v1", "Pod", namespace=team.namespace_name, label_selector=f"gpuplatform.io/job={interactive.pk}")
     assert sorted(p["metadata"]["labels"]["ray.io/node-type"] for p in pods) == ["head", "worker", "worker"]
     assert all(p["spec"]["nodeName"] for p in pods)
+    # Its GPUs in use (and so its GPU-hours) are its workers', as Kueue counts them: the head holds none.
+    wait_until(lambda: interactive.refresh_from_db() or interactive.gpus_in_use == 2, timeout=60,
+               message="the Ray cluster's 2 workers' GPUs counted, not its head")
     page = page_of(interactive, owner)
     assert "head ready, 2/2 workers" in page and "port-forward svc/" in page and "8265:8265" in page
     # The quota's 4 GPUs are held: one more waits, and Kueue keeps it suspended.

@@ -62,6 +62,21 @@ def test_gpus_held_are_the_pods_placed_on_nodes_times_gpus_per_worker(team, flav
     assert placed_gpus(server(team, flavor), pods) == gpus
 
 
+@pytest.mark.parametrize("kind", [Job.Kind.RAY_JOB, Job.Kind.RAY_CLUSTER])
+def test_a_ray_head_and_submitter_hold_no_gpus_so_two_workers_of_one_gpu_hold_two_as_kueue_counts(team, flavor, kind):
+    job = make_job(team, flavor, kind=kind, workers=2, gpus_per_worker=1, ray_entrypoint="python a.py"
+                   if kind == Job.Kind.RAY_JOB else "")
+
+    def ray_pod(node_type):
+        labelled = pod()
+        if node_type:
+            labelled["metadata"] = {"labels": {"ray.io/node-type": node_type}}
+        return labelled
+
+    pods = [ray_pod("head"), ray_pod("worker"), ray_pod("worker"), ray_pod(None)]  # None: the submitter
+    assert placed_gpus(job, pods) == 2 == job.total_gpus
+
+
 def test_a_server_of_one_to_three_replicas_running_one_is_observed_holding_one_replicas_gpus(team, flavor):
     seen = observe(server(team, flavor), Seen(deployment={"status": {"readyReplicas": 1}}, pods=[pod()]))
     assert (seen.state, seen.gpus) == (State.RUNNING, 2)

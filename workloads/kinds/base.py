@@ -123,6 +123,8 @@ class WorkKind:
     autoscaled: bool = False
     # A head pod beside its workers that holds no GPU (Ray): shown as "head + 2 x 4 GPUs".
     head_without_gpus: bool = False
+    # Which of its pods hold GPUs (each its GPUs per worker): what the GPU-hours count.
+    holds_gpus: Callable[[dict], bool] = lambda pod: True
     # Its workers are one program across nodes (torchrun): NCCL's rendezvous and fabric
     # settings (`workloads.pods.multi_node`).
     across_nodes: bool = False

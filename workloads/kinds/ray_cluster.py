@@ -7,7 +7,7 @@ from workloads.pods import SERVICE, SERVICE_FIELDS, object_name
 
 from .. import spec
 from .base import Integration, Preset, WorkKind
-from .ray_job import RAY_IMAGE, RAY_SHAPE
+from .ray_job import RAY_IMAGE, RAY_SHAPE, ray_worker
 
 NAME = "ray-cluster"
 
@@ -46,6 +46,7 @@ KIND = WorkKind(
     takes=("workers",),
     shape=RAY_SHAPE,
     head_without_gpus=True,
+    holds_gpus=ray_worker,
     presets=(Preset("ray-cluster", "Interactive Ray cluster", dict(
         name="ray-dev", image=RAY_IMAGE, workers=2, gpus_per_worker=1, cpu_per_worker=8,
         memory_per_worker_gib=64)),),

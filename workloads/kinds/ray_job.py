@@ -19,6 +19,12 @@ ENTRYPOINT_MAX_CHARS = 4096
 RAY_SHAPE = GpuShape(most="workers", start="workers")
 
 
+def ray_worker(pod: dict) -> bool:
+    """A Ray pod that holds GPUs: a worker (KubeRay labels its pods by node type); the head and
+    a RayJob's submitter hold none."""
+    return ((pod.get("metadata") or {}).get("labels") or {}).get(ray.NODE_TYPE_LABEL) == "worker"
+
+
 def _observe(job, seen):
     # KubeRay names the RayJob's cluster itself; it owns it and copies our labels onto it.
     return ray.observe_ray(job, seen.owned(kueue.WORKLOAD), seen.named(ray.RAY_JOB), seen.owned(ray.RAY_CLUSTER))
@@ -75,6 +81,7 @@ KIND = WorkKind(
     requires=("ray_entrypoint",),
     shape=RAY_SHAPE,
     head_without_gpus=True,
+    holds_gpus=ray_worker,
     presets=(Preset("ray-job", "Ray job", dict(
         name="ray-train", image=RAY_IMAGE, ray_entrypoint="python train.py --epochs 3",
         ray_runtime_env="pip:\n  - torch\n", workers=2, gpus_per_worker=1, cpu_per_worker=8,
