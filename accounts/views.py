@@ -90,23 +90,25 @@ class CallbackView(OIDCAuthenticationCallbackView):
     def get(self, request):
         if not settings.SSO_ENABLED:
             raise Http404("Single sign-on is not configured.")
-        state = request.GET.get("state", "")
-        states = request.session.get("oidc_states")
-        pending = states.pop(state, None) if isinstance(states, dict) else None
-        if pending is not None:
-            request.session.modified = True  # each state answers once: no replay
-            request.session.save()
-        if request.GET.get("error") in SIGNED_OUT_AT_THE_IDP:  # a re-check (prompt=none) said no
-            return _sso_failed(request, "Your sign-in at the identity provider has ended, so your session "
-                                        "here has too. Please sign in again.")
-        if request.GET.get("error"):
-            detail = request.GET.get("error_description") or request.GET["error"]
-            return _sso_failed(request, f"The identity provider refused the sign-in: {detail[:300]}")
-        if not request.GET.get("code") or pending is None:
-            return _sso_failed(request, "This sign-in answer does not belong to a sign-in started in this "
-                                        "browser, or it was used already. Please sign in again.")
+        pending = _take_state(request)
+        refusal = _refusal(request, pending)
+        if refusal:
+            return _sso_failed(request, refusal)
         # A fresh copy of the session, as the library does: parallel tabs may change it.
         request.session = request.session.__class__(request.session.session_key)
+        failure = self._authenticate(request, pending)
+        if failure is not None:
+            return failure
+        if self.user is None or not self.user.is_active:
+            return _sso_failed(request, getattr(request, "sso_error", None)
+                               or "The identity provider's answer did not sign anyone in.")
+        response = self.login_success()
+        for change in getattr(request, "sso_changes", []):
+            messages.info(request, f"Your access changed: {change}.")
+        return response
+
+    def _authenticate(self, request, pending):
+        """Trade the code for tokens and a user (self.user); a failure page when that fails."""
         try:
             self.user = auth.authenticate(request=request, nonce=pending.get("nonce"),
                                           code_verifier=pending.get("code_verifier"))
@@ -118,13 +120,33 @@ class CallbackView(OIDCAuthenticationCallbackView):
             return _sso_failed(request, f"The identity provider cannot be reached ({err}).", status=502)
         except SuspiciousOperation as err:
             return _sso_failed(request, str(err))
-        if self.user is None or not self.user.is_active:
-            return _sso_failed(request, getattr(request, "sso_error", None)
-                               or "The identity provider's answer did not sign anyone in.")
-        response = self.login_success()
-        for change in getattr(request, "sso_changes", []):
-            messages.info(request, f"Your access changed: {change}.")
-        return response
+        return None
+
+
+def _take_state(request) -> dict | None:
+    """The sign-in this answer's state belongs to, removed from the session at once: each
+    state answers once, so an answer cannot be replayed."""
+    state = request.GET.get("state", "")
+    states = request.session.get("oidc_states")
+    pending = states.pop(state, None) if isinstance(states, dict) else None
+    if pending is not None:
+        request.session.modified = True
+        request.session.save()
+    return pending
+
+
+def _refusal(request, pending) -> str | None:
+    """Why the IdP's answer cannot sign anyone in before its code is even tried, or None."""
+    if request.GET.get("error") in SIGNED_OUT_AT_THE_IDP:  # a re-check (prompt=none) said no
+        return ("Your sign-in at the identity provider has ended, so your session "
+                "here has too. Please sign in again.")
+    if request.GET.get("error"):
+        detail = request.GET.get("error_description") or request.GET["error"]
+        return f"The identity provider refused the sign-in: {detail[:300]}"
+    if not request.GET.get("code") or pending is None:
+        return ("This sign-in answer does not belong to a sign-in started in this "
+                "browser, or it was used already. Please sign in again.")
+    return None
 
 
 # --- personal API tokens ------------------------------------------------------------------

@@ -171,38 +171,52 @@ class Informer:
         self._delay = self.retry
         while not self.stopping.is_set():
             try:
-                if self.stream is None or self.stream.stopped:
-                    # A stream keeps what it has seen, so a later relist can tell deletions
-                    # that happened while away; only a stopped one is replaced, from its version.
-                    if self.stream is not None:
-                        self.resource_version = self.stream.resource_version
-                    self.stream = self._open()
-                for event, obj in self.stream:
-                    self.on_event(event, obj)
-                    self._delay = self.retry
-                self.stopping.wait(self.retry)  # a finite stream ran out (the fake's)
-                continue
+                self._follow()
             except UnknownKind as exc:
-                if not self.unserved_until:
-                    self.log.info("%s: %s %s is not served (%s); looking again", self.name, self.api_version,
-                                  self.kind, exc)
-                self._unserved()
-                if not self.retry_unserved:
+                if not self._wait_until_served(exc):
                     return
-                self.stream = None
-                self.stopping.wait(self._delay)
-                self._delay = min(self._delay * 2, self.retry_max)
             except ClusterError as exc:
-                # The stream keeps its place: iterating again resumes without losing events.
-                if exc.status == 403:
-                    self._delay = max(self._delay, FORBIDDEN_RETRY_SECONDS)
-                self._failed(exc, self._delay)
-                self.stopping.wait(self._delay)
-                self._delay = min(self._delay * 2, FORBIDDEN_RETRY_MAX_SECONDS if self.forbidden else self.retry_max)
+                self._back_off(exc)
             except Exception:  # a bug must not leave a silently stale informer
                 self.live = False
                 self.log.exception("%s: %s stopped", self.name, self.kind)
                 return
+
+    # --- the loop's steps -------------------------------------------------------------------
+    def _follow(self) -> None:
+        """Hand every event of the stream to the owner, (re)opening it first if it stopped."""
+        if self.stream is None or self.stream.stopped:
+            # A stream keeps what it has seen, so a later relist can tell deletions
+            # that happened while away; only a stopped one is replaced, from its version.
+            if self.stream is not None:
+                self.resource_version = self.stream.resource_version
+            self.stream = self._open()
+        for event, obj in self.stream:
+            self.on_event(event, obj)
+            self._delay = self.retry
+        self.stopping.wait(self.retry)  # a finite stream ran out (the fake's)
+
+    def _wait_until_served(self, exc: UnknownKind) -> bool:
+        """The kind is not served (a CRD not installed yet): wait and look again, or give up
+        (False) when this informer does not look again."""
+        if not self.unserved_until:
+            self.log.info("%s: %s %s is not served (%s); looking again", self.name, self.api_version,
+                          self.kind, exc)
+        self._unserved()
+        if not self.retry_unserved:
+            return False
+        self.stream = None
+        self.stopping.wait(self._delay)
+        self._delay = min(self._delay * 2, self.retry_max)
+        return True
+
+    def _back_off(self, exc: ClusterError) -> None:
+        # The stream keeps its place: iterating again resumes without losing events.
+        if exc.status == 403:
+            self._delay = max(self._delay, FORBIDDEN_RETRY_SECONDS)
+        self._failed(exc, self._delay)
+        self.stopping.wait(self._delay)
+        self._delay = min(self._delay * 2, FORBIDDEN_RETRY_MAX_SECONDS if self.forbidden else self.retry_max)
 
     # --- what the loop learns ---------------------------------------------------------------
     def _open(self):

@@ -322,26 +322,23 @@ def matches_selector(labels: dict, selector: str | None) -> bool:
     """Label selector semantics of the API server: =, ==, !=, in, notin, key, !key."""
     if not selector:
         return True
-    for term in re.split(r",(?![^(]*\))", selector):
-        term = term.strip()
-        if "!=" in term:
-            key, value = (s.strip() for s in term.split("!=", 1))
-            if labels.get(key) == value:
-                return False
-        elif "=" in term:
-            key, value = (s.strip() for s in term.replace("==", "=").split("=", 1))
-            if labels.get(key) != value:
-                return False
-        else:
-            match = _SET_TERM.fullmatch(term)
-            if not match:
-                raise ValueError(f"cannot parse label selector term {term!r}")
-            negate, key, op, values = match.groups()
-            if op:
-                allowed = {v.strip() for v in values.split(",")}
-                inside = key in labels and labels[key] in allowed
-                if inside != (op == "in"):
-                    return False
-            elif (key in labels) == bool(negate):
-                return False
-    return True
+    return all(_term_matches(labels, term.strip()) for term in re.split(r",(?![^(]*\))", selector))
+
+
+def _term_matches(labels: dict, term: str) -> bool:
+    """One term of a label selector: an equality (=, ==, !=) or a set term."""
+    if "!=" in term:
+        key, value = (s.strip() for s in term.split("!=", 1))
+        return labels.get(key) != value
+    if "=" in term:
+        key, value = (s.strip() for s in term.replace("==", "=").split("=", 1))
+        return labels.get(key) == value
+    match = _SET_TERM.fullmatch(term)
+    if not match:
+        raise ValueError(f"cannot parse label selector term {term!r}")
+    negate, key, op, values = match.groups()
+    if op:  # key in (a, b) / key notin (a, b)
+        allowed = {v.strip() for v in values.split(",")}
+        inside = key in labels and labels[key] in allowed
+        return inside == (op == "in")
+    return (key in labels) != bool(negate)  # key / !key

@@ -129,7 +129,11 @@ class Prometheus:
 
     # --- the transport -----------------------------------------------------------------
     def _post(self, path: str, form: dict) -> dict:
-        form = {**form, "timeout": timeout_text(self.timeout)}
+        status, body = self._send(path, {**form, "timeout": timeout_text(self.timeout)})
+        return self._data(status, body)
+
+    def _send(self, path: str, form: dict) -> tuple[int, bytes]:
+        """The HTTP status and body of one query, within the timeout; a plain error otherwise."""
         deadline = time.monotonic() + self.timeout
         try:
             with self._session().post(
@@ -146,7 +150,10 @@ class Prometheus:
             raise PrometheusUnavailable(f"Prometheus at {self.where} cannot be reached.") from err
         except requests.exceptions.RequestException as err:
             raise PrometheusUnavailable(f"Prometheus at {self.where} failed: {type(err).__name__}.") from err
-        status = response.status_code
+        return response.status_code, body
+
+    def _data(self, status: int, body: bytes) -> dict:
+        """The `data` of Prometheus's answer; a plain error for a refusal or a foreign answer."""
         if status in (401, 403):
             raise PrometheusUnavailable(
                 f"Prometheus at {self.where} refused the platform's credentials (HTTP {status}).")

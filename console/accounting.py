@@ -333,56 +333,79 @@ def usage_summary(start: datetime, end: datetime, *, teams=None, now=None, tz=No
     six)."""
     tz = tz or timezone.get_default_timezone()
     first, last = timezone.localtime(start, tz).date(), timezone.localtime(end, tz).date()
-    hours = {"team": defaultdict(int), "flavor": defaultdict(int), "user": defaultdict(int)}
-    cost = {"team": defaultdict(int), "flavor": defaultdict(int), "user": defaultdict(int)}
-    use = {kind: defaultdict(lambda: [0, 0, 0]) for kind in ("team", "flavor", "user")}
-    team_days: dict = {}  # (team, the days of a query) -> cents a day
-    any_line = any_cost = False
+    sums = _Sums()
     for team, flavor, user, _flavor_id, price, days, cents, measured in _cells(start, end, teams, now, tz):
-        for kind, name in (("team", team), ("flavor", flavor), ("user", user)):
-            use[kind][name] = list(map(add, use[kind][name], map(sum, zip(*measured.values(), strict=True))
-                                       if measured else (0, 0, 0)))
+        sums.add({"team": team, "flavor": flavor, "user": user}, price, days, cents, measured)
+    by_team, by_flavor, by_user = (sums.ordered(kind) for kind in _BY)
+    kept = [team for team, _, _ in (by_team if len(by_team) <= CHART_SERIES else by_team[:CHART_SERIES - 1])]
+    series = sorted(kept) + ([OTHER_TEAMS] if len(kept) < len(by_team) else [])
+    tables = {kind: sums.table(kind, rows) for kind, rows in zip(_BY, (by_team, by_flavor, by_user), strict=True)}
+    return Summary(_dec(sum(sums.hours["team"].values())) if sums.any_line else Decimal(0),
+                   _dec(sum(sums.cost["team"].values())) if sums.any_cost else Decimal(0),
+                   by_team, by_flavor, by_user, chart(sums.by_day(kept), series, first, last), tables,
+                   sums.total_use())
+
+
+_BY = ("team", "flavor", "user")
+
+
+class _Sums:
+    """usage_summary's running sums, in hundredths of a GPU-hour (and of the currency): every
+    line's figures rounded once, then added, so the totals are the sums of the shown lines."""
+
+    def __init__(self):
+        self.hours = {kind: defaultdict(int) for kind in _BY}
+        self.cost = {kind: defaultdict(int) for kind in _BY}
+        self.use = {kind: defaultdict(lambda: [0, 0, 0]) for kind in _BY}  # in the order of USE
+        self.team_days: dict = {}  # (team, the days of a query) -> (days, cents a day)
+        self.any_line = self.any_cost = False
+
+    def add(self, names: dict, price, days, cents, measured) -> None:
+        """One line of the report: `names` by kind, its price per GPU-hour, cents a day."""
+        line_use = list(map(sum, zip(*measured.values(), strict=True))) if measured else [0, 0, 0]
+        for kind, name in names.items():
+            self.use[kind][name] = list(map(add, self.use[kind][name], line_use))
         cents = [c or 0 for c in cents]
         line_hours = sum(cents)
         if not line_hours:
-            continue
-        any_line = True
-        key = (team, id(days))
-        team_days[key] = (days, list(map(add, team_days[key][1], cents)) if key in team_days else cents)
-        for kind, name in (("team", team), ("flavor", flavor), ("user", user)):
-            hours[kind][name] += line_hours
+            return
+        self.any_line = True
+        key = (names["team"], id(days))
+        self.team_days[key] = (days, list(map(add, self.team_days[key][1], cents)) if key in self.team_days else cents)
+        for kind, name in names.items():
+            self.hours[kind][name] += line_hours
         if price is not None:
             price_cents = int(price * 100)
             line_cost = sum(_half_even(c * price_cents, 100) for c in cents if c)
-            any_cost = True
-            for kind, name in (("team", team), ("flavor", flavor), ("user", user)):
-                cost[kind][name] += line_cost
+            self.any_cost = True
+            for kind, name in names.items():
+                self.cost[kind][name] += line_cost
 
-    def ordered(kind):
-        h, c = hours[kind], cost[kind]
+    def ordered(self, kind: str) -> list[tuple]:
+        """(name, GPU-hours, cost or None) by `kind`, largest first."""
+        h, c = self.hours[kind], self.cost[kind]
         return [(k, _dec(h[k]), _dec(c[k]) if k in c else None) for k in sorted(h, key=lambda k: (-h[k], str(k)))]
 
-    by_team = ordered("team")
-    kept = [team for team, _, _ in (by_team if len(by_team) <= CHART_SERIES else by_team[:CHART_SERIES - 1])]
-    daily: dict = defaultdict(lambda: defaultdict(int))
-    for (team, _), (days, cents) in team_days.items():
-        name = team if team in kept else OTHER_TEAMS
-        for day, c in zip(days, cents, strict=True):
-            if c:
-                daily[day][name] += c
-    by_day = {day: {name: _dec(c) for name, c in values.items()} for day, values in daily.items()}
-    series = sorted(kept) + ([OTHER_TEAMS] if len(kept) < len(by_team) else [])
-    tables = {}
-    for kind, rows in (("team", by_team), ("flavor", ordered("flavor")), ("user", ordered("user"))):
-        listed = [name for name, _, _ in rows] + sorted((n for n in use[kind] if n not in hours[kind] and any(use[kind][n])),
-                                                        key=str)
-        tables[kind] = [Total(name, _dec(hours[kind].get(name, 0)), _dec(cost[kind][name]) if name in cost[kind] else None,
-                              *(_dec(c) for c in (use[kind][name][1], use[kind][name][2], use[kind][name][0])))
-                        for name in listed]
-    total_use = {name: _dec(sum(values[index] for values in use["team"].values())) for index, name in enumerate(USE)}
-    return Summary(_dec(sum(hours["team"].values())) if any_line else Decimal(0),
-                   _dec(sum(cost["team"].values())) if any_cost else Decimal(0),
-                   by_team, ordered("flavor"), ordered("user"), chart(by_day, series, first, last), tables, total_use)
+    def table(self, kind: str, rows: list[tuple]) -> list[Total]:
+        """The ordered rows, then those that only measured use (no allocated hours), by name."""
+        hours, cost, use = self.hours[kind], self.cost[kind], self.use[kind]
+        listed = [name for name, _, _ in rows] + sorted((n for n in use if n not in hours and any(use[n])), key=str)
+        return [Total(name, _dec(hours.get(name, 0)), _dec(cost[name]) if name in cost else None,
+                      *(_dec(c) for c in (use[name][1], use[name][2], use[name][0])))
+                for name in listed]
+
+    def by_day(self, kept: list) -> dict:
+        """GPU-hours a day by team, the teams not `kept` together as OTHER_TEAMS."""
+        daily: dict = defaultdict(lambda: defaultdict(int))
+        for (team, _), (days, cents) in self.team_days.items():
+            name = team if team in kept else OTHER_TEAMS
+            for day, c in zip(days, cents, strict=True):
+                if c:
+                    daily[day][name] += c
+        return {day: {name: _dec(c) for name, c in values.items()} for day, values in daily.items()}
+
+    def total_use(self) -> dict:
+        return {name: _dec(sum(values[index] for values in self.use["team"].values())) for index, name in enumerate(USE)}
 
 
 def totals(rows, key: str) -> list[tuple[str, Decimal, Decimal | None]]:

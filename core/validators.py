@@ -97,22 +97,28 @@ class TextBounds:
         if len(value) > self.items:
             raise ValidationError(f"At most {self.items} {noun}; this has {len(value):,}.", code="too_many")
         if isinstance(value, dict):
-            for name, text in value.items():
-                if isinstance(name, str) and len(name) > self.item_chars:
-                    raise ValidationError(f"A variable name is at most {self.item_chars} characters; "
-                                          f"{_shown(name)} has {len(name):,}.", code="item_too_long")
-                if isinstance(text, str) and len(text) > self.item_chars:
-                    raise ValidationError(f"The value of {_shown(str(name))} is {len(text):,} characters long; "
-                                          f"at most {self.item_chars}.", code="item_too_long")
+            self._check_variables(value)
         else:
-            for number, text in enumerate(value, start=1):
-                if isinstance(text, str) and len(text) > self.item_chars:
-                    raise ValidationError(f"Item {number} is {len(text):,} characters long; at most "
-                                          f"{self.item_chars}.", code="item_too_long")
+            self._check_items(value)
         size = sum(len(text.encode("utf-8", "surrogatepass")) for text in texts if isinstance(text, str))
         if size > self.total_bytes:
             raise ValidationError(f"{size:,} bytes in all; at most {self.total_bytes:,} "
                                   f"({self.total_bytes // 1024} KiB).", code="too_large")
+
+    def _check_variables(self, value: dict) -> None:
+        for name, text in value.items():
+            if isinstance(name, str) and len(name) > self.item_chars:
+                raise ValidationError(f"A variable name is at most {self.item_chars} characters; "
+                                      f"{_shown(name)} has {len(name):,}.", code="item_too_long")
+            if isinstance(text, str) and len(text) > self.item_chars:
+                raise ValidationError(f"The value of {_shown(str(name))} is {len(text):,} characters long; "
+                                      f"at most {self.item_chars}.", code="item_too_long")
+
+    def _check_items(self, value: list) -> None:
+        for number, text in enumerate(value, start=1):
+            if isinstance(text, str) and len(text) > self.item_chars:
+                raise ValidationError(f"Item {number} is {len(text):,} characters long; at most "
+                                      f"{self.item_chars}.", code="item_too_long")
 
     def __eq__(self, other) -> bool:
         return isinstance(other, TextBounds) and (self.items, self.item_chars, self.total_bytes) == (

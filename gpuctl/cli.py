@@ -84,6 +84,12 @@ def _parser() -> argparse.ArgumentParser:
     def command(name, **kwargs):
         return sub.add_parser(name, parents=[output], **kwargs)
 
+    _add_submit(command)
+    _add_job_commands(command)
+    return parser
+
+
+def _add_submit(command) -> None:
     p = command("submit", help="submit a job from a YAML file")
     p.add_argument("-f", "--file", required=True, help="job file (YAML), '-' for standard input")
     p.add_argument("--team", help="team slug (overrides 'team' in the file)")
@@ -94,6 +100,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--idempotency-key", help="retry-safe key (default: a new one; give e.g. the CI run id)")
     p.set_defaults(run=_submit)
 
+
+def _add_job_commands(command) -> None:
+    """The commands that read or change jobs already submitted, in the order help lists them."""
     p = command("status", help="show a job and its events")
     p.add_argument("id", type=int)
     p.set_defaults(run=_status)
@@ -125,7 +134,6 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("id", type=int)
     p.add_argument("--tail", type=_at_least_one, default=200, help="last lines per pod (1-5000, default 200)")
     p.set_defaults(run=_logs)
-    return parser
 
 
 def _at_least_one(text: str) -> int:

@@ -22,6 +22,18 @@ class JobFileError(Exception):
 
 
 def load(text: str, *, team: str | None = None) -> dict:
+    """The job file's fields as the API takes them, `team` (--team) over the file's."""
+    spec = _mapping(text)
+    _as_api_values(spec)
+    if team:
+        spec["team"] = team
+    if not spec.get("team"):
+        raise JobFileError("no team: add 'team: <slug>' to the file or pass --team.")
+    return spec
+
+
+def _mapping(text: str) -> dict:
+    """The file as a mapping of known job fields."""
     try:
         spec = yaml.safe_load(text)
     except yaml.YAMLError as err:
@@ -31,6 +43,11 @@ def load(text: str, *, team: str | None = None) -> dict:
     unknown = sorted(set(spec) - FIELDS)
     if unknown:
         raise JobFileError(f"unknown field(s) {', '.join(unknown)}; known: {', '.join(sorted(FIELDS))}.")
+    return spec
+
+
+def _as_api_values(spec: dict) -> None:
+    """Check the fields whose shape the file can get wrong, and write them as the API takes them."""
     for field in LISTS:
         if field in spec and not (isinstance(spec[field], list) and all(isinstance(v, (str, int, float)) for v in spec[field])):
             raise JobFileError(f"{field} must be a list of strings, e.g. {field}: [python, train.py].")
@@ -47,11 +64,6 @@ def load(text: str, *, team: str | None = None) -> dict:
     if "volumes" in spec and not (isinstance(spec["volumes"], dict)
                                   and all(isinstance(v, str) for v in spec["volumes"].values())):
         raise JobFileError("volumes must be a mapping of volume names to mount paths, e.g. volumes: {datasets: /data}.")
-    if team:
-        spec["team"] = team
-    if not spec.get("team"):
-        raise JobFileError("no team: add 'team: <slug>' to the file or pass --team.")
-    return spec
 
 
 def _env_value(value) -> str:

@@ -105,14 +105,7 @@ def sentence(team: str, members: list[Member], cohort: str, flavor: str, named=l
     def who(m: Member) -> str:
         return f"team {m.team}" if named(m.team) else "another team"
 
-    head = f"Team {team} has weight {_weight(me.weight)}"
-    if me.share == 0:
-        head += (f" and uses no more than its own quota of {_gpus(me.nominal_gpus)} on {flavor} "
-                 "(Kueue's weighted share: 0)")
-    else:
-        head += (f" and borrows {_gpus(me.borrowed_gpus)} of {flavor} beyond its quota of {me.nominal_gpus}: "
-                 f"Kueue's weighted share {me.share} (the cohort's spare GPUs it uses, per mille, divided by its "
-                 "weight)")
+    head = _head(me, flavor)
     if all(m.share == 0 for m in others) and me.share == 0:
         return f"{head}. No team of cohort {cohort} borrows now, so spare GPUs go to whoever asks first."
     ordered = sorted(others, key=lambda m: (m.share if m.share is not None else 0, m.team))
@@ -121,6 +114,22 @@ def sentence(team: str, members: list[Member], cohort: str, flavor: str, named=l
     before = [who(m) for m in ordered if (m.share or 0) > me.share]
     after = [who(m) for m in ordered if (m.share or 0) < me.share]
     ties = [who(m) for m in ordered if (m.share or 0) == me.share]
+    return f"{head}; that is {_join(parts)}, {_order(me, before, after, ties)}."
+
+
+def _head(me: Member, flavor: str) -> str:
+    """The team's weight and what it borrows: the numbers its place in the order comes from."""
+    head = f"Team {me.team} has weight {_weight(me.weight)}"
+    if me.share == 0:
+        return head + (f" and uses no more than its own quota of {_gpus(me.nominal_gpus)} on {flavor} "
+                       "(Kueue's weighted share: 0)")
+    return head + (f" and borrows {_gpus(me.borrowed_gpus)} of {flavor} beyond its quota of {me.nominal_gpus}: "
+                   f"Kueue's weighted share {me.share} (the cohort's spare GPUs it uses, per mille, divided by its "
+                   "weight)")
+
+
+def _order(me: Member, before: list[str], after: list[str], ties: list[str]) -> str:
+    """Who goes first: the teams with a larger share (`before` the team's jobs) wait for it."""
     if before and after:
         order = f"so when they all wait its jobs go after {_join(after)}'s and before {_join(before)}'s"
     elif before:
@@ -128,12 +137,12 @@ def sentence(team: str, members: list[Member], cohort: str, flavor: str, named=l
     elif after:
         order = f"so {_join(after)} go{'es' if len(after) == 1 else ''} first when both wait"
         if not ties and me.share:
-            order += f", and team {team}'s borrowed GPUs are the first taken back"
+            order += f", and team {me.team}'s borrowed GPUs are the first taken back"
     else:
         order = "so neither goes first by share"
     if ties and (before or after):
         order += f"; it ties with {_join(ties)}"
-    return f"{head}; that is {_join(parts)}, {order}."
+    return order
 
 
 def _join(words: list[str]) -> str:

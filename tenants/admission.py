@@ -131,21 +131,16 @@ def _owner_allowed() -> str:
 
 
 def _validations() -> list[dict]:
+    return [*_workload_rules(), *_pod_rules()]
+
+
+def _workload_rules() -> list[dict]:
+    """What may be written at all: the kinds, their labels and owners, the queues they name,
+    and Services that stay inside the cluster."""
     ours = f"{_has_label(MANAGED_BY_LABEL)} && object.metadata.labels[{_cel(MANAGED_BY_LABEL)}] == {_cel(MANAGED_BY_VALUE)}"
-    gpu_env = " && ".join([*(f"!e.name.upperAscii().startsWith({_cel(p)})" for p in GPU_RUNTIME_ENV_PREFIXES),
-                           *(f"e.name.upperAscii() != {_cel(n)}" for n in sorted(GPU_RUNTIME_ENV_NAMES))])
     volcano_template = ("variables.templates.all(s, has(s.schedulerName) && s.schedulerName == 'volcano')"
                         " && variables.annotations.all(a, " + _cel(QUEUE_ANNOTATION) + " in a"
                         " && a[" + _cel(QUEUE_ANNOTATION) + "] in variables.queues)")
-    where = f"variables.data[{_cel(PLACEMENT_PREFIX)} + f]"
-    placed = ("variables.templates.all(s, variables.flavors.exists(f, "
-              f"({_cel(PLACEMENT_PREFIX)} + f) in variables.data && "
-              f"(!has(s.nodeSelector) || s.nodeSelector.all(k, {where}.contains('|node:' + k + '=' + s.nodeSelector[k] + '|')"
-              f" || {where}.contains('|topo:' + k + '|'))) && "
-              f"{where}.contains('|nodes:' + string(has(s.nodeSelector) ? "
-              f"size(s.nodeSelector.filter(k, !{where}.contains('|topo:' + k + '|'))) : 0) + '|') && "
-              f"(!has(s.tolerations) || s.tolerations.all(t, {_SYSTEM_TOLERATION} || "
-              f"{where}.contains('|tol:' + {_TOLERATION} + '|')))))")
     return [
         _rule(f"variables.volcano || object.kind in {_cel(ADMITTED_KINDS)}",
               "The platform runs Jobs, Deployments, Volcano Jobs, RayJobs, RayClusters and notebooks' StatefulSets "
@@ -181,6 +176,14 @@ def _validations() -> list[dict]:
               "Services in team namespaces are ClusterIP: nothing outside the cluster reaches a team's workloads."),
         _rule("object.kind != 'Service' || !has(object.spec.externalIPs) || size(object.spec.externalIPs) == 0",
               "Services in team namespaces have no externalIPs: nothing outside the cluster reaches a team's workloads."),
+    ]
+
+
+def _pod_rules() -> list[dict]:
+    """The hardened pod template, and placement on the nodes of the flavor of the queue named."""
+    gpu_env = " && ".join([*(f"!e.name.upperAscii().startsWith({_cel(p)})" for p in GPU_RUNTIME_ENV_PREFIXES),
+                           *(f"e.name.upperAscii() != {_cel(n)}" for n in sorted(GPU_RUNTIME_ENV_NAMES))])
+    return [
         _rule("variables.templates.all(s, has(s.serviceAccountName) && "
               f"s.serviceAccountName == {_cel(WORKLOAD_SERVICE_ACCOUNT)})",
               f"Pods in team namespaces run as the '{WORKLOAD_SERVICE_ACCOUNT}' ServiceAccount."),
@@ -205,10 +208,25 @@ def _validations() -> list[dict]:
         _rule("variables.templates.all(s, (!has(s.nodeName) || (object.kind == 'Pod' && request.operation == 'UPDATE'))"
               " && (!has(s.affinity) || !has(s.affinity.nodeAffinity)))",
               "Pods in team namespaces are placed by the scheduler on their flavor's nodes: no nodeName, no node affinity."),
-        _rule(placed,
+        _rule(_placed(),
               "Pods in team namespaces run on the nodes of the flavor of the team's queue they name: its "
               "nodeSelector exactly, and its tolerations only."),
     ]
+
+
+def _placed() -> str:
+    """Every pod template fits the placement (ConfigMap "_placement.<flavor>") of one of the
+    flavors it may use: each nodeSelector entry is the flavor's or one of its topology levels,
+    as many of the flavor's entries as it has, and only the flavor's or the system's tolerations."""
+    where = f"variables.data[{_cel(PLACEMENT_PREFIX)} + f]"
+    return ("variables.templates.all(s, variables.flavors.exists(f, "
+            f"({_cel(PLACEMENT_PREFIX)} + f) in variables.data && "
+            f"(!has(s.nodeSelector) || s.nodeSelector.all(k, {where}.contains('|node:' + k + '=' + s.nodeSelector[k] + '|')"
+            f" || {where}.contains('|topo:' + k + '|'))) && "
+            f"{where}.contains('|nodes:' + string(has(s.nodeSelector) ? "
+            f"size(s.nodeSelector.filter(k, !{where}.contains('|topo:' + k + '|'))) : 0) + '|') && "
+            f"(!has(s.tolerations) || s.tolerations.all(t, {_SYSTEM_TOLERATION} || "
+            f"{where}.contains('|tol:' + {_TOLERATION} + '|')))))")
 
 
 def _variables() -> list[dict]:

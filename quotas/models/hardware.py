@@ -91,33 +91,47 @@ def gib_text(mib: int) -> str:
 
 def sharing_problems(flavor) -> dict[str, str]:
     """Field errors for a sharing mode that does not fit the flavor's other settings."""
-    errors = {}
     sharing, replicas, resource = flavor.gpu_sharing, flavor.replicas_per_gpu, flavor.resource_name or ""
-    shared = sharing in ("time-slicing", "mps")
     profile_gib = mig_profile_memory_gib(resource)
-    if shared and not replicas:
-        errors["replicas_per_gpu"] = ("Give how many pods share one GPU (the device plugin's replicas, "
-                                      "at least 2).")
-    if not shared and replicas:
-        errors["replicas_per_gpu"] = "Only time-sliced and MPS GPUs are shared by replicas; leave it empty."
+    errors = _replica_problems(sharing, replicas)
     if sharing == "mps":
-        if resource not in FULL_GPU_RESOURCES:
-            errors["resource_name"] = ("The device plugin shares full GPUs only through MPS: nvidia.com/gpu, "
-                                       "or nvidia.com/gpu.shared when it renames shared resources.")
-        if replicas and replicas > MAX_MPS_CLIENTS:
-            errors["replicas_per_gpu"] = f"MPS serves at most {MAX_MPS_CLIENTS} clients per GPU."
+        errors.update(_mps_problems(resource, replicas))
     if sharing == "mig":
-        if profile_gib is None:
-            errors["resource_name"] = ("A MIG flavor names its profile's resource, as the device plugin's mixed "
-                                       "strategy does: e.g. nvidia.com/mig-1g.10gb.")
-        elif flavor.gpu_memory_gib and flavor.gpu_memory_gib != profile_gib:
-            errors["gpu_memory_gib"] = (f"The MIG profile {resource.removeprefix('nvidia.com/')} has "
-                                        f"{profile_gib} GiB; give {profile_gib}.")
+        errors.update(_mig_problems(resource, profile_gib, flavor.gpu_memory_gib))
     if sharing == "exclusive" and profile_gib is not None:
         errors["gpu_sharing"] = "This resource is a MIG slice: choose MIG (or time-slicing of the slices)."
     if sharing == "time-slicing" and resource.endswith(".shared") and resource not in FULL_GPU_RESOURCES:
         errors["resource_name"] = "Time-sliced resources are nvidia.com/gpu, a MIG profile, or either with .shared."
     return errors
+
+
+def _replica_problems(sharing: str, replicas) -> dict[str, str]:
+    shared = sharing in ("time-slicing", "mps")
+    if shared and not replicas:
+        return {"replicas_per_gpu": "Give how many pods share one GPU (the device plugin's replicas, at least 2)."}
+    if not shared and replicas:
+        return {"replicas_per_gpu": "Only time-sliced and MPS GPUs are shared by replicas; leave it empty."}
+    return {}
+
+
+def _mps_problems(resource: str, replicas) -> dict[str, str]:
+    errors = {}
+    if resource not in FULL_GPU_RESOURCES:
+        errors["resource_name"] = ("The device plugin shares full GPUs only through MPS: nvidia.com/gpu, "
+                                   "or nvidia.com/gpu.shared when it renames shared resources.")
+    if replicas and replicas > MAX_MPS_CLIENTS:
+        errors["replicas_per_gpu"] = f"MPS serves at most {MAX_MPS_CLIENTS} clients per GPU."
+    return errors
+
+
+def _mig_problems(resource: str, profile_gib: int | None, memory_gib) -> dict[str, str]:
+    if profile_gib is None:
+        return {"resource_name": ("A MIG flavor names its profile's resource, as the device plugin's mixed "
+                                  "strategy does: e.g. nvidia.com/mig-1g.10gb.")}
+    if memory_gib and memory_gib != profile_gib:
+        return {"gpu_memory_gib": (f"The MIG profile {resource.removeprefix('nvidia.com/')} has "
+                                   f"{profile_gib} GiB; give {profile_gib}.")}
+    return {}
 
 
 def network_problems(flavor) -> dict[str, str]:
