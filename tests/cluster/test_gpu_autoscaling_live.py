@@ -8,13 +8,13 @@ replicas KEDA's HPA set, nor prunes that HPA."""
 
 import pytest
 
-from jobs import autoscaling
 from jobs.lifecycle import State
 from jobs.manifests import object_name
 from jobs.models import Job
 from jobs.tasks import sync_job
 from quotas.models import Quota
 from quotas.tasks import sync_team_quotas
+from workloads import autoscaling
 from workloads.pods import SCALED_OBJECT
 
 from .conftest import reaches, stays_true, submit, wait_until

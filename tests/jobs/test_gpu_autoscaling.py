@@ -14,11 +14,11 @@ from django.urls import reverse
 
 from cluster import FakeCluster
 from core.ownership import JOB_LABEL, MANAGED_BY_LABEL, TEAM_LABEL
-from jobs import autoscaling
 from jobs.manifests import object_name, render_job
 from jobs.models import Job
 from jobs.tasks import reconcile_job
 from tenants.models import Team
+from workloads import autoscaling
 from workloads.kinds import for_job
 from workloads.pods import KEDA_HPA_EXCLUDED_LABELS, SCALED_OBJECT
 
