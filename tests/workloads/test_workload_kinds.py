@@ -8,9 +8,10 @@ import pytest
 
 import workloads
 from gpuplatform.rbac import APPLY, WATCH, group, required, resource
-from jobs.manifests import JOB_KINDS, job_fields, render_job
+from jobs.manifests import JOB_KINDS, job_fields, pod_templates_of, render_job
 from jobs.models import Job
 from jobs.watcher import OURS, WATCHED
+from tenants import admission
 from workloads import spec
 from workloads.kinds import (
     KINDS,
@@ -41,6 +42,17 @@ SHAPES = {
     ray_cluster.NAME: [dict(workers=2, gpus_per_worker=4)],
     notebook.NAME: [dict(command=[], args=[]), dict(gpus_per_worker=2, port=8080, max_runtime_seconds=3600)],
 }
+def admitted_by_the_team_policy(obj: dict) -> bool:
+    """Whether the team namespaces' admission policy (`tenants.admission`) matches what makes pods
+    and admits the kind: a kind the policy does not match would run unguarded; one it matches
+    but does not admit never runs."""
+    api_group = group(obj["apiVersion"])
+    matched = resource(obj["kind"]) in admission.MATCHED_RESOURCES.get(api_group, [])
+    if pod_templates_of(obj) and not matched:
+        return False
+    return not matched or obj["kind"] in admission.ADMITTED_KINDS
+
+
 CASES = [(kind, integration) for kind in KINDS for integration in kind.integrations]
 
 
@@ -73,6 +85,7 @@ def test_each_kind_renders_only_its_declared_kinds_in_objects_the_schemas_accept
         assert job_fields(job) == kind.fields
         for obj in objects:
             validate(obj)
+            assert admitted_by_the_team_policy(obj), f"{obj['kind']}: the admission policy would refuse it"
             assert (obj["apiVersion"], obj["kind"]) in kind.renders, obj["kind"]
             made.add((obj["apiVersion"], obj["kind"]))
         assert assert_hardened(objects, job) >= 1
