@@ -1,5 +1,6 @@
-"""The job spec, declared once: every field a person sets on a job, its section, the kinds
-and schedulers it applies to, its label and help text, and whether the job list shows it.
+"""The job spec, declared once: every field a person sets on a job, its section, whether
+every kind takes it (the others: `WorkKind.takes`), the schedulers it applies to, its label
+and help text, and whether the job list shows it.
 
 Everything that shows or takes a job's settings reads this module: the submission form
 (its fields, sections, what each kind asks for, cloning), the API serializer (its writable
