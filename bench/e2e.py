@@ -42,6 +42,7 @@ from bench.soak import world  # noqa: E402
 from bench.soak.api import Api  # noqa: E402
 from bench.soak.processes import Processes, cluster_sh, cluster_up, kubectl, kubectl_binary  # noqa: E402
 from bench.soak.profile import CACHE, Profile, _with_path, platform_env  # noqa: E402
+from workloads.kinds import training  # noqa: E402
 
 JOBS = int(os.environ.get("BENCH_E2E_JOBS", "1000"))
 CLIENTS = int(os.environ.get("BENCH_E2E_CLIENTS", "8"))
@@ -250,7 +251,7 @@ def run_ours(api: Api, seen: Seen) -> dict:
     from jobs.manifests import object_name
     from jobs.models import Job, JobEvent
 
-    bodies = [dict(team=TEAM, name=f"e2e-{i:05d}", kind="training", flavor="a100" if i % 2 and VOLCANO_JOBS else "h100",
+    bodies = [dict(team=TEAM, name=f"e2e-{i:05d}", kind=training.NAME, flavor="a100" if i % 2 and VOLCANO_JOBS else "h100",
                    image="registry.example/e2e:1", command=["sleep", "1"], workers=1, gpus_per_worker=1,
                    cpu_per_worker=1, memory_per_worker_gib=1, env={"GPUPLATFORM_FAKE_DURATION": JOB_SECONDS})
               for i in range(JOBS)]

@@ -27,20 +27,22 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
+from workloads.kinds import inference, notebook, ray_cluster, ray_job, training
+
 from .profile import Profile
 
 KINDS = {
     # label: (job kind, flavor)
-    "kueue-training": ("training", "h100"),
-    "volcano-training": ("training", "a100"),
-    "kueue-inference": ("inference", "t4-shared"),
-    "volcano-inference": ("inference", "mig-1g-10gb"),
+    "kueue-training": (training.NAME, "h100"),
+    "volcano-training": (training.NAME, "a100"),
+    "kueue-inference": (inference.NAME, "t4-shared"),
+    "volcano-inference": (inference.NAME, "mig-1g-10gb"),
     # Kinds that run until cancelled (issue 31): Ray on the KubeRay operator and notebooks,
     # fewer of each (`wanted`); nothing runs inside kwok's pods, so they end only by a cancel.
-    "kueue-rayjob": ("ray-job", "h100"),
-    "kueue-raycluster": ("ray-cluster", "h100"),
+    "kueue-rayjob": (ray_job.NAME, "h100"),
+    "kueue-raycluster": (ray_cluster.NAME, "h100"),
     # A notebook fits its team's own free quota or is refused: the T4 pool, early, one GPU.
-    "kueue-notebook": ("notebook", "t4-shared"),
+    "kueue-notebook": (notebook.NAME, "t4-shared"),
 }
 LONG_LIVED = {"kueue-rayjob", "kueue-raycluster", "kueue-notebook"}
 
@@ -114,23 +116,23 @@ def _body(team: str, label: str, name: str, rng: random.Random, *, seconds: floa
     kind, flavor = KINDS[label]
     body = {
         "team": team, "name": name, "kind": kind, "flavor": flavor, "image": IMAGE,
-        "command": ["python"], "args": ["serve.py" if kind == "inference" else "train.py"],
+        "command": ["python"], "args": ["serve.py" if kind == inference.NAME else "train.py"],
         # The kwok fake pods end after this (run-to-completion pods only).
         "env": {"GPUPLATFORM_FAKE_DURATION": _duration(seconds), "SOAK": "1"},
         "gpus_per_worker": gpus, "cpu_per_worker": "1", "memory_per_worker_gib": 4,
     }
     if label in LONG_LIVED:  # they run until cancelled: no fake end, the image's own entrypoint
         body.update(command=[], args=[], env={"SOAK": "1"}, priority=priority)
-        if kind == "ray-job":
+        if kind == ray_job.NAME:
             body.update(ray_entrypoint="python train.py", workers=workers)
-        elif kind == "ray-cluster":
+        elif kind == ray_cluster.NAME:
             body["workers"] = workers
         else:
             body["port"] = 8888
         return body
     if not label.startswith("volcano"):  # priorities are Kueue's: the API refuses one on Volcano
         body["priority"] = priority
-    if kind == "training":
+    if kind == training.NAME:
         body["workers"] = workers
     else:
         body.update(port=8080, min_replicas=1, max_replicas=max_replicas, readiness_path="/healthz",
@@ -205,7 +207,7 @@ def build(profile: Profile) -> list[Planned]:
         while counts[label] < wanted(label, profile):
             at = rng.uniform(profile.at(0.02), profile.at(SUBMIT_UNTIL))
             team = rng.choice(("vision", "nlp"))
-            if kind == "training":
+            if kind == training.NAME:
                 short = rng.random() < 0.6
                 seconds = rng.uniform(3, 20) if short else rng.uniform(20, profile.at(0.25))
                 priority = rng.choices(("low", "normal", "high"), weights=(2, 7, 1))[0]
