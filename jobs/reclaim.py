@@ -163,7 +163,7 @@ def _move(cluster, job: Job, watch: IdleWatch, policy, reading: idle.Reading, no
             return "warned"
         return None
     if reading.last_busy is not None and reading.last_busy > watch.warned_at.timestamp():
-        watch.clear(job)
+        watch.clear(job, now)
         return "cleared"
     if reading.run_start is not None and reading.run_start > watch.grace_from.timestamp():
         # The metrics had a gap since the grace began (no busy window): it counts again.

@@ -11,6 +11,10 @@ from tenants.models import Membership
 
 from .builders import make_flavor, make_team, make_user
 
+# tests/clock.py: GPUPLATFORM_TEST_CLOCK_SHIFT_DAYS=365 runs the whole session a year ahead,
+# to prove that no test depends on today's date.
+pytest_plugins = ("tests.clock",)
+
 # What builds a server from source on first use (minutes on a cold machine), in the order
 # scripts/test.sh builds them in the background: the local cluster (most of these tests need
 # it), KEDA on it, Helm, the IdP. Each is a session fixture, and the marker of tests that

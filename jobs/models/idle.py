@@ -135,7 +135,7 @@ class IdleWatch(models.Model):
         then = (f"it will be reclaimed at {timezone.localtime(self.reclaim_at):%Y-%m-%d %H:%M:%S %Z} "
                 "unless they are busy again" if reclaims else "the policy only warns")
         job.note(WARNED, f"Its {job.gpus_in_use} GPUs have been idle (below {threshold} %) for "
-                         f"{span(self.idle_seconds)}; {then}.")
+                         f"{span(self.idle_seconds)}; {then}.", at=now)
 
     def restart_grace(self, at, *, grace_seconds: int) -> None:
         """The metrics had a gap since the grace began: it counts again from ``at``."""
@@ -144,11 +144,12 @@ class IdleWatch(models.Model):
             self.reclaim_at = at + timezone.timedelta(seconds=grace_seconds)
         self.save(update_fields=["grace_from", "reclaim_at"])
 
-    def clear(self, job) -> None:
+    def clear(self, job, now) -> None:
         """Busy again: the warning is withdrawn, and the idle time counts from zero."""
         self.warned_at = self.grace_from = self.reclaim_at = None
         self.save(update_fields=["warned_at", "grace_from", "reclaim_at"])
-        job.note(CLEARED, f"Its GPUs are busy again ({timezone.localtime():%H:%M:%S}): the reclaim warning is withdrawn.")
+        job.note(CLEARED, f"Its GPUs are busy again ({timezone.localtime(now):%H:%M:%S}): the reclaim warning is "
+                          "withdrawn.", at=now)
 
     def reclaimed(self, job, now, *, threshold: int) -> bool:
         """Record the end: the job is `reclaimed` with its idle GPU-hours (the GPUs it held,

@@ -133,11 +133,12 @@ class JobMoves:
                 job_reason_changed.send(sender=type(self), job=self)
         return bool(changed)
 
-    def note(self, reason: str, message: str) -> bool:
-        """Record something worth knowing that changes no state, once per reason and message."""
+    def note(self, reason: str, message: str, *, at=None) -> bool:
+        """Record something worth knowing that changes no state, once per reason and message.
+        ``at``: when it happened (the clock when None), as ``transition`` takes it."""
         _, created = JobEvent.objects.get_or_create(
             job=self, reason=reason, message=message,
-            defaults={"from_state": self.state, "to_state": self.state},
+            defaults={"from_state": self.state, "to_state": self.state, "created_at": at or timezone.now()},
         )
         return created
 

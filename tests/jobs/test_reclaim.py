@@ -110,6 +110,8 @@ def test_an_idle_job_is_warned_then_reclaimed_and_a_busy_one_runs_on(team, flavo
     assert Event.objects.filter(kind=Kind.JOB_RECLAIMED, job=idle_job).exists()
     assert busy_job.state == State.RUNNING and not IdleWatch.objects.get(job=busy_job).is_warned
     assert reasons(idle_job)[-2:] == [WARNED, RECLAIMED]
+    # On the sweep's clock, not the machine's: START is a fixed moment, today may be past it.
+    assert JobEvent.objects.get(job=idle_job, reason=WARNED).created_at == at(40)
 
 
 def test_busy_again_during_the_grace_withdraws_the_warning(team, flavor, fake):
@@ -126,6 +128,7 @@ def test_busy_again_during_the_grace_withdraws_the_warning(team, flavor, fake):
     job.refresh_from_db()
     assert job.state == State.RUNNING and workload(fake, job)["spec"]["active"] is True
     assert CLEARED in reasons(job)
+    assert JobEvent.objects.get(job=job, reason=CLEARED).created_at == at(50)
 
 
 def test_missing_metrics_pause_reclaim_and_restart_the_grace(team, flavor, fake):
