@@ -86,7 +86,12 @@ def _by_quota(job: Job) -> Feasibility:
             f"have {flavor.gpus_per_node}.",
         )
     usage = usage_of(team, flavor)
-    need = job.gpus_to_start
+    return _never_within_quota(job, usage) or _held_back(job, usage) or _in_the_queue(job, usage)
+
+
+def _never_within_quota(job: Job, usage) -> Feasibility | None:
+    """NEVER when the team has no quota on the flavor, or the job needs more than it may borrow."""
+    flavor, team, need = job.flavor, job.team, job.gpus_to_start
     if usage.quota is None:
         return Feasibility(Feasibility.NEVER, f"Can never run: team {team.slug} has no quota on {flavor.name}.")
     if need > usage.ceiling:
@@ -96,12 +101,25 @@ def _by_quota(job: Job) -> Feasibility:
             f"{usage.ceiling} on {flavor.name}, borrowing included.",
             in_use=usage.in_use, capacity=usage.ceiling,
         )
+    return None
+
+
+def _held_back(job: Job, usage) -> Feasibility | None:
+    """QUEUE when something other than the quota's free GPUs holds the job: a drain, its
+    submitter's cap, or a reservation for the first waiting job."""
+    flavor = job.flavor
     if (drain := flavor.open_drain()) is not None and drain.holds_queues:  # docs/drain.md
         return Feasibility(Feasibility.QUEUE, drain.waiting_message(), in_use=usage.in_use, capacity=usage.nominal)
     if job.pk and job.at_personal_cap:  # not in the queue yet: waits for its submitter's other jobs
         return Feasibility(Feasibility.QUEUE, job.message, in_use=usage.in_use, capacity=usage.nominal)
     if flavor.backfill and (kept := reservations.holds(job)):  # fits, but would delay the reserved job
         return Feasibility(Feasibility.QUEUE, f"Will queue: {kept}", in_use=usage.in_use, capacity=usage.nominal)
+    return None
+
+
+def _in_the_queue(job: Job, usage) -> Feasibility:
+    """NOW or QUEUE from what the jobs ahead leave of the free quota, and what the team may borrow."""
+    need = job.gpus_to_start
     sizes = _sizes_ahead(job, usage)
     # The scheduler's pass over the queue: each job ahead that fits the free quota takes its
     # GPUs first; one that does not fit is set aside and blocks no one.

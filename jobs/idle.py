@@ -163,6 +163,14 @@ def measure(prometheus, jobs, *, now: float, window_seconds: int, lookback_secon
                                         start, end, window_seconds)
     except PrometheusUnavailable as err:
         return {job.pk: Reading(0, None, None, paused=err.reason) for job in jobs}
+    samples = _samples_by_job(series, jobs)
+    return {job.pk: _reading_of(job, samples.get(job.pk, {}), ends_of[job.pk], window_seconds, thresholds[job.pk])
+            for job in jobs}
+
+
+def _samples_by_job(series, jobs) -> dict[int, dict[str, dict[float, float]]]:
+    """Per job, per GPU (``pod/gpu key``), the highest value at each window's end, from the
+    series of its namespace whose pod its kind's pod pattern matches."""
     patterns = {job.pk: (job.team.namespace_name, re.compile(kinds.for_job(job).pod_pattern(job))) for job in jobs}
     samples: dict[int, dict[str, dict[float, float]]] = defaultdict(dict)
     for one in series:
@@ -173,13 +181,12 @@ def measure(prometheus, jobs, *, now: float, window_seconds: int, lookback_secon
                 for at, value in one.points:
                     per_window[float(round(at))] = max(value, per_window.get(float(round(at)), -1.0))
                 break
-    readings = {}
-    for job in jobs:
-        ends = ends_of[job.pk]
-        if not ends:
-            readings[job.pk] = Reading(0, None, None, paused=TOO_YOUNG)
-            continue
-        states = window_states(samples.get(job.pk, {}), gpus=job.gpus_in_use, ends=ends,
-                               threshold_percent=thresholds[job.pk])
-        readings[job.pk] = reading(states, ends, window_seconds)
-    return readings
+    return samples
+
+
+def _reading_of(job, samples: dict[str, dict[float, float]], ends: list[float], window_seconds: int,
+                threshold_percent: int) -> Reading:
+    if not ends:
+        return Reading(0, None, None, paused=TOO_YOUNG)
+    states = window_states(samples, gpus=job.gpus_in_use, ends=ends, threshold_percent=threshold_percent)
+    return reading(states, ends, window_seconds)

@@ -101,24 +101,33 @@ def _lookback(rules, watch: IdleWatch | None, now) -> int:
     return seconds
 
 
-def sweep_idle_jobs(cluster, prometheus, now=None) -> dict:
-    """One sweep (see the module docstring); returns what it did, counted."""
-    now = now or timezone.now()
-    # 0. reclaimed jobs whose workload was not stopped (recorded before the stop joined the
-    # record's transaction, `_recorded_with_the_stop`).
+def _stop_the_unstopped(cluster, now):
+    """Stop the reclaimed jobs whose workload was not stopped (recorded before the stop joined
+    the record's transaction, `_recorded_with_the_stop`)."""
     for job in (Job.objects.filter(state=State.RECLAIMED, idle_watch__stopped_at__isnull=True,
                                    finished_at__gte=now - RETAIN_FINISHED).select_related("team", "flavor", "idle_watch")):
         try:
             stop(cluster, job, job.idle_watch, now)
         except TransientError:
             log.warning("reclaimed job %s: not stopped yet; the next sweep tries again", job.pk, exc_info=True)
-    # 0b. notebooks past their lifetime: stopped, metrics or not.
+
+
+def _stop_past_their_lifetime(cluster, now):
+    """Stop the notebooks past their lifetime, metrics or not."""
     for job in Job.objects.filter(kind__in=WATCHED_KINDS, state__in=HOLDING_QUOTA, max_runtime_seconds__isnull=False,
                                   run_admitted_at__isnull=False).select_related("team", "flavor", "priority"):
         if job.lifetime_over(now):
             _recorded_with_the_stop(lambda job=job: job.stop(reason=LIFETIME_OVER, at=now, message=(
                 f"Stopped: it ran its lifetime of {say_seconds(job.max_runtime_seconds)}; its volumes are kept. "
                 "Start it again when you need it.")), lambda job=job: for_job(job).stop(cluster, job), job)
+
+
+def sweep_idle_jobs(cluster, prometheus, now=None) -> dict:
+    """One sweep (see the module docstring); returns what it did, counted."""
+    now = now or timezone.now()
+    # 0. reclaimed jobs whose workload was not stopped, 0b. notebooks past their lifetime.
+    _stop_the_unstopped(cluster, now)
+    _stop_past_their_lifetime(cluster, now)
     # 1. the running jobs a policy watches, 2. what their GPUs did, 3. each moved on.
     jobs = [job for job in Job.objects.filter(state=State.RUNNING, kind__in=WATCHED_KINDS)
             .select_related("team", "flavor", "idle_watch").order_by("pk") if reclaimable(job)]

@@ -368,23 +368,12 @@ class StatusWatcher:
         while not self.stop_event.is_set():
             self._wake.wait(timeout=1.0)
             self._wake.clear()
-            with self._lock:
-                since = self._dirty_since
-            if since is not None:  # let the rest of a burst arrive: one evaluation for all of it
-                self.stop_event.wait(max(0.0, since + self.gather_seconds - time.monotonic()))
-            with self._lock:
-                dirty, self._dirty = self._dirty, set()
-                since, self._dirty_since = self._dirty_since, None
+            dirty, since = self._take_dirty()
             if time.monotonic() >= next_resync:
                 dirty |= set(Job.objects.live().exclude(state=State.DRAFT).values_list("pk", flat=True))
                 next_resync = time.monotonic() + self.resync_seconds
             if dirty:
-                try:
-                    self.evaluate(dirty)
-                except Exception:  # a bad row must not stop the watcher
-                    log.exception("evaluating jobs %s failed", sorted(dirty))
-                if since is not None:
-                    WATCHER_LAG.observe(time.monotonic() - since)
+                self._evaluate_robustly(dirty, since)
             if self._tails_due:
                 self.keep_failed_tails()
         for informer in self._informers.values():
@@ -392,6 +381,26 @@ class StatusWatcher:
         for stop in self._on_stop:
             stop()
         connections.close_all()  # this thread's database connection
+
+    def _take_dirty(self) -> tuple[set[int], float | None]:
+        """The jobs marked dirty, and since when; after the rest of a burst arrived (one
+        evaluation for all of it)."""
+        with self._lock:
+            since = self._dirty_since
+        if since is not None:
+            self.stop_event.wait(max(0.0, since + self.gather_seconds - time.monotonic()))
+        with self._lock:
+            dirty, self._dirty = self._dirty, set()
+            since, self._dirty_since = self._dirty_since, None
+        return dirty, since
+
+    def _evaluate_robustly(self, dirty: set[int], since: float | None) -> None:
+        try:
+            self.evaluate(dirty)
+        except Exception:  # a bad row must not stop the watcher
+            log.exception("evaluating jobs %s failed", sorted(dirty))
+        if since is not None:
+            WATCHER_LAG.observe(time.monotonic() - since)
 
     def on_stop(self, stop) -> None:
         """Call `stop()` when the watcher stops."""

@@ -16,10 +16,9 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["root_packages"]
 MAX_LINES = 60
 
-# Packages NOT YET checked: they are being rewritten (the lead's jobs/ and schedulers/
-# refactor, and the workloads/ package it brings). Remove each one here when it is done;
-# the goal is an empty set.
-NOT_YET_CHECKED = {"jobs", "schedulers", "workloads"}
+# Packages NOT YET checked, while a rewrite makes them long for a time. Remove each one here
+# when it is done; the goal is an empty set.
+NOT_YET_CHECKED: set[str] = set()
 
 
 def long_functions(source: str, filename: str = "<source>") -> list[str]:
@@ -60,4 +59,4 @@ def test_a_function_of_61_lines_is_found_and_one_of_60_is_not():
 
 def test_the_packages_not_yet_checked_are_production_packages_or_about_to_be():
     # A name misspelled here would check nothing and say nothing.
-    assert NOT_YET_CHECKED - set(PACKAGES) <= {"workloads"}
+    assert NOT_YET_CHECKED <= set(PACKAGES)

@@ -298,26 +298,37 @@ def observe_training(job, workload: dict | None, batch_job: dict | None) -> Obse
         ok = finished.get("reason") == "Succeeded"
         return seen(Phase.SUCCEEDED if ok else Phase.FAILED, finished.get("reason", "Finished"),
                     finished.get("message", ""), finished)
-    if evicted := true_condition(found, "Evicted"):
-        if evicted.get("reason") in _PREEMPTION_REASONS:
-            preempted = true_condition(found, "Preempted") or evicted
-            return replace(seen(Phase.PREEMPTED, "Preempted", _preempted_message(preempted.get("message", "")), evicted),
-                           preempted=preempted_by(preempted, evicted))
-        # Kueue deactivates a workload past its maximum execution time: evicted with reason
-        # "DeactivatedDueToMaximumExecutionTimeExceeded" (older releases: the bare cause).
-        reason = evicted.get("reason", "")
-        if reason.endswith("MaximumExecutionTimeExceeded"):
-            limit = f" of {say_seconds(job.max_runtime_seconds)}" if job.max_runtime_seconds else ""
-            return seen(Phase.FAILED, "MaxRuntimeExceeded", f"Stopped: the job ran longer than its max runtime{limit}.",
-                        evicted)
-        if reason.startswith("Deactivated"):
-            return seen(Phase.FAILED, "Deactivated",
-                        f"Stopped by Kueue: {evicted.get('message') or reason}; it will not run again.", evicted)
+    if (evicted := true_condition(found, "Evicted")) and (stopped := _evicted(job, found, evicted, seen)):
+        return stopped
     if admitted:
         active = ((batch_job or {}).get("status") or {}).get("ready", 0) or 0
         if active >= job.workers:
             return seen(Phase.RUNNING, "Running", f"All {job.workers} workers are running.")
         return seen(Phase.ADMITTED, "Admitted", "Quota reserved; starting the workers.", admitted)
+    return _waiting(job, workload, found)
+
+
+def _evicted(job, found: dict, evicted: dict, seen) -> Observation | None:
+    """Preempted, or stopped for good by Kueue; None for another eviction (it queues again)."""
+    if evicted.get("reason") in _PREEMPTION_REASONS:
+        preempted = true_condition(found, "Preempted") or evicted
+        return replace(seen(Phase.PREEMPTED, "Preempted", _preempted_message(preempted.get("message", "")), evicted),
+                       preempted=preempted_by(preempted, evicted))
+    # Kueue deactivates a workload past its maximum execution time: evicted with reason
+    # "DeactivatedDueToMaximumExecutionTimeExceeded" (older releases: the bare cause).
+    reason = evicted.get("reason", "")
+    if reason.endswith("MaximumExecutionTimeExceeded"):
+        limit = f" of {say_seconds(job.max_runtime_seconds)}" if job.max_runtime_seconds else ""
+        return seen(Phase.FAILED, "MaxRuntimeExceeded", f"Stopped: the job ran longer than its max runtime{limit}.",
+                    evicted)
+    if reason.startswith("Deactivated"):
+        return seen(Phase.FAILED, "Deactivated",
+                    f"Stopped by Kueue: {evicted.get('message') or reason}; it will not run again.", evicted)
+    return None
+
+
+def _waiting(job, workload: dict | None, found: dict) -> Observation | None:
+    """Queued (for quota, or for the scheduler) while not admitted; None without a Workload."""
     reserved = found.get("QuotaReserved")
     if reserved is not None and reserved.get("status") == "False":
         said = reserved.get("message", "")

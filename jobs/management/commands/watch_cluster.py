@@ -48,38 +48,16 @@ class Command(BaseCommand):
 
             start_http_server(metrics_port)
         watcher = StatusWatcher(cluster, resync_seconds=resync)
-        stop = threading.Event()
-
-        def shutdown(*_):
-            stop.set()
-            watcher.stop()
-
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(sig, shutdown)
-
-        elector, lost = None, threading.Event()
+        stop, lost = threading.Event(), threading.Event()
+        _stop_on_signals(watcher, stop)
+        elector = None
         if leader_elect:
-            identity = f"{os.environ.get('POD_NAME') or socket.gethostname()}_{uuid.uuid4().hex[:8]}"
-            elector = LeaderElector(Leases(cluster), name=LEASE_NAME, namespace=settings.PLATFORM_NAMESPACE,
-                                    identity=identity, lease_seconds=lease_seconds,
-                                    renew_seconds=max(1.0, lease_seconds / 3), retry_seconds=1.0)
-            self.stdout.write(f"Waiting for the Lease {settings.PLATFORM_NAMESPACE}/{LEASE_NAME} as {identity}.")
-            if not elector.acquire(stop):
+            elector = self._take_the_lease(cluster, watcher, stop, lost, lease_seconds)
+            if elector is None:  # stopped while waiting for it
                 return
-            LEADER.labels(LEASE_NAME).set(1)
-            LEADER_TRANSITIONS.labels(LEASE_NAME).inc()
-
-            def on_lost():
-                lost.set()
-                watcher.stop()
-
-            elector.keep_renewing(stop, on_lost)
         self.stdout.write("Watching jobs, workloads, pods and gangs; Ctrl-C to stop.")
         try:
-            # What runs once for the platform (the heal); a receiver that fails does not stop the watch.
-            for receiver, result in leading.send_robust(sender=StatusWatcher, watcher=watcher):
-                if isinstance(result, Exception):
-                    self.stderr.write(f"{receiver.__module__}.{receiver.__name__} failed to start: {result}")
+            self._start_leading(watcher)
             watcher.run()
         finally:
             stop.set()
@@ -90,3 +68,38 @@ class Command(BaseCommand):
         if lost.is_set():
             raise CommandError("Lost the Lease to another watcher; exiting so this one restarts as a standby.")
         self.stdout.write(f"Stopped after {watcher.transitions} job updates.")
+
+    def _take_the_lease(self, cluster, watcher, stop, lost, lease_seconds: float) -> LeaderElector | None:
+        """Wait for the Lease and keep renewing it; a lost Lease sets ``lost`` and stops the
+        watcher. None if ``stop`` was set first."""
+        identity = f"{os.environ.get('POD_NAME') or socket.gethostname()}_{uuid.uuid4().hex[:8]}"
+        elector = LeaderElector(Leases(cluster), name=LEASE_NAME, namespace=settings.PLATFORM_NAMESPACE,
+                                identity=identity, lease_seconds=lease_seconds,
+                                renew_seconds=max(1.0, lease_seconds / 3), retry_seconds=1.0)
+        self.stdout.write(f"Waiting for the Lease {settings.PLATFORM_NAMESPACE}/{LEASE_NAME} as {identity}.")
+        if not elector.acquire(stop):
+            return None
+        LEADER.labels(LEASE_NAME).set(1)
+        LEADER_TRANSITIONS.labels(LEASE_NAME).inc()
+
+        def on_lost():
+            lost.set()
+            watcher.stop()
+
+        elector.keep_renewing(stop, on_lost)
+        return elector
+
+    def _start_leading(self, watcher):
+        # What runs once for the platform (the heal); a receiver that fails does not stop the watch.
+        for receiver, result in leading.send_robust(sender=StatusWatcher, watcher=watcher):
+            if isinstance(result, Exception):
+                self.stderr.write(f"{receiver.__module__}.{receiver.__name__} failed to start: {result}")
+
+
+def _stop_on_signals(watcher, stop):
+    def shutdown(*_):
+        stop.set()
+        watcher.stop()
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, shutdown)
