@@ -21,7 +21,6 @@ from cluster.prometheus import (
     timeout_text,
 )
 from jobs import gpu_use
-from tests.standin import prometheus_api, standin  # noqa: F401 (the fixtures)
 
 # The client's timeout where the test is not about time: the stand-in answers at once, but a
 # loaded machine (make test runs three pytests and a build) may take seconds to let it.
@@ -69,7 +68,7 @@ def test_the_stand_in_refuses_a_timeout_prometheus_refuses(prometheus_api, refus
     assert '"timeout"' in answer.json()["error"]
 
 
-def test_a_page_waits_a_fraction_of_a_second_and_prometheus_is_told_so(settings, standin):  # noqa: F811
+def test_a_page_waits_a_fraction_of_a_second_and_prometheus_is_told_so(settings, standin):
     settings.PROMETHEUS_TIMEOUT_SECONDS = 2
     prometheus_from_settings.cache_clear()
     gpu_use._with_timeout.cache_clear()

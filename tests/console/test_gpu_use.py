@@ -15,7 +15,7 @@ from console.accounting import CSV_HEADER, flavor_totals, month_window, usage_ro
 from jobs import gpu_use, idle
 from jobs.lifecycle import State
 from jobs.models import GpuInterval, GpuUse
-from tests.standin import gpus_of, standin  # noqa: F401 (the fixture)
+from tests.standin import gpus_of
 
 from ..builders import make_job
 

@@ -12,8 +12,8 @@ from jobs.models import Job
 from jobs.views import LIST_COLUMNS
 from quotas.models import PriorityClass, Scheduler
 
-from ..api.conftest import JOB_BODY
 from ..builders import make_flavor, make_job
+from ..support.api import JOB_BODY
 
 pytestmark = pytest.mark.django_db
 

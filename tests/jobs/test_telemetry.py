@@ -16,7 +16,6 @@ from jobs.manifests import object_name
 from jobs.models import Job
 from quotas.models import GpuFlavor, Scheduler
 from tenants.models import Team
-from tests.standin import prometheus_api  # noqa: F401 (the fixture)
 
 # Rows in memory, with ids: telemetry reads a job's id, kind, team and flavor, nothing else.
 _ids = itertools.count(101)

@@ -10,9 +10,9 @@ from django.urls import reverse
 
 from cluster.prometheus import prometheus_from_settings
 from jobs import gpu_use
-from tests.standin import gpus_of, standin  # noqa: F401 (the fixture)
+from tests.standin import gpus_of
 
-from .conftest import htmx
+from ..support.htmx import htmx
 
 pytestmark = pytest.mark.django_db
 
