@@ -1,4 +1,4 @@
-"""cluster.prometheus against a real HTTP server speaking Prometheus's API (bench/prometheus_standin.py, tests/standin.py):
+"""cluster.prometheus against a real HTTP server speaking Prometheus's API (cluster/prometheus_standin.py, tests/standin.py):
 answers read into samples and series, credentials sent as configured, and every way of not
 getting an answer turned into one PrometheusUnavailable with a line a page can show."""
 
@@ -10,7 +10,6 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import requests
 
-from bench.prometheus_standin import duration_seconds
 from cluster.prometheus import (
     NOT_CONFIGURED,
     Prometheus,
@@ -20,6 +19,7 @@ from cluster.prometheus import (
     prometheus_from_settings,
     timeout_text,
 )
+from cluster.prometheus_standin import duration_seconds
 from jobs import gpu_use
 
 # The client's timeout where the test is not about time: the stand-in answers at once, but a

@@ -1,5 +1,5 @@
 """Used and idle GPU-hours: the rule (jobs.gpu_use.use_of), the sampler against a real HTTP
-server standing in for Prometheus (bench/prometheus_standin.py), and the accounting's
+server standing in for Prometheus (cluster/prometheus_standin.py), and the accounting's
 columns (rows, CSV, page, per flavor), scoped to the teams a person sees."""
 
 import csv

@@ -1,7 +1,7 @@
 """One idle definition (jobs.idle): the quota console's "idle GPUs now" and the reclaim read
 the same threshold (`idle.threshold_percent`) and the same windows' rule
 (`idle.activity_promql`), so changing IDLE_GPU_THRESHOLD_PERCENT moves both. Against the
-Prometheus stand-in (bench/prometheus_standin.py, a real HTTP server evaluating the PromQL
+Prometheus stand-in (cluster/prometheus_standin.py, a real HTTP server evaluating the PromQL
 sent), the sweep on the in-memory cluster."""
 
 from datetime import timedelta

@@ -1,6 +1,6 @@
 """GPU utilization on the pages (job page's GPU panel, the jobs list's column, the team page,
 the console) and the API's job detail, against a real HTTP server standing in for Prometheus
-(bench/prometheus_standin.py); each page with Prometheus not configured, unreachable and slow
+(cluster/prometheus_standin.py); each page with Prometheus not configured, unreachable and slow
 answers 200 with one line saying so; owner, member and outsider."""
 
 import time
