@@ -11,7 +11,7 @@
    template, no data) as the floor, and write bench/results/pages.md.
 
 GPU metrics come from a small real HTTP server standing in for Prometheus
-(bench/prometheus_standin.py, PROMETHEUS_URL), its GPUs those of the running jobs the pages
+(cluster/prometheus_standin.py, PROMETHEUS_URL), its GPUs those of the running jobs the pages
 show; each page's Prometheus queries are counted (the "prom" column: at most one a page).
 
 A benchmark, not a test: it asserts nothing about time. BENCH_PAGE_REQUESTS (100) and
@@ -39,7 +39,7 @@ RESULTS = ROOT / "bench/results/pages.md"
 
 def main() -> int:
     sys.path.insert(0, str(ROOT))
-    from bench.prometheus_standin import serve
+    from cluster.prometheus_standin import serve
 
     standin, server = serve()
     os.environ.update(_environment(), PROMETHEUS_URL=standin.url)
@@ -323,7 +323,7 @@ def _report(results: dict) -> None:
         f"up to {REQUESTS} requests a page after two warm-up requests. A member of one team asks for the dashboard, "
         f"team page and job list; a quota manager for the console and the usage page (last full month of data), "
         f"and for the pages listing every team. \"prom\": the Prometheus queries of one request, to a real HTTP "
-        f"server standing in for Prometheus (bench/prometheus_standin.py) with the GPUs of the listed running jobs.\n\n"
+        f"server standing in for Prometheus (cluster/prometheus_standin.py) with the GPUs of the listed running jobs.\n\n"
         f"{table}\n\n"
         f"Machine: {machine()}; {load()} at the end of the run.\n\n"
         f"```\n{result}\n```\n"

@@ -1,15 +1,23 @@
-"""Shared fixtures: the people of every permission test and a ready-made team."""
+"""The suite's shards and order, and the fixtures every test has. The shared fixtures are
+plugins, one module per topic in tests/fixtures/ (the people of every permission test and a
+ready-made team: tests/fixtures/people.py)."""
 
 import os
 from uuid import uuid4
 
 import pytest
-from django.test import Client
 
-from cluster import FakeCluster
-from tenants.models import Membership
-
-from .builders import make_flavor, make_team, make_user
+pytest_plugins = [
+    "tests.fixtures.people",
+    "tests.fixtures.api",
+    "tests.fixtures.clock",
+    "tests.fixtures.tasks",
+    "tests.fixtures.prometheus",
+    "tests.fixtures.cluster",
+    "tests.fixtures.helm",
+    "tests.fixtures.idp",
+    "tests.fixtures.browser",
+]
 
 # tests/clock.py: GPUPLATFORM_TEST_CLOCK_SHIFT_DAYS=365 runs the whole session a year ahead,
 # to prove that no test depends on today's date.
@@ -99,66 +107,3 @@ def own_cache_keys(settings):
     settings.CACHES = {
         name: {**config, "KEY_PREFIX": f"test-{uuid4().hex}"} for name, config in settings.CACHES.items()
     }
-
-
-@pytest.fixture
-def owner(db):
-    return make_user("olivia")
-
-
-@pytest.fixture
-def member(db):
-    return make_user("max")
-
-
-@pytest.fixture
-def viewer(db):
-    return make_user("vera")
-
-
-@pytest.fixture
-def outsider(db):
-    """Belongs to another team only."""
-    user = make_user("oscar")
-    make_team("other-team", members={user: Membership.Role.OWNER})
-    return user
-
-
-@pytest.fixture
-def quota_manager(db):
-    return make_user("quinn", quota_manager=True)
-
-
-@pytest.fixture
-def team(owner, member, viewer):
-    return make_team(
-        "vision",
-        members={owner: Membership.Role.OWNER, member: Membership.Role.MEMBER, viewer: Membership.Role.VIEWER},
-    )
-
-
-@pytest.fixture
-def flavor(db):
-    return make_flavor("h100")
-
-
-@pytest.fixture
-def fake(monkeypatch):
-    """Every task, view and command in this process talks to one in-memory cluster."""
-    from core import reconcile
-
-    cluster = FakeCluster()
-    monkeypatch.setattr(reconcile, "cluster_configured", lambda: True)
-    monkeypatch.setattr(reconcile, "get_cluster", lambda: cluster)
-    return cluster
-
-
-@pytest.fixture
-def client_for(db):
-    """A test client logged in as the given person."""
-    def make(user) -> Client:
-        client = Client()
-        client.force_login(user)
-        return client
-
-    return make

@@ -1,36 +1,7 @@
-"""The Prometheus stand-in (bench/prometheus_standin.py, a real HTTP server) as fixtures:
-``prometheus_api`` alone (for `cluster.prometheus` and what asks it directly), ``standin``
-with ``PROMETHEUS_URL`` pointing at it for the test; ``gpus_of(job, ...)`` makes a job's
-pods report GPUs the way dcgm-exporter names them."""
+"""The GPUs of a job's pods in the Prometheus stand-in (the fixtures: tests/fixtures/prometheus.py):
+``gpus_of(api, job, ...)`` makes a job's pods report GPUs the way dcgm-exporter names them."""
 
-import pytest
-
-from bench.prometheus_standin import serve
-from cluster.prometheus import prometheus_from_settings
-from jobs import gpu_use
 from workloads.pods import object_name
-
-
-@pytest.fixture
-def prometheus_api():
-    api, server = serve()
-    yield api
-    server.shutdown()
-    server.server_close()
-
-
-@pytest.fixture
-def standin(settings):
-    api, server = serve()
-    settings.PROMETHEUS_URL = api.url
-    settings.PROMETHEUS_TIMEOUT_SECONDS = 1
-    prometheus_from_settings.cache_clear()
-    gpu_use._with_timeout.cache_clear()
-    yield api
-    server.shutdown()
-    server.server_close()
-    prometheus_from_settings.cache_clear()
-    gpu_use._with_timeout.cache_clear()
 
 
 def training_pod(job, index: int = 0) -> str:

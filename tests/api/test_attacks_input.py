@@ -22,7 +22,7 @@ from quotas.models import GpuFlavor, PriorityClass, Quota, QuotaGrant, QuotaRequ
 from tenants.models import Membership
 
 from ..builders import build_job, make_quota, make_team, make_user
-from .conftest import JOB_BODY
+from ..support.api import JOB_BODY
 
 pytestmark = pytest.mark.django_db
 

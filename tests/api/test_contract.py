@@ -16,7 +16,7 @@ from tenants.models.identities import GroupMapping
 from tenants.tokens import ApiToken
 
 from ..builders import make_job, make_quota
-from .conftest import JOB_BODY, issue_token
+from ..support.api import JOB_BODY, issue_token
 
 pytestmark = pytest.mark.django_db
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from .conftest import JOB_BODY, issue_token
+from ..support.api import JOB_BODY, issue_token
 
 pytestmark = pytest.mark.django_db
 

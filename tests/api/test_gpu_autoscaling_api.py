@@ -9,7 +9,7 @@ from jobs.models import Job
 from workloads.pods import SCALED_OBJECT
 
 from ..builders import make_quota
-from .conftest import JOB_BODY
+from ..support.api import JOB_BODY
 
 pytestmark = pytest.mark.django_db
 

@@ -20,7 +20,7 @@ from jobs.lifecycle import State
 from jobs.models import Job
 
 from ..builders import make_quota
-from .conftest import issue_token
+from ..support.api import add_pod, issue_token
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -219,8 +219,6 @@ def test_status_list_cancel_and_logs(gpuctl, job_file, monkeypatch):
     cluster = FakeCluster()
     monkeypatch.setattr(reconcile, "cluster_configured", lambda: True)
     monkeypatch.setattr(reconcile, "get_cluster", lambda: cluster)
-    from .conftest import add_pod
-
     add_pod(cluster, job, "resnet-1-0", "loss 0.5\n")
     code, out, _ = gpuctl("logs", str(job.pk))
     assert (code, out) == (0, "loss 0.5\n")

@@ -14,7 +14,7 @@ from quotas.models import QuotaGrant, QuotaRequest
 from tenants.models import Membership
 
 from ..builders import make_team, make_user
-from .conftest import caller_clients, issue_token
+from ..support.api import caller_clients, issue_token
 
 pytestmark = pytest.mark.django_db
 

@@ -11,7 +11,7 @@ import pytest
 from jobs.models import Job
 from jobs.models.idempotency import IdempotencyKey
 
-from .conftest import JOB_BODY, issue_token
+from ..support.api import JOB_BODY, issue_token
 
 pytestmark = pytest.mark.django_db
 

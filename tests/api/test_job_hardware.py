@@ -7,7 +7,7 @@ import pytest
 
 from ..builders import make_flavor
 from ..quotas.test_hardware import T4_TIME_SLICED
-from .conftest import JOB_BODY
+from ..support.api import JOB_BODY
 
 pytestmark = pytest.mark.django_db
 

@@ -7,7 +7,7 @@ from jobs.manifests import render_job
 from jobs.models import Job
 
 from ..builders import make_job, make_quota
-from .conftest import JOB_BODY, add_pod
+from ..support.api import JOB_BODY, add_pod, issue_token
 
 pytestmark = pytest.mark.django_db
 
@@ -177,8 +177,6 @@ def test_a_token_reads_jobs_in_one_query(client_as, owner, team, flavor, django_
     """The page alone, a retrieve with its preemptions one more: the process found the token (with its user and
     whether they manage quotas) on its first use, and nothing is written once the token's
     last use is recorded."""
-    from .conftest import issue_token
-
     job = make_job(team, flavor, name="one", submitter=owner)
     api = client_as(token=issue_token(owner, team=team))
     api.get("/api/v1/jobs")  # the token's first use: found, and its last_used_at written
@@ -190,8 +188,6 @@ def test_a_token_reads_jobs_in_one_query(client_as, owner, team, flavor, django_
 
 
 def test_without_the_token_cache_a_request_looks_its_token_up(client_as, owner, team, settings, django_assert_num_queries):
-    from .conftest import issue_token
-
     settings.API_TOKEN_CACHE_SECONDS = 0
     api = client_as(token=issue_token(owner, team=team))
     api.get("/api/v1/jobs")
@@ -207,8 +203,6 @@ def test_a_submit_reads_nothing_back(client_as, owner, team, flavor, django_asse
     no draft to update), its event, the key's job; then the feasibility answer's usage and
     quota (no other job waits, so the queue is not read); and the flavor's open drain, asked by
     the job's validation and by the verdict (docs/drain.md)."""
-    from .conftest import issue_token
-
     make_quota(team, flavor, nominal_gpus=8)
     api = client_as(token=issue_token(owner, team=team))
     api.get("/api/v1/jobs")

@@ -10,7 +10,7 @@ from jobs.models import Job
 from quotas.models import MemberCap
 
 from ..builders import make_flavor, make_quota, make_team
-from .conftest import JOB_BODY, issue_token
+from ..support.api import JOB_BODY, issue_token
 
 pytestmark = pytest.mark.django_db
 

@@ -11,7 +11,7 @@ from jobs.lifecycle import State
 from jobs.models import Job
 
 from ..builders import make_flavor, make_job, make_quota
-from .conftest import JOB_BODY, issue_token
+from ..support.api import JOB_BODY, issue_token
 
 pytestmark = pytest.mark.django_db
 

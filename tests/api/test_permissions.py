@@ -11,7 +11,7 @@ from jobs.lifecycle import State
 from jobs.models import Job
 from tenants.tokens import ApiToken
 
-from .conftest import JOB_BODY, add_pod, caller_clients, issue_token
+from ..support.api import JOB_BODY, add_pod, caller_clients, issue_token
 
 pytestmark = pytest.mark.django_db
 

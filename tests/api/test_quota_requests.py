@@ -17,7 +17,7 @@ from quotas.models import QuotaRequest
 from tenants.models import Membership
 
 from ..builders import make_flavor, make_team
-from .conftest import caller_clients, issue_token
+from ..support.api import caller_clients, issue_token
 
 pytestmark = pytest.mark.django_db
 
@@ -321,7 +321,7 @@ def test_the_schema_documents_reading_and_asking_but_no_deciding(client_as):
 
 
 # --- schemathesis with real objects and a token that may ask ---------------------------------
-from .test_schema_fuzz import requests_keep_the_test_connection, schema  # noqa: E402,F401
+from .test_schema_fuzz import schema
 
 quota_request_schema = schema.include(path_regex=r"^/api/v1/quota-requests")
 

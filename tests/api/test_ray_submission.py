@@ -9,7 +9,7 @@ from gpuctl.jobfile import JobFileError, load
 from jobs.models import Job
 
 from ..builders import make_flavor, make_quota
-from .conftest import JOB_BODY
+from ..support.api import JOB_BODY
 
 pytestmark = pytest.mark.django_db
 

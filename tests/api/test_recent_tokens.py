@@ -11,7 +11,7 @@ from tenants.roles import QUOTA_MANAGER_GROUP
 from tenants.tokens import ApiToken
 
 from ..builders import make_job, make_team
-from .conftest import issue_token
+from ..support.api import issue_token
 
 pytestmark = pytest.mark.django_db
 

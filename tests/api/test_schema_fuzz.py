@@ -18,7 +18,7 @@ from django.core.wsgi import get_wsgi_application
 from hypothesis import HealthCheck, settings
 
 from ..builders import make_quota
-from .conftest import add_pod, issue_token
+from ..support.api import add_pod, issue_token
 
 EXAMPLES = 10  # per operation, phase and mode (39 operations, 2 callers)
 NAMES_ROWS = [
@@ -53,20 +53,6 @@ class Credentials:
     def set(self, case, data, context):
         case.headers = {**(case.headers or {}), "Authorization": data}
         case.cookies = {**(case.cookies or {}), "sessionid": data}
-
-
-@pytest.fixture
-def requests_keep_the_test_connection():
-    """As Django's test client does: a request must not close the test's database
-    connection (and with it the transaction every example runs in)."""
-    from django.core import signals
-    from django.db import close_old_connections
-
-    signals.request_started.disconnect(close_old_connections)
-    signals.request_finished.disconnect(close_old_connections)
-    yield
-    signals.request_started.connect(close_old_connections)
-    signals.request_finished.connect(close_old_connections)
 
 
 @pytest.fixture(params=["session", "token"])

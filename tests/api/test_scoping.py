@@ -21,7 +21,7 @@ from tenants.models.identities import GroupMapping
 from tenants.tokens import ApiToken
 
 from ..builders import make_job, make_team, make_user
-from .conftest import JOB_BODY, add_pod, issue_token
+from ..support.api import JOB_BODY, add_pod, issue_token
 
 pytestmark = pytest.mark.django_db
 

@@ -12,7 +12,7 @@ from django.core.cache import cache
 from tenants.auth import TokenRateThrottle
 from tenants.tokens import ApiToken
 
-from .conftest import issue_token
+from ..support.api import issue_token
 
 ROOT = Path(__file__).resolve().parents[2]
 

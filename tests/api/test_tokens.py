@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from tenants.tokens import ApiToken
 
-from .conftest import issue_token
+from ..support.api import issue_token
 
 pytestmark = pytest.mark.django_db
 

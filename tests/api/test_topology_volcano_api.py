@@ -7,7 +7,7 @@ import pytest
 
 from ..builders import make_quota
 from ..jobs.test_topology_volcano import RACKED, vcjob, volcano
-from .conftest import JOB_BODY
+from ..support.api import JOB_BODY
 
 pytestmark = pytest.mark.django_db
 

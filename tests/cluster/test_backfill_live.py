@@ -15,14 +15,13 @@ import pytest
 from jobs import estimates
 from jobs.lifecycle import State
 
-from .conftest import reaches, wait_until
-from .test_eta_live import OUTLIVES_THE_TEST, submit  # noqa: F401  (the fixture that cancels at the end)
+from ..support.cluster import OUTLIVES_THE_TEST, reaches, wait_until
 
 pytestmark = [pytest.mark.cluster, pytest.mark.django_db(transaction=True)]
 
 
 def test_a_small_job_without_a_max_runtime_takes_the_gap_ahead_of_a_bigger_waiting_one(live, world, watcher,
-                                                                                       submit):  # noqa: F811
+                                                                                       submit):
     team, h100, _ = world
     holder = submit(live, team, h100, workers=1, gpus_per_worker=6, max_runtime_seconds=600, env=OUTLIVES_THE_TEST)
     reaches(holder, State.RUNNING)

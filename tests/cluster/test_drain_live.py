@@ -21,7 +21,16 @@ from quotas.tasks import sync_team_quotas
 from workloads import queue_name
 
 from ..builders import build_job, make_flavor, make_quota, make_user
-from .conftest import TAINT, TOLERATION, on_the_cluster, reaches, stays_true, submit, team_of_its_own, wait_until
+from ..support.cluster import (
+    TAINT,
+    TOLERATION,
+    on_the_cluster,
+    reaches,
+    stays_true,
+    submit,
+    team_of_its_own,
+    wait_until,
+)
 
 pytestmark = [pytest.mark.cluster, pytest.mark.django_db(transaction=True)]
 KUEUE = "kueue.x-k8s.io/v1beta2"

@@ -23,27 +23,9 @@ from jobs.tasks import sync_job
 from tenants.models import Membership
 
 from ..builders import make_job
-from .conftest import reaches, wait_until
-from .conftest import submit as submit_job
+from ..support.cluster import OUTLIVES_THE_TEST, reaches, wait_until
 
 pytestmark = [pytest.mark.cluster, pytest.mark.django_db(transaction=True)]
-
-OUTLIVES_THE_TEST = {"GPUPLATFORM_FAKE_DURATION": "900s"}  # the fake kubelet ends pods after this
-
-
-@pytest.fixture
-def submit(live, world):
-    """Submit, and at the end cancel every job and wait for its pods to go (the shared
-    cluster's GPUs are freed before the team is offboarded)."""
-    submitted = []
-
-    def make(*args, **fields):
-        submitted.append(job := submit_job(*args, **fields))
-        return job
-
-    yield make
-    cancel_all(live, submitted)
-
 
 def cancel_all(live, jobs):
     """Cancel every job and wait for its pods to go (the shared cluster's GPUs are freed

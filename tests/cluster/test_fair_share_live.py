@@ -19,7 +19,7 @@ from workloads import queue_name
 from workloads.kueue import API
 
 from ..builders import make_flavor, make_quota
-from .conftest import TAINT, TOLERATION, on_the_cluster, submit, wait_until
+from ..support.cluster import TAINT, TOLERATION, on_the_cluster, submit, wait_until
 
 pytestmark = [pytest.mark.cluster, pytest.mark.django_db(transaction=True)]
 

@@ -12,7 +12,7 @@ from jobs.manifests import object_name
 from jobs.models import Job
 from jobs.tasks import sync_job
 
-from .conftest import reaches, stays_true, submit, wait_until
+from ..support.cluster import reaches, stays_true, submit, wait_until
 
 pytestmark = [pytest.mark.cluster, pytest.mark.django_db(transaction=True)]
 

@@ -17,7 +17,7 @@ from quotas.tasks import sync_team_quotas
 from workloads import autoscaling
 from workloads.pods import SCALED_OBJECT
 
-from .conftest import reaches, stays_true, submit, wait_until
+from ..support.cluster import reaches, stays_true, submit, wait_until
 
 pytestmark = [pytest.mark.cluster, pytest.mark.django_db(transaction=True)]
 

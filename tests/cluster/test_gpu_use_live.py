@@ -17,7 +17,7 @@ from jobs.lifecycle import State
 from jobs.models import GpuInterval, GpuUse
 from tenants.models import Team
 
-from .conftest import reaches, submit, wait_until
+from ..support.cluster import reaches, submit, wait_until
 
 pytestmark = [pytest.mark.cluster, pytest.mark.django_db(transaction=True)]
 

@@ -12,7 +12,7 @@ from quotas.grants import last_day
 from quotas.models import QuotaRequest
 
 from ..builders import make_user
-from ..console.test_grant_sweep import DAY, clock, inline_tasks, run_sweep  # noqa: F401
+from ..console.test_grant_sweep import DAY, run_sweep
 
 pytestmark = [pytest.mark.cluster, pytest.mark.django_db(transaction=True)]
 
@@ -27,7 +27,7 @@ def nominal_gpus(live, team, flavor) -> str:
 
 
 def test_an_extended_grant_changes_the_cluster_queue_at_its_new_end_not_the_old_one(
-        live, world, clock, inline_tasks, django_capture_on_commit_callbacks):  # noqa: F811
+        live, world, clock, inline_tasks, django_capture_on_commit_callbacks):
     team, h100, _ = world
     capture = django_capture_on_commit_callbacks
     owner = team.memberships.get().user

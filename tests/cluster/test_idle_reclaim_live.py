@@ -15,7 +15,7 @@ from jobs.models import IdleWatch
 from workloads import kueue
 from workloads.pods import object_name
 
-from .conftest import CLUSTER_SH, reaches, submit, wait_until
+from ..support.cluster import CLUSTER_SH, reaches, submit, wait_until
 
 pytestmark = [pytest.mark.cluster, pytest.mark.django_db(transaction=True)]
 

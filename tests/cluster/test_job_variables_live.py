@@ -10,7 +10,7 @@ from jobs.forms import PRESETS
 from quotas.models import PriorityClass
 from quotas.tasks import sync_cluster_objects
 
-from .conftest import submit, wait_until
+from ..support.cluster import submit, wait_until
 
 pytestmark = [pytest.mark.cluster, pytest.mark.django_db(transaction=True)]
 

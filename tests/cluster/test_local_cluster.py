@@ -11,7 +11,7 @@ import uuid
 import pytest
 from kubernetes import client
 
-from .conftest import stays_true, wait_until
+from ..support.cluster import stays_true, wait_until
 
 pytestmark = pytest.mark.cluster
 

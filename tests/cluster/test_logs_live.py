@@ -11,7 +11,7 @@ from jobs.lifecycle import State
 from jobs.logs import job_pods
 from tenants.models import Membership
 
-from .conftest import reaches, submit, wait_until
+from ..support.cluster import reaches, submit, wait_until
 
 pytestmark = [pytest.mark.cluster, pytest.mark.django_db(transaction=True)]
 

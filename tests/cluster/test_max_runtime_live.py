@@ -14,7 +14,7 @@ import pytest
 from jobs.lifecycle import State
 from workloads.kueue import API, MAX_EXEC_LABEL
 
-from .conftest import reaches, submit, wait_until
+from ..support.cluster import reaches, submit, wait_until
 
 pytestmark = [pytest.mark.cluster, pytest.mark.django_db(transaction=True)]
 

@@ -21,7 +21,7 @@ from quotas.models import MemberCap
 from tenants.models import Membership
 
 from ..builders import make_user
-from .conftest import reaches, wait_until
+from ..support.cluster import reaches, wait_until
 
 pytestmark = [pytest.mark.cluster, pytest.mark.django_db(transaction=True)]
 

@@ -11,11 +11,9 @@ import pytest
 
 from jobs.lifecycle import State
 from jobs.manifests import render_job
-from tenants.models import Membership
-from tenants.tasks import sync_team
 
-from ..builders import make_job, make_user
-from .conftest import reaches, submit
+from ..builders import make_job
+from ..support.cluster import reaches, submit
 
 pytestmark = [pytest.mark.cluster, pytest.mark.django_db(transaction=True)]
 
@@ -23,21 +21,6 @@ POD = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "sneaky"},
        "spec": {"containers": [{"name": "main", "image": "busybox"}]}}
 SERVICE = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "exposed"},
            "spec": {"type": "LoadBalancer", "selector": {"app": "x"}, "ports": [{"port": 80}]}}
-
-
-@pytest.fixture
-def member_cluster(kube_cluster, live, world):
-    """The cluster door as the team's member would use kubectl: impersonated, no platform rights."""
-    from cluster import Cluster
-
-    team, _, _ = world
-    member = make_user(f"member-{team.slug}")
-    Membership.objects.create(team=team, user=member, role=Membership.Role.MEMBER)
-    sync_team(live, team)  # the member's RoleBinding
-    cluster = Cluster(kubeconfig=kube_cluster)
-    cluster._api.set_default_header("Impersonate-User", member.username)
-    cluster._api.set_default_header("Impersonate-Group", "system:authenticated")
-    return cluster
 
 
 def create(cluster, obj: dict, namespace: str):

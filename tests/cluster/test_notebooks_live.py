@@ -32,7 +32,7 @@ from workloads.kueue import WORKLOAD
 from workloads.notebook import STATEFULSET
 
 from ..builders import make_flavor, make_job, make_quota, make_user
-from .conftest import TAINT, TOLERATION, on_the_cluster, reaches, stays_true, submit, wait_until
+from ..support.cluster import TAINT, TOLERATION, on_the_cluster, reaches, stays_true, submit, wait_until
 from .test_field_ownership_live import running_pods, sweeps_change_nothing
 from .test_no_way_around_the_queues import denied_by_policy, refused
 from .test_volumes_live import bound_volume

@@ -14,7 +14,7 @@ from quotas.models import PriorityClass
 from quotas.tasks import sync_cluster_objects
 
 from ..builders import make_user
-from .conftest import reaches, submit
+from ..support.cluster import reaches, submit
 
 pytestmark = [pytest.mark.cluster, pytest.mark.django_db(transaction=True)]
 

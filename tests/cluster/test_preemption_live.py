@@ -27,7 +27,7 @@ from quotas.tasks import sync_cluster_objects
 from workloads import kueue
 from workloads.pods import CHECKPOINT_GRACE_ENV
 
-from .conftest import reaches, stays_true, submit, wait_until
+from ..support.cluster import reaches, stays_true, submit, wait_until
 
 pytestmark = [pytest.mark.cluster, pytest.mark.django_db(transaction=True)]
 

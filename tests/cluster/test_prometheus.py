@@ -1,4 +1,4 @@
-"""cluster.prometheus against a real HTTP server speaking Prometheus's API (bench/prometheus_standin.py, tests/standin.py):
+"""cluster.prometheus against a real HTTP server speaking Prometheus's API (cluster/prometheus_standin.py, tests/standin.py):
 answers read into samples and series, credentials sent as configured, and every way of not
 getting an answer turned into one PrometheusUnavailable with a line a page can show."""
 
@@ -10,7 +10,6 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import requests
 
-from bench.prometheus_standin import duration_seconds
 from cluster.prometheus import (
     NOT_CONFIGURED,
     Prometheus,
@@ -20,8 +19,8 @@ from cluster.prometheus import (
     prometheus_from_settings,
     timeout_text,
 )
+from cluster.prometheus_standin import duration_seconds
 from jobs import gpu_use
-from tests.standin import prometheus_api, standin  # noqa: F401 (the fixtures)
 
 # The client's timeout where the test is not about time: the stand-in answers at once, but a
 # loaded machine (make test runs three pytests and a build) may take seconds to let it.
@@ -69,7 +68,7 @@ def test_the_stand_in_refuses_a_timeout_prometheus_refuses(prometheus_api, refus
     assert '"timeout"' in answer.json()["error"]
 
 
-def test_a_page_waits_a_fraction_of_a_second_and_prometheus_is_told_so(settings, standin):  # noqa: F811
+def test_a_page_waits_a_fraction_of_a_second_and_prometheus_is_told_so(settings, standin):
     settings.PROMETHEUS_TIMEOUT_SECONDS = 2
     prometheus_from_settings.cache_clear()
     gpu_use._with_timeout.cache_clear()

@@ -24,7 +24,7 @@ from tenants.models import Membership
 from tenants.tasks import sync_team
 
 from ..builders import make_flavor, make_job, make_quota, make_user
-from .conftest import TAINT, TOLERATION, on_the_cluster, reaches, submit, team_of_its_own, wait_until
+from ..support.cluster import TAINT, TOLERATION, on_the_cluster, reaches, submit, team_of_its_own, wait_until
 from .test_field_ownership_live import running_pods, sweeps_change_nothing
 from .test_no_way_around_the_queues import denied_by_policy, refused
 

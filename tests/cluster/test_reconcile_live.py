@@ -19,7 +19,7 @@ from tenants.models import Team
 from tenants.tasks import offboard, sync_team
 
 from ..builders import make_quota
-from .conftest import REPO, reaches, submit, wait_until
+from ..support.cluster import CLUSTER_SH, REPO, reaches, submit, wait_until
 
 pytestmark = [pytest.mark.cluster, pytest.mark.django_db(transaction=True)]
 
@@ -297,8 +297,6 @@ def test_tasks_retry_while_the_api_server_is_down_and_the_watcher_carries_on(liv
 
     from quotas.tasks import reconcile_team_quotas
 
-    from .conftest import CLUSTER_SH
-
     team, h100, _ = world
     late = Team.objects.create(slug=f"{team.slug}-late", display_name="late")
     make_quota(late, h100, nominal_gpus=8, cpu_cores=64, memory_gib=512)
@@ -330,8 +328,6 @@ def test_a_worker_killed_mid_task_loses_nothing(live, world, kube_cluster, tmp_p
     from django.db import connection
 
     from quotas.tasks import reconcile_team_quotas
-
-    from .conftest import CLUSTER_SH
 
     team, h100, _ = world
     late = Team.objects.create(slug=f"{team.slug}-kill", display_name="kill")

@@ -20,8 +20,8 @@ from jobs.models import Job
 from jobs.tasks import reconcile_job, release_reserved, sync_job
 from tenants.models import Membership
 
-from .conftest import reaches, wait_until
-from .test_eta_live import OUTLIVES_THE_TEST, cancel_all
+from ..support.cluster import OUTLIVES_THE_TEST, reaches, wait_until
+from .test_eta_live import cancel_all
 
 pytestmark = [pytest.mark.cluster, pytest.mark.django_db(transaction=True)]
 

@@ -16,7 +16,7 @@ from jobs.manifests import render_job
 
 from ..builders import make_flavor, make_job, make_quota
 from ..quotas.test_hardware import INFINIBAND, L4_MPS, T4_TIME_SLICED
-from .conftest import TAINT, TOLERATION, on_the_cluster, submit, team_of_its_own, wait_until
+from ..support.cluster import TAINT, TOLERATION, on_the_cluster, submit, team_of_its_own, wait_until
 from .test_no_way_around_the_queues import denied_by_policy
 
 pytestmark = [pytest.mark.cluster, pytest.mark.django_db(transaction=True)]

@@ -16,7 +16,7 @@ from jobs import telemetry
 from jobs.lifecycle import State
 from jobs.models import Job
 
-from .conftest import CLUSTER_SH, reaches, submit, wait_until
+from ..support.cluster import CLUSTER_SH, reaches, submit, wait_until
 
 pytestmark = [pytest.mark.cluster, pytest.mark.django_db(transaction=True)]
 

@@ -19,7 +19,7 @@ from jobs.logs import job_pods, landed, pod_view
 from jobs.manifests import object_name, render_job
 
 from ..builders import build_job, make_flavor, make_quota
-from .conftest import TAINT, TOLERATION, on_the_cluster, reaches, submit, team_of_its_own, wait_until
+from ..support.cluster import TAINT, TOLERATION, on_the_cluster, reaches, submit, team_of_its_own, wait_until
 from .test_no_way_around_the_queues import denied_by_policy
 
 pytestmark = [pytest.mark.cluster, pytest.mark.django_db(transaction=True)]

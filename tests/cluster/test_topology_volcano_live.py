@@ -18,7 +18,7 @@ from jobs.manifests import object_name
 from quotas.models import Scheduler
 
 from ..builders import make_flavor, make_quota
-from .conftest import TAINT, TOLERATION, on_the_cluster, reaches, submit, team_of_its_own, wait_until
+from ..support.cluster import TAINT, TOLERATION, on_the_cluster, reaches, submit, team_of_its_own, wait_until
 from .test_topology_live import LONG, RACK, nodes_of, rack_of
 
 pytestmark = [pytest.mark.cluster, pytest.mark.django_db(transaction=True)]

@@ -23,7 +23,7 @@ from tenants.models import Membership
 from tenants.tasks import sync_team
 
 from ..builders import make_user
-from .conftest import reaches, submit, wait_until
+from ..support.cluster import reaches, submit, wait_until
 
 pytestmark = [pytest.mark.cluster, pytest.mark.django_db(transaction=True)]
 

@@ -17,7 +17,7 @@ from quotas.tasks import sync_team_quotas
 from tenants.manifests import TEAM_KINDS
 from tenants.tasks import sync_team
 
-from .conftest import reaches, submit, wait_until
+from ..support.cluster import reaches, submit, wait_until
 
 pytestmark = [pytest.mark.cluster, pytest.mark.django_db(transaction=True)]
 

@@ -18,44 +18,15 @@ from jobs.feasibility import Feasibility
 from jobs.lifecycle import State
 from jobs.manifests import object_name
 from jobs.models import GpuInterval, Job
-from jobs.tasks import sync_job
 from jobs.usage import usage_for
 from quotas.models import PriorityClass
 from quotas.tasks import sync_cluster_objects
 from workloads import EXCEEDS_QUOTA
 
 from ..builders import build_job
-from .conftest import reaches, wait_until
-from .conftest import submit as submit_job
+from ..support.cluster import OUTLIVES_THE_TEST, reaches, wait_until
 
 pytestmark = [pytest.mark.cluster, pytest.mark.django_db(transaction=True)]
-
-OUTLIVES_THE_TEST = {"GPUPLATFORM_FAKE_DURATION": "900s"}  # the fake kubelet ends pods after this
-
-
-@pytest.fixture
-def submit(live, world):
-    """`conftest.submit`, and at the end every job cancelled and its pods gone while its team
-    still exists: pods still running when a team is offboarded keep their GPUs on the shared
-    cluster (the admission policy, its parameters gone, refuses the Job controller's removal
-    of their finalizer), and the next tests find no room."""
-    submitted = []
-
-    def make(*args, **fields):
-        submitted.append(job := submit_job(*args, **fields))
-        return job
-
-    yield make
-    for job in submitted:
-        job.refresh_from_db()
-        while job.is_cancellable and not job.transition(State.CANCELLING, reason="CancelRequested"):
-            job.refresh_from_db()
-        sync_job(live, job)
-    for job in submitted:
-        wait_until(lambda job=job: not live.list("v1", "Pod", namespace=job.team.namespace_name,
-                                                 label_selector=f"gpuplatform.io/job={job.pk}"),
-                   timeout=120, message=f"the pods of {job.name} gone")
-
 
 def in_use_everywhere(team, flavor) -> tuple[int, int, int]:
     """(the job rows' count, the dashboard's, the console's) GPUs in use by ``team`` on ``flavor``."""

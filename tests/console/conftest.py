@@ -1,4 +1,4 @@
-"""Fixtures for the console tests: recorded reconciles and a quota (clients and the in-memory cluster come from tests/conftest.py)."""
+"""Fixtures for the console tests: recorded reconciles and enqueued tasks, and a quota (the people, clients and the in-memory cluster: tests/fixtures/people.py)."""
 
 import pytest
 
@@ -18,3 +18,11 @@ def reconciles(monkeypatch):
 @pytest.fixture
 def quota(team, flavor):
     return make_quota(team, flavor, nominal_gpus=8, cpu_cores=96, memory_gib=960)
+
+
+@pytest.fixture
+def enqueued(monkeypatch):
+    """The primary keys of every task a quota action enqueued (none sent to a broker)."""
+    sent = []
+    monkeypatch.setattr("quotas.actions.enqueue", lambda task, pk: sent.append(pk))
+    return sent

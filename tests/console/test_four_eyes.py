@@ -19,13 +19,6 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def reconciles(monkeypatch):
-    sent = []
-    monkeypatch.setattr("quotas.actions.enqueue", lambda task, pk: sent.append(pk))
-    return sent
-
-
-@pytest.fixture
 def second_manager(db):
     return make_user("ruth", quota_manager=True)
 
@@ -49,12 +42,12 @@ def approve_data():
             "starts_on": today.isoformat(), "ends_on": "", "reason": "Looks fine to me."}
 
 
-def test_manager_cannot_approve_own_request(client_for, quota_manager, own_request, reconciles):
+def test_manager_cannot_approve_own_request(client_for, quota_manager, own_request, enqueued):
     response = client_for(quota_manager).post(reverse("console:approve", args=[own_request.pk]), approve_data())
     assert response.status_code == 403
     own_request.refresh_from_db()
     assert own_request.status == QuotaRequest.Status.PENDING
-    assert not QuotaGrant.objects.exists() and reconciles == []
+    assert not QuotaGrant.objects.exists() and enqueued == []
 
 
 def test_manager_cannot_deny_own_request(client_for, quota_manager, own_request):
@@ -65,7 +58,7 @@ def test_manager_cannot_deny_own_request(client_for, quota_manager, own_request)
 
 
 @pytest.mark.parametrize("role", ["owner", "member", "viewer"])
-def test_manager_cannot_decide_a_request_of_a_team_she_is_in(team, flavor, owner, quota_manager, role, reconciles):
+def test_manager_cannot_decide_a_request_of_a_team_she_is_in(team, flavor, owner, quota_manager, role, enqueued):
     Membership.objects.create(team=team, user=quota_manager, role=role)
     request = ask(team, flavor, owner)  # filed by someone else
     with pytest.raises(PermissionDenied, match="another quota manager"):
@@ -77,7 +70,7 @@ def test_manager_cannot_decide_a_request_of_a_team_she_is_in(team, flavor, owner
 
 
 def test_manager_who_adds_herself_as_owner_cannot_decide_that_teams_requests(
-    client_for, team, flavor, owner, quota_manager, reconciles,
+    client_for, team, flavor, owner, quota_manager, enqueued,
 ):
     request = ask(team, flavor, owner)
     response = client_for(quota_manager).post(reverse("console:member-add", args=[team.slug]),
@@ -88,7 +81,7 @@ def test_manager_who_adds_herself_as_owner_cannot_decide_that_teams_requests(
     assert QuotaRequest.objects.get(pk=request.pk).status == QuotaRequest.Status.PENDING
 
 
-def test_another_manager_decides_the_managers_own_request(client_for, second_manager, own_request, reconciles):
+def test_another_manager_decides_the_managers_own_request(client_for, second_manager, own_request, enqueued):
     response = client_for(second_manager).post(reverse("console:approve", args=[own_request.pk]), approve_data())
     assert response.status_code == 302
     own_request.refresh_from_db()
@@ -101,7 +94,7 @@ def test_the_request_page_says_why_she_cannot_decide(client_for, quota_manager, 
     assert 'action="%s"' % reverse("console:approve", args=[own_request.pk]) not in html
 
 
-def test_manager_cannot_grant_gpus_to_her_own_team_in_the_admin(client, team, flavor, quota_manager, reconciles):
+def test_manager_cannot_grant_gpus_to_her_own_team_in_the_admin(client, team, flavor, quota_manager, enqueued):
     Membership.objects.create(team=team, user=quota_manager, role=Membership.Role.MEMBER)
     client.force_login(quota_manager)
     now = timezone.localtime()

@@ -1,5 +1,5 @@
 """Used and idle GPU-hours: the rule (jobs.gpu_use.use_of), the sampler against a real HTTP
-server standing in for Prometheus (bench/prometheus_standin.py), and the accounting's
+server standing in for Prometheus (cluster/prometheus_standin.py), and the accounting's
 columns (rows, CSV, page, per flavor), scoped to the teams a person sees."""
 
 import csv
@@ -15,7 +15,7 @@ from console.accounting import CSV_HEADER, flavor_totals, month_window, usage_ro
 from jobs import gpu_use, idle
 from jobs.lifecycle import State
 from jobs.models import GpuInterval, GpuUse
-from tests.standin import gpus_of, standin  # noqa: F401 (the fixture)
+from tests.standin import gpus_of
 
 from ..builders import make_job
 

@@ -17,8 +17,7 @@ from quotas.models import QuotaGrant, QuotaRequest
 from tenants.models import Membership
 
 from ..builders import make_user
-from .test_four_eyes import reconciles  # noqa: F401
-from .test_grant_sweep import DAY, clock, cluster_queue_gpus, inline_tasks, run_sweep  # noqa: F401
+from .test_grant_sweep import DAY, cluster_queue_gpus, run_sweep
 
 MIDNIGHT = datetime(2026, 12, 1, tzinfo=UTC)  # grants from whole days, as approvals make them
 
@@ -31,7 +30,7 @@ def manager(db):
 
 
 @pytest.fixture
-def grant(team, flavor, quota, manager, reconciles):
+def grant(team, flavor, quota, manager, enqueued):
     """+8 GPUs on the team's 8, granted by a manager, ending in five days."""
     now = timezone.now()
     return actions.grant(team=team, flavor=flavor, gpus=8, cpu_cores=96, memory_gib=960, granted_by=manager,
@@ -111,7 +110,7 @@ def test_a_renewal_is_what_its_owner_filed(grant, owner):
 
 
 # --- deciding -------------------------------------------------------------------------------
-def test_approved_with_its_numbers_the_grant_is_extended_in_place_and_audited(grant, owner, manager, reconciles):
+def test_approved_with_its_numbers_the_grant_is_extended_in_place_and_audited(grant, owner, manager, enqueued):
     old_end = grant.ends_at
     renewal = renew(grant, owner)
     decided = approve(renewal, manager)
@@ -140,7 +139,7 @@ def test_a_manager_cannot_approve_a_renewal_to_end_before_the_grant_does(grant, 
     assert QuotaRequest.objects.get(pk=renewal.pk).is_pending
 
 
-def test_a_manager_in_the_team_or_lately_in_it_cannot_decide_a_renewal(grant, team, owner, reconciles):
+def test_a_manager_in_the_team_or_lately_in_it_cannot_decide_a_renewal(grant, team, owner, enqueued):
     insider = make_user("quinn", quota_manager=True)
     Membership.objects.create(team=team, user=insider, role=Membership.Role.MEMBER)
     Membership.objects.get(team=team, user=insider).remove()  # leaving does not help
@@ -221,7 +220,7 @@ def test_a_non_renewable_grants_page_says_so_and_offers_no_form(client_for, gran
 
 
 def test_a_manager_marks_a_grant_not_renewable_when_she_approves_it(client_for, team, flavor, quota, owner, manager,
-                                                                     reconciles):
+                                                                     enqueued):
     asked = QuotaRequest.objects.submit(team=team, requested_by=owner, flavor=flavor, gpus=2,
                                         starts_on=timezone.localdate(), justification="Once.")
     data = {"gpus": 2, "borrowing_limit_gpus": "", "cpu_cores": 24, "memory_gib": 240,

@@ -6,11 +6,8 @@ import pytest
 from django.utils import timezone
 
 from gpuplatform.tasks import sweep
-from jobs import tasks as job_tasks
 from quotas import actions
-from quotas import tasks as quota_tasks
 from quotas.models import Cohort, Quota, QuotaGrant, Scheduler
-from tenants import tasks as team_tasks
 
 from ..builders import make_flavor, make_quota, make_team, render_team_and_quotas
 
@@ -18,39 +15,6 @@ pytestmark = pytest.mark.django_db
 
 T0 = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
 DAY = timedelta(days=1)
-
-
-@pytest.fixture
-def inline_tasks(monkeypatch, django_capture_on_commit_callbacks):
-    """Run the reconcile tasks the sweep and the grant step ask for, right away."""
-    sent = []
-
-    def run(task):
-        def delay(*args):
-            sent.append((task.name.rsplit(".", 1)[-1], *args))
-            return task.apply(args=args)
-        return delay
-
-    def run_async(task):
-        def apply_async(args=(), **options):
-            assert options.get("expires"), "a sweep's message must expire"
-            return run(task)(*args)
-        return apply_async
-
-    for task in (team_tasks.reconcile_team, quota_tasks.reconcile_team_quotas, job_tasks.reconcile_job, job_tasks.reconcile_jobs,
-                 quota_tasks.reconcile_cluster_objects):
-        monkeypatch.setattr(task, "delay", run(task))
-        monkeypatch.setattr(task, "apply_async", run_async(task))
-    return sent
-
-
-@pytest.fixture
-def clock(monkeypatch):
-    """Set the time everything sees (``timezone.now``)."""
-    def at(moment):
-        monkeypatch.setattr(timezone, "now", lambda: moment)
-        return moment
-    return at
 
 
 def run_sweep(clock, moment, capture):

@@ -11,7 +11,7 @@ from django.utils import timezone
 from quotas import actions
 from quotas.models import Quota, QuotaGrant, QuotaRequest
 
-from ..web.conftest import htmx
+from ..support.htmx import htmx
 
 pytestmark = pytest.mark.django_db
 

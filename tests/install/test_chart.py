@@ -9,7 +9,7 @@ import pytest
 from gpuplatform.rbac import LEASE_RULES, cluster_role_rules, flatten, required
 
 from ..schemas import KUBERNETES_VERSION
-from .conftest import CHART, PRODUCTION_VALUES, run_helm, template
+from ..support.chart import CHART, PRODUCTION_VALUES, run_helm, template
 
 VALUE_SETS = {"defaults": [], "production example": ["-f", str(PRODUCTION_VALUES)],
               "everything on": ["--set", "ingress.enabled=true", "--set", "ingress.tlsSecretName=tls"]}

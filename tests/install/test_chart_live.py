@@ -12,7 +12,6 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
 from pathlib import Path
 
 import pytest
@@ -26,51 +25,10 @@ from jobs.tasks import sync_job
 from quotas.tasks import sync_cluster_objects, sync_team_quotas
 from tenants.tasks import sync_team
 
-from ..cluster.conftest import (  # noqa: F401  (fixtures)
-    api_client,
-    keda_on_the_cluster,
-    kube_cluster,
-    kube_config,
-    live,
-    reaches,
-    submit,
-    wait_until,
-    world,
-)
-from .conftest import CHART, REPO, run_helm
+from ..support.chart import KUBECTL, REPO, kubectl
+from ..support.cluster import reaches, submit, wait_until
 
 pytestmark = [pytest.mark.cluster, pytest.mark.django_db(transaction=True)]
-KUBECTL = Path.home() / ".cache" / "gpuplatform" / "bin" / "kubectl-v1.36.3"
-
-
-def kubectl(kubeconfig, *args, check=True) -> subprocess.CompletedProcess:
-    result = subprocess.run([str(KUBECTL), "--kubeconfig", kubeconfig, *args], capture_output=True, text=True, timeout=120)
-    if check and result.returncode != 0:
-        pytest.fail(f"kubectl {' '.join(args)}: {result.stderr}")
-    return result
-
-
-@pytest.fixture(scope="module")
-def release(helm, kube_cluster):
-    """The chart installed in its own namespace; uninstalled afterwards."""
-    suffix = uuid.uuid4().hex[:6]
-    namespace, name = f"gpi-{suffix}", f"gpi{suffix}"
-    kubectl(kube_cluster, "create", "namespace", namespace)
-    kubectl(kube_cluster, "label", "namespace", namespace, "pod-security.kubernetes.io/enforce=restricted",
-            "pod-security.kubernetes.io/enforce-version=latest")
-    started = time.monotonic()
-    # The team-workloads admission policy is cluster-wide with a fixed name, and the local
-    # cluster already has it (cluster.sh applies the chart's file as admin; earlier platforms
-    # wrote it themselves): this release takes it over, as an upgrade from those does
-    # (docs/install.md), and leaves it on uninstall (helm.sh/resource-policy: keep).
-    run_helm(helm, "install", name, str(CHART), "--namespace", namespace, "--kubeconfig", kube_cluster,
-             "--take-ownership", "--force-conflicts",
-             "--wait", "--timeout", "5m", "--set", "image.tag=test", timeout=400)
-    seconds = time.monotonic() - started
-    sys.stderr.write(f"\n[install] helm install --wait took {seconds:.1f}s\n")
-    yield {"namespace": namespace, "name": name, "sa": f"{name}-gpuplatform", "seconds": seconds}
-    run_helm(helm, "uninstall", name, "--namespace", namespace, "--kubeconfig", kube_cluster, "--wait", check=False)
-    kubectl(kube_cluster, "delete", "namespace", namespace, "--wait=false", check=False)
 
 
 @pytest.fixture(scope="module")

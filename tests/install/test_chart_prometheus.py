@@ -6,7 +6,7 @@ import kubernetes_validate
 import pytest
 
 from ..schemas import KUBERNETES_VERSION
-from .conftest import CHART, run_helm, template
+from ..support.chart import CHART, run_helm, template
 
 ON = ["--set", "prometheus.url=https://prometheus.monitoring.svc:9090", "--set", "prometheus.timeoutSeconds=3",
       "--set", "prometheus.credentialsSecret=prometheus-reader", "--set", "prometheus.caConfigMap.name=monitoring-ca"]

@@ -13,8 +13,8 @@ import psycopg
 import pytest
 from django.db import connection
 
+from ..support.chart import REPO
 from ..test_production_settings import production_example
-from .conftest import REPO
 
 BUILD = REPO / "deploy" / "image" / "build.sh"
 STORAGE = ["--storage-driver", "vfs", "--root", os.path.expanduser("~/.cache/gpuplatform/image/storage"),

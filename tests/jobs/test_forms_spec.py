@@ -13,8 +13,8 @@ from quotas.models import PriorityClass, Scheduler
 from workloads import spec
 from workloads.kinds import by_name
 
-from ..api.conftest import JOB_BODY
 from ..builders import make_flavor, make_job
+from ..support.api import JOB_BODY
 
 pytestmark = pytest.mark.django_db
 

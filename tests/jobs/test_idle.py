@@ -4,12 +4,12 @@ from datetime import UTC, datetime
 
 import pytest
 
+from cluster.prometheus import Prometheus
 from jobs import idle
 from jobs.idle import Window
 from jobs.lifecycle import State
 from jobs.models import Job
 from tests.builders import make_flavor, make_job
-from tests.dcgm_fake import FakeDcgm, FakeGpu, profile, steady
 from workloads.pods import object_name
 
 W = 10  # window seconds
@@ -29,8 +29,22 @@ def pod(job, index=0) -> str:
     return f"{object_name(job)}-{index}-abcde"
 
 
-def read(dcgm, *jobs, threshold=5, lookback=300) -> dict:
-    return idle.measure(dcgm, jobs, now=NOW, window_seconds=W,
+def profile(*steps: tuple[float, float], since: float = 0.0):
+    """GPU_SIM_UTIL's profile: (seconds from ``since``, percent), the last step from there on."""
+    def at(t: float) -> float:
+        value = steps[0][1]
+        for offset, percent in steps:
+            if t - since >= offset:
+                value = percent
+        return value
+    return at
+
+
+def read(prometheus_api, *jobs, threshold=5, lookback=300) -> dict:
+    """What the idle rule reads of ``jobs`` through a Prometheus client asking ``prometheus_api`` (the
+    stand-in, or a client itself; None: no Prometheus)."""
+    prometheus = prometheus_api if prometheus_api is None or isinstance(prometheus_api, Prometheus) else Prometheus(prometheus_api.url)
+    return idle.measure(prometheus, jobs, now=NOW, window_seconds=W,
                         lookback_seconds={job.pk: lookback for job in jobs},
                         thresholds={job.pk: threshold for job in jobs})
 
@@ -67,78 +81,80 @@ def test_windows_are_fixed_on_the_clock_and_start_after_the_pod():
 
 
 # --- measured through a Prometheus --------------------------------------------------------
-def test_a_job_idle_for_five_minutes_reads_idle_for_the_whole_lookback(team, flavor):
+def test_a_job_idle_for_five_minutes_reads_idle_for_the_whole_lookback(team, flavor, prometheus_api):
     job = running(team, flavor)
-    dcgm = FakeDcgm([FakeGpu(team.namespace_name, pod(job), activity=steady(1))])
-    got = read(dcgm, job)[job.pk]
+    prometheus_api.gpu(team.namespace_name, pod(job), 0, util=1)
+    got = read(prometheus_api, job)[job.pk]
     assert got.known and got.idle_seconds == 300 and got.last_busy is None
 
 
-def test_a_steadily_busy_job_is_never_idle(team, flavor):
+def test_a_steadily_busy_job_is_never_idle(team, flavor, prometheus_api):
     job = running(team, flavor)
-    got = read(FakeDcgm([FakeGpu(team.namespace_name, pod(job), activity=steady(70))]), job)[job.pk]
+    prometheus_api.gpu(team.namespace_name, pod(job), 0, util=70)
+    got = read(prometheus_api, job)[job.pk]
     assert got.idle_seconds == 0 and got.last_busy == NOW
 
 
-def test_a_bursty_job_with_gaps_shorter_than_a_window_is_never_idle(team, flavor):
+def test_a_bursty_job_with_gaps_shorter_than_a_window_is_never_idle(team, flavor, prometheus_api):
     # 2 s at 95 % every 8 s, 0 % in between: every 10 s window holds a burst
     job = running(team, flavor)
-    bursts = FakeGpu(team.namespace_name, pod(job), activity=lambda t: 95.0 if t % 8 < 2 else 0.0)
-    got = read(FakeDcgm([bursts]), job)[job.pk]
+    prometheus_api.gpu(team.namespace_name, pod(job), 0, util=lambda t: 95.0 if t % 8 < 2 else 0.0)
+    got = read(prometheus_api, job)[job.pk]
     assert got.idle_seconds == 0 and got.known
 
 
-def test_a_job_busy_then_idle_counts_from_its_last_busy_window(team, flavor):
+def test_a_job_busy_then_idle_counts_from_its_last_busy_window(team, flavor, prometheus_api):
     job = running(team, flavor)
-    gpu = FakeGpu(team.namespace_name, pod(job), activity=profile((0, 90), (420, 1), since=START))
-    got = read(FakeDcgm([gpu]), job)[job.pk]
+    prometheus_api.gpu(team.namespace_name, pod(job), 0, util=profile((0, 90), (420, 1), since=START))
+    got = read(prometheus_api, job)[job.pk]
     assert got.idle_seconds == 180 and got.run_start == NOW - 180 and got.last_busy == NOW - 180
 
 
-def test_memory_held_at_zero_activity_is_idle(team, flavor):
+def test_memory_held_at_zero_activity_is_idle(team, flavor, prometheus_api):
     # The rule reads engine activity (or utilization), never memory: a job that squats on its
     # GPUs' memory without computing is idle.
     job = running(team, flavor)
-    dcgm = FakeDcgm([FakeGpu(team.namespace_name, pod(job), activity=steady(0))])
-    assert read(dcgm, job)[job.pk].idle_seconds == 300
-    assert all("FB_USED" not in q and "FB_FREE" not in q for q in dcgm.queries)
-    assert idle.ACTIVITY in dcgm.queries[0] and idle.UTILIZATION in dcgm.queries[0]
+    prometheus_api.gpu(team.namespace_name, pod(job), 0, util=0, mem_mib=70_000)
+    assert read(prometheus_api, job)[job.pk].idle_seconds == 300
+    assert all("FB_USED" not in q and "FB_FREE" not in q for q in prometheus_api.promql)
+    assert idle.ACTIVITY in prometheus_api.promql[0] and idle.UTILIZATION in prometheus_api.promql[0]
 
 
-def test_a_gang_with_one_busy_rank_is_not_idle(team, flavor):
+def test_a_gang_with_one_busy_rank_is_not_idle(team, flavor, prometheus_api):
     gang = running(team, flavor, workers=4)
-    dcgm = FakeDcgm([FakeGpu(team.namespace_name, pod(gang, i), hostname=f"n{i}", activity=steady(0))
-                     for i in range(3)])
-    dcgm.add(FakeGpu(team.namespace_name, pod(gang, 3), hostname="n3", activity=steady(80)))
-    assert read(dcgm, gang)[gang.pk].idle_seconds == 0
+    for i in range(3):
+        prometheus_api.gpu(team.namespace_name, pod(gang, i), 0, host=f"n{i}", util=0)
+    prometheus_api.gpu(team.namespace_name, pod(gang, 3), 0, host="n3", util=80)
+    assert read(prometheus_api, gang)[gang.pk].idle_seconds == 0
 
 
-def test_every_gpu_of_a_pod_counts_mig_slices_each(team):
+def test_every_gpu_of_a_pod_counts_mig_slices_each(team, prometheus_api):
     mig = make_flavor("mig-1g", resource_name="nvidia.com/mig-1g.10gb", gpus_per_node=7)
     job = running(team, mig, gpus=2)
-    slices = [FakeGpu(team.namespace_name, pod(job), mig=str(i), activity=steady(0)) for i in (1, 2)]
-    assert read(FakeDcgm(slices), job)[job.pk].idle_seconds == 300
-    slices[1].activity = steady(60)  # the second slice of the same GPU computes
-    assert read(FakeDcgm(slices), job)[job.pk].idle_seconds == 0
+    slices = [prometheus_api.gpu(team.namespace_name, pod(job), 0, mig=str(i), util=0) for i in (1, 2)]
+    assert read(prometheus_api, job)[job.pk].idle_seconds == 300
+    slices[1].value = 60  # the second slice of the same GPU computes
+    assert read(prometheus_api, job)[job.pk].idle_seconds == 0
 
 
-def test_a_gpu_without_metrics_pauses_the_job(team, flavor):
+def test_a_gpu_without_metrics_pauses_the_job(team, flavor, prometheus_api):
     job = running(team, flavor, gpus=2)
-    got = read(FakeDcgm([FakeGpu(team.namespace_name, pod(job), activity=steady(0))]), job)[job.pk]
+    prometheus_api.gpu(team.namespace_name, pod(job), 0, util=0)
+    got = read(prometheus_api, job)[job.pk]
     assert not got.known and got.idle_seconds == 0
 
 
-def test_metrics_that_stopped_coming_pause_the_job(team, flavor):
+def test_metrics_that_stopped_coming_pause_the_job(team, flavor, prometheus_api):
     job = running(team, flavor)
-    stale = FakeGpu(team.namespace_name, pod(job), activity=lambda t: 0.0 if t < NOW - 60 else None)
-    got = read(FakeDcgm([stale]), job)[job.pk]
+    prometheus_api.gpu(team.namespace_name, pod(job), 0, util=lambda t: 0.0 if t < NOW - 60 else None)
+    got = read(prometheus_api, job)[job.pk]
     assert not got.known
 
 
 def test_an_unreachable_prometheus_pauses_every_job_with_its_reason(team, flavor):
     a, b = running(team, flavor), running(team, flavor)
-    got = read(FakeDcgm(down="Prometheus at http://p:9090 cannot be reached."), a, b)
-    assert {r.paused for r in got.values()} == {"Prometheus at http://p:9090 cannot be reached."}
+    got = read(Prometheus("http://127.0.0.1:9"), a, b)  # nothing listens on the discard port
+    assert {r.paused for r in got.values()} == {"Prometheus at http://127.0.0.1:9 cannot be reached."}
 
 
 def test_no_prometheus_configured_pauses_every_job(team, flavor):
@@ -146,22 +162,23 @@ def test_no_prometheus_configured_pauses_every_job(team, flavor):
     assert "not configured" in read(None, job)[job.pk].paused
 
 
-def test_one_query_for_many_jobs_and_no_job_takes_anothers_gpus(team, flavor, outsider):
+def test_one_query_for_many_jobs_and_no_job_takes_anothers_gpus(team, flavor, outsider, prometheus_api):
     a = running(team, flavor, name="train")
     b = running(team, flavor, name="train-b")
     other_team = outsider.memberships.get().team
     c = running(other_team, flavor, name="train")
-    dcgm = FakeDcgm([FakeGpu(team.namespace_name, pod(a), activity=steady(0)),
-                     FakeGpu(team.namespace_name, pod(b), activity=steady(90)),
-                     FakeGpu(other_team.namespace_name, pod(c), activity=steady(90))])
-    got = read(dcgm, a, b, c)
-    assert len(dcgm.queries) == 1
+    prometheus_api.gpu(team.namespace_name, pod(a), 0, util=0)
+    prometheus_api.gpu(team.namespace_name, pod(b), 0, util=90)
+    prometheus_api.gpu(other_team.namespace_name, pod(c), 0, util=90)
+    got = read(prometheus_api, a, b, c)
+    assert prometheus_api.queries == 1
     assert (got[a.pk].idle_seconds, got[b.pk].idle_seconds, got[c.pk].idle_seconds) == (300, 0, 0)
 
 
-def test_a_job_younger_than_one_window_is_paused_not_idle(team, flavor):
+def test_a_job_younger_than_one_window_is_paused_not_idle(team, flavor, prometheus_api):
     job = running(team, flavor)
     Job.objects.filter(pk=job.pk).update(started_at=datetime.fromtimestamp(NOW - 5, tz=UTC))
     job.refresh_from_db()
-    got = read(FakeDcgm([FakeGpu(team.namespace_name, pod(job))]), job)[job.pk]
+    prometheus_api.gpu(team.namespace_name, pod(job), 0, util=0)
+    got = read(prometheus_api, job)[job.pk]
     assert not got.known and got.idle_seconds == 0

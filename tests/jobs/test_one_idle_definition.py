@@ -1,7 +1,7 @@
 """One idle definition (jobs.idle): the quota console's "idle GPUs now" and the reclaim read
 the same threshold (`idle.threshold_percent`) and the same windows' rule
 (`idle.activity_promql`), so changing IDLE_GPU_THRESHOLD_PERCENT moves both. Against the
-Prometheus stand-in (bench/prometheus_standin.py, a real HTTP server evaluating the PromQL
+Prometheus stand-in (cluster/prometheus_standin.py, a real HTTP server evaluating the PromQL
 sent), the sweep on the in-memory cluster."""
 
 from datetime import timedelta
@@ -16,7 +16,7 @@ from jobs.lifecycle import State
 from jobs.models import Job
 from quotas.models import IdlePolicy
 from tests.builders import make_job
-from tests.standin import standin, training_pod  # noqa: F401 (the fixture)
+from tests.standin import training_pod
 
 pytestmark = pytest.mark.django_db
 
@@ -37,7 +37,7 @@ def running(team, flavor, name="train") -> Job:
     return job
 
 
-def idle_now_and_swept(client_for, quota_manager, standin, fake, team) -> tuple[dict, dict, str]:  # noqa: F811
+def idle_now_and_swept(client_for, quota_manager, standin, fake, team) -> tuple[dict, dict, str]:
     prometheus = prometheus_from_settings()
     return (gpu_use.idle_gpus_now([team], prometheus=prometheus), reclaim.sweep_idle_jobs(fake, prometheus),
             client_for(quota_manager).get(reverse("console:capacity")).content.decode())
@@ -46,7 +46,7 @@ def idle_now_and_swept(client_for, quota_manager, standin, fake, team) -> tuple[
 @pytest.mark.parametrize(("threshold", "is_idle"), [(5, False), (10, True)], ids=["8 % is busy at 5", "8 % is idle at 10"])
 @pytest.mark.parametrize("metric", ["profiling", "utilization"])
 def test_the_threshold_setting_moves_idle_gpus_now_and_the_reclaim_together(
-        settings, client_for, quota_manager, standin, fake, team, flavor, threshold, is_idle, metric):  # noqa: F811
+        settings, client_for, quota_manager, standin, fake, team, flavor, threshold, is_idle, metric):
     settings.IDLE_GPU_THRESHOLD_PERCENT = threshold
     job = running(team, flavor)
     if metric == "profiling":  # the engine's activity counts where a GPU has it, not its utilization
@@ -60,7 +60,7 @@ def test_the_threshold_setting_moves_idle_gpus_now_and_the_reclaim_together(
     assert (f"{team.slug}</a>: 1 idle GPU<" in page) is is_idle
 
 
-def test_a_bursty_gpu_is_idle_neither_now_nor_for_the_reclaim(settings, client_for, quota_manager, standin, fake,  # noqa: F811
+def test_a_bursty_gpu_is_idle_neither_now_nor_for_the_reclaim(settings, client_for, quota_manager, standin, fake,
                                                              team, flavor):
     settings.IDLE_GPU_THRESHOLD_PERCENT = 5
     job = running(team, flavor)
@@ -71,7 +71,7 @@ def test_a_bursty_gpu_is_idle_neither_now_nor_for_the_reclaim(settings, client_f
     assert now == {} and swept["warned"] == 0
 
 
-def test_without_a_policy_the_pages_count_idle_below_the_default_threshold(settings, standin, team, flavor):  # noqa: F811
+def test_without_a_policy_the_pages_count_idle_below_the_default_threshold(settings, standin, team, flavor):
     settings.IDLE_GPU_THRESHOLD_PERCENT = settings.IDLE_GPU_AFTER_SECONDS = settings.IDLE_GPU_GRACE_SECONDS = None
     job = running(team, flavor)
     standin.gpu(team.namespace_name, training_pod(job), 0, util=4)
@@ -79,7 +79,7 @@ def test_without_a_policy_the_pages_count_idle_below_the_default_threshold(setti
     assert gpu_use.idle_gpus_now([team], prometheus=prometheus_from_settings()) == {team.slug: 1}
 
 
-def test_a_flavor_policy_sets_the_threshold_the_sweep_judges_by(settings, standin, fake, team, flavor):  # noqa: F811
+def test_a_flavor_policy_sets_the_threshold_the_sweep_judges_by(settings, standin, fake, team, flavor):
     settings.IDLE_GPU_THRESHOLD_PERCENT = 5
     IdlePolicy.objects.create(flavor=flavor, threshold_percent=10)
     job = running(team, flavor)

@@ -8,6 +8,7 @@ import pytest
 from django.core.exceptions import PermissionDenied, ValidationError
 
 from cluster import FakeCluster, TransientError
+from cluster.prometheus import Prometheus
 from jobs import reclaim
 from jobs.lifecycle import State
 from jobs.manifests import render_job
@@ -16,7 +17,6 @@ from jobs.models.idle import CLEARED, EXEMPTED, RECLAIMED, WARNED, IdleWatch
 from notifications.models import Event, Kind
 from quotas.models import Action, IdlePolicy, Scheduler, Sharing
 from tests.builders import make_flavor, make_job
-from tests.dcgm_fake import FakeDcgm, FakeGpu, steady
 from workloads.pods import object_name
 
 W = 10
@@ -60,14 +60,17 @@ def on_cluster(fake: FakeCluster, job: Job) -> None:
               "spec": {"active": True, "queueName": job.flavor.name, "podSets": [{"name": "main", "count": 1}]}})
 
 
-def gpu(job, percent_at, index=0) -> FakeGpu:
+def gpu(prometheus_api, job, percent_at, index=0):
+    """The GPU of ``job``'s pod ``index`` busy ``percent_at`` (a number or a function of time)."""
     pod = (f"{object_name(job)}-worker-{index}" if job.flavor.scheduler == Scheduler.VOLCANO
            else f"{object_name(job)}-{index}-abcde")
-    return FakeGpu(job.team.namespace_name, pod, activity=percent_at)
+    return prometheus_api.gpu(job.team.namespace_name, pod, 0, util=percent_at)
 
 
-def sweep(fake, dcgm, seconds) -> dict:
-    return reclaim.sweep_idle_jobs(fake, dcgm, now=at(seconds))
+def sweep(fake, prometheus_api, seconds) -> dict:
+    """One idle sweep at START + ``seconds``, asking the stand-in (None: no Prometheus)."""
+    prometheus = Prometheus(prometheus_api.url) if prometheus_api is not None else None
+    return reclaim.sweep_idle_jobs(fake, prometheus, now=at(seconds))
 
 
 def workload(fake, job) -> dict:
@@ -79,22 +82,23 @@ def reasons(job) -> list[str]:
     return list(JobEvent.objects.filter(job=job).exclude(reason__in=["Submitted"]).values_list("reason", flat=True))
 
 
-def test_an_idle_job_is_warned_then_reclaimed_and_a_busy_one_runs_on(team, flavor, fake):
+def test_an_idle_job_is_warned_then_reclaimed_and_a_busy_one_runs_on(team, flavor, fake, prometheus_api):
     idle_job, busy_job = running(team, flavor, name="idle"), running(team, flavor, name="busy")
     on_cluster(fake, idle_job)
-    dcgm = FakeDcgm([gpu(idle_job, steady(0)), gpu(busy_job, steady(80))])
+    gpu(prometheus_api, idle_job, 0)
+    gpu(prometheus_api, busy_job, 80)
 
-    assert sweep(fake, dcgm, 20)["warned"] == 0  # idle for 10 s only
-    assert sweep(fake, dcgm, 40)["warned"] == 1  # idle 30 s: warned
+    assert sweep(fake, prometheus_api, 20)["warned"] == 0  # idle for 10 s only
+    assert sweep(fake, prometheus_api, 40)["warned"] == 1  # idle 30 s: warned
     watch = IdleWatch.objects.get(job=idle_job)
     assert watch.warned_at == at(40) and watch.reclaim_at == at(70)
     event = Event.objects.get(kind=Kind.JOB_IDLE, job=idle_job)
     assert "will be reclaimed" in event.message
-    assert sweep(fake, dcgm, 50)["warned"] == 0  # warned once
-    assert sweep(fake, dcgm, 60)["reclaimed"] == 0  # the grace runs
+    assert sweep(fake, prometheus_api, 50)["warned"] == 0  # warned once
+    assert sweep(fake, prometheus_api, 60)["reclaimed"] == 0  # the grace runs
     assert workload(fake, idle_job)["spec"]["active"] is True
 
-    assert sweep(fake, dcgm, 70)["reclaimed"] == 1
+    assert sweep(fake, prometheus_api, 70)["reclaimed"] == 1
     idle_job.refresh_from_db()
     busy_job.refresh_from_db()
     assert idle_job.state == State.RECLAIMED and idle_job.reason == RECLAIMED and idle_job.finished_at == at(70)
@@ -114,53 +118,55 @@ def test_an_idle_job_is_warned_then_reclaimed_and_a_busy_one_runs_on(team, flavo
     assert JobEvent.objects.get(job=idle_job, reason=WARNED).created_at == at(40)
 
 
-def test_busy_again_during_the_grace_withdraws_the_warning(team, flavor, fake):
+def test_busy_again_during_the_grace_withdraws_the_warning(team, flavor, fake, prometheus_api):
     job = running(team, flavor)
     on_cluster(fake, job)
     load = {"percent": 0.0}
-    dcgm = FakeDcgm([gpu(job, lambda t: load["percent"])])
-    sweep(fake, dcgm, 40)
+    gpu(prometheus_api, job, lambda t: load["percent"])
+    sweep(fake, prometheus_api, 40)
     assert IdleWatch.objects.get(job=job).is_warned
     load["percent"] = 90.0
-    assert sweep(fake, dcgm, 50)["cleared"] == 1
+    assert sweep(fake, prometheus_api, 50)["cleared"] == 1
     load["percent"] = 0.0
-    assert sweep(fake, dcgm, 70)["reclaimed"] == 0  # the count starts again: 20 s idle
+    assert sweep(fake, prometheus_api, 70)["reclaimed"] == 0  # the count starts again: 20 s idle
     job.refresh_from_db()
     assert job.state == State.RUNNING and workload(fake, job)["spec"]["active"] is True
     assert CLEARED in reasons(job)
     assert JobEvent.objects.get(job=job, reason=CLEARED).created_at == at(50)
 
 
-def test_missing_metrics_pause_reclaim_and_restart_the_grace(team, flavor, fake):
+def test_missing_metrics_pause_reclaim_and_restart_the_grace(team, flavor, fake, prometheus_api):
     job = running(team, flavor)
     on_cluster(fake, job)
-    dcgm = FakeDcgm([gpu(job, steady(0))])
-    sweep(fake, dcgm, 40)  # warned, reclaim at 70
-    dcgm.down = "Prometheus at http://p:9090 cannot be reached."
-    assert sweep(fake, dcgm, 70) == {"watched": 1, "paused": 1, "warned": 0, "cleared": 0, "reclaimed": 0}
-    assert sweep(fake, dcgm, 90)["reclaimed"] == 0
+    utilization = gpu(prometheus_api, job, 0)
+    sweep(fake, prometheus_api, 40)  # warned, reclaim at 70
+    prometheus_api.answer = (503, b"")  # Prometheus is down
+    down = f"Prometheus at {Prometheus(prometheus_api.url).where} answered HTTP 503."
+    assert sweep(fake, prometheus_api, 70) == {"watched": 1, "paused": 1, "warned": 0, "cleared": 0, "reclaimed": 0}
+    assert sweep(fake, prometheus_api, 90)["reclaimed"] == 0
     watch = IdleWatch.objects.get(job=job)
-    assert watch.paused_reason == dcgm.down and reclaim.status()["why_paused"] == dcgm.down
+    assert watch.paused_reason == down and reclaim.status()["why_paused"] == down
     job.refresh_from_db()
     assert job.state == State.RUNNING and workload(fake, job)["spec"]["active"] is True
 
     # Back, with the gap in the metrics: the grace counts again from where they resume.
-    dcgm.down = ""
+    prometheus_api.answer = None
     gap = (START + 60, START + 95)
-    dcgm.gpus[0].activity = lambda t: None if gap[0] < t <= gap[1] else 0.0
-    assert sweep(fake, dcgm, 100)["reclaimed"] == 0
+    utilization.value = lambda t: None if gap[0] < t <= gap[1] else 0.0
+    assert sweep(fake, prometheus_api, 100)["reclaimed"] == 0
     watch.refresh_from_db()
     assert watch.grace_from == at(90) and watch.reclaim_at == at(120) and watch.paused_reason == ""
-    assert sweep(fake, dcgm, 120)["reclaimed"] == 1
+    assert sweep(fake, prometheus_api, 120)["reclaimed"] == 1
 
 
-def test_a_volcano_gang_is_aborted_by_a_command(team, fake):
+def test_a_volcano_gang_is_aborted_by_a_command(team, fake, prometheus_api):
     volcano = make_flavor("a100-vc", scheduler=Scheduler.VOLCANO)
     job = running(team, volcano, workers=2)
     on_cluster(fake, job)
-    dcgm = FakeDcgm([gpu(job, steady(0), i) for i in range(2)])
-    sweep(fake, dcgm, 40)
-    assert sweep(fake, dcgm, 70)["reclaimed"] == 1
+    for i in range(2):
+        gpu(prometheus_api, job, 0, i)
+    sweep(fake, prometheus_api, 40)
+    assert sweep(fake, prometheus_api, 70)["reclaimed"] == 1
     [command] = fake.stored("bus.volcano.sh/v1alpha1", "Command")
     [vcjob] = fake.stored("batch.volcano.sh/v1alpha1", "Job")
     assert command["action"] == "AbortJob"
@@ -169,32 +175,32 @@ def test_a_volcano_gang_is_aborted_by_a_command(team, fake):
     assert vcjob["spec"] == {"minAvailable": 1}  # the Job itself untouched
 
 
-def test_a_job_the_cluster_cannot_stop_now_is_reclaimed_when_it_can_and_charged_until_then(team, flavor, fake):
+def test_a_job_the_cluster_cannot_stop_now_is_reclaimed_when_it_can_and_charged_until_then(team, flavor, fake, prometheus_api):
     job = running(team, flavor)
     on_cluster(fake, job)
-    dcgm = FakeDcgm([gpu(job, steady(0))])
-    sweep(fake, dcgm, 40)
+    gpu(prometheus_api, job, 0)
+    sweep(fake, prometheus_api, 40)
     fake.fail_next("LIST", TransientError("API server away", status=503))
-    assert sweep(fake, dcgm, 70)["reclaimed"] == 0
+    assert sweep(fake, prometheus_api, 70)["reclaimed"] == 0
     job.refresh_from_db()
     assert job.state == State.RUNNING and job.gpus_in_use == 1  # its GPUs run on, so they are charged
     assert workload(fake, job)["spec"]["active"] is True
     assert not Event.objects.filter(job=job, kind=Kind.JOB_RECLAIMED).exists()
-    assert sweep(fake, dcgm, 80)["reclaimed"] == 1
+    assert sweep(fake, prometheus_api, 80)["reclaimed"] == 1
     job.refresh_from_db()
     assert (job.state, job.finished_at, workload(fake, job)["spec"]["active"]) == (State.RECLAIMED, at(80), False)
     assert job.events.get(to_state=State.RECLAIMED).created_at == at(80)  # the GPU-hours end then
     assert IdleWatch.objects.get(job=job).stopped_at == at(80)
 
 
-def test_nothing_is_watched_when_the_settings_leave_reclaim_off(team, flavor, fake, settings):
+def test_nothing_is_watched_when_the_settings_leave_reclaim_off(team, flavor, fake, settings, prometheus_api):
     settings.IDLE_GPU_THRESHOLD_PERCENT = settings.IDLE_GPU_AFTER_SECONDS = settings.IDLE_GPU_GRACE_SECONDS = None
     job = running(team, flavor)
-    dcgm = FakeDcgm([gpu(job, steady(0))])
-    assert sweep(fake, dcgm, 100)["watched"] == 0 and not dcgm.queries
+    gpu(prometheus_api, job, 0)
+    assert sweep(fake, prometheus_api, 100)["watched"] == 0 and not prometheus_api.queries
 
 
-def test_a_flavor_policy_turns_it_on_and_a_team_override_changes_the_grace(team, flavor, fake, settings):
+def test_a_flavor_policy_turns_it_on_and_a_team_override_changes_the_grace(team, flavor, fake, settings, prometheus_api):
     settings.IDLE_GPU_THRESHOLD_PERCENT = settings.IDLE_GPU_AFTER_SECONDS = settings.IDLE_GPU_GRACE_SECONDS = None
     IdlePolicy.objects.create(flavor=flavor, action=Action.RECLAIM, threshold_percent=5, idle_after_seconds=30,
                               grace_seconds=30)
@@ -203,50 +209,53 @@ def test_a_flavor_policy_turns_it_on_and_a_team_override_changes_the_grace(team,
     assert (rules.reclaims, rules.threshold_percent, rules.grace_seconds, rules.source) == (True, 5, 600, "flavor")
     job = running(team, flavor)
     on_cluster(fake, job)
-    sweep(fake, FakeDcgm([gpu(job, steady(0))]), 40)
+    gpu(prometheus_api, job, 0)
+    sweep(fake, prometheus_api, 40)
     assert IdleWatch.objects.get(job=job).reclaim_at == at(640)
 
 
-def test_a_warn_only_policy_warns_and_never_reclaims(team, flavor, fake):
+def test_a_warn_only_policy_warns_and_never_reclaims(team, flavor, fake, prometheus_api):
     IdlePolicy.objects.create(flavor=flavor, action=Action.WARN)
     job = running(team, flavor)
     on_cluster(fake, job)
-    dcgm = FakeDcgm([gpu(job, steady(0))])
-    assert sweep(fake, dcgm, 40)["warned"] == 1
-    assert sweep(fake, dcgm, 500)["reclaimed"] == 0
+    gpu(prometheus_api, job, 0)
+    assert sweep(fake, prometheus_api, 40)["warned"] == 1
+    assert sweep(fake, prometheus_api, 500)["reclaimed"] == 0
     job.refresh_from_db()
     assert job.state == State.RUNNING
 
 
-def test_time_sliced_and_mps_flavors_are_exempt_and_say_so(team, fake):
+def test_time_sliced_and_mps_flavors_are_exempt_and_say_so(team, fake, prometheus_api):
     for sharing in (Sharing.TIME_SLICING, Sharing.MPS):
         shared = make_flavor(f"t4-{sharing}", gpu_sharing=sharing)
         assert "cannot be attributed to one pod" in shared.idle_exempt_because
         assert not IdlePolicy.objects.rules(team, shared).watches
         job = running(team, shared)
-        assert sweep(fake, FakeDcgm([gpu(job, steady(0))]), 100)["watched"] == 0
+        gpu(prometheus_api, job, 0)
+        assert sweep(fake, prometheus_api, 100)["watched"] == 0
         policy = IdlePolicy(flavor=shared, action=Action.RECLAIM)
         with pytest.raises(ValidationError):
             policy.full_clean()
 
 
-def test_inference_servers_are_never_reclaimed(team, flavor, fake):
+def test_inference_servers_are_never_reclaimed(team, flavor, fake, prometheus_api):
     server = running(team, flavor, kind=Job.Kind.INFERENCE, port=8000, min_replicas=1, max_replicas=1)
-    assert sweep(fake, FakeDcgm([gpu(server, steady(0))]), 100)["watched"] == 0
+    gpu(prometheus_api, server, 0)
+    assert sweep(fake, prometheus_api, 100)["watched"] == 0
 
 
 # --- the owner's exemption -----------------------------------------------------------------
-def test_the_owner_exempts_a_warned_job_with_a_reason(team, flavor, fake, owner):
+def test_the_owner_exempts_a_warned_job_with_a_reason(team, flavor, fake, owner, prometheus_api):
     job = running(team, flavor)
     on_cluster(fake, job)
-    dcgm = FakeDcgm([gpu(job, steady(0))])
-    sweep(fake, dcgm, 40)
+    gpu(prometheus_api, job, 0)
+    sweep(fake, prometheus_api, 40)
     rules = IdlePolicy.objects.rules(team, flavor)
     watch = IdleWatch.exempt(job, owner, "Waiting on a dataset copy; resumes tonight.", rules)
     assert watch.is_exempt and not watch.is_warned and watch.exempted_by == owner
     assert watch.history.filter(history_user=owner, exempt_reason__startswith="Waiting").exists()  # audited
     assert EXEMPTED in reasons(job)
-    assert sweep(fake, dcgm, 200)["watched"] == 0
+    assert sweep(fake, prometheus_api, 200)["watched"] == 0
     job.refresh_from_db()
     assert job.state == State.RUNNING
 
@@ -286,17 +295,17 @@ def test_a_note_on_a_running_job_tells_nobody_it_started(team, flavor):
 
 
 @pytest.mark.parametrize(("rank0", "warned"), [(90.0, 0), (1.0, 1)], ids=["one busy rank", "every rank idle"])
-def test_a_volcano_gang_with_one_busy_rank_is_never_warned(team, fake, rank0, warned):
+def test_a_volcano_gang_with_one_busy_rank_is_never_warned(team, fake, rank0, warned, prometheus_api):
     # The soak's busy-one-rank scene: GPU_SIM_UTIL="rank0=90;*=1" on a gang, the exporter
     # giving the master (RANK 0) 90 % and the workers 1 %; the same gang all at 1 % is idle.
     volcano = make_flavor("a100-vc", scheduler=Scheduler.VOLCANO)
     gang = running(team, volcano, workers=3)
     on_cluster(fake, gang)
     name, namespace = object_name(gang), team.namespace_name
-    dcgm = FakeDcgm([FakeGpu(namespace, f"{name}-master-0", hostname="n0", activity=steady(rank0))]
-                    + [FakeGpu(namespace, f"{name}-worker-{i}", hostname=f"n{i + 1}", activity=steady(1.0))
-                       for i in range(2)])
-    counts = [sweep(fake, dcgm, seconds) for seconds in (20, 40, 70, 100)]
+    prometheus_api.gpu(namespace, f"{name}-master-0", 0, host="n0", util=rank0)
+    for i in range(2):
+        prometheus_api.gpu(namespace, f"{name}-worker-{i}", 0, host=f"n{i + 1}", util=1.0)
+    counts = [sweep(fake, prometheus_api, seconds) for seconds in (20, 40, 70, 100)]
     assert sum(c["warned"] for c in counts) == warned and counts[0]["watched"] == 1
     gang.refresh_from_db()
     assert (gang.state == State.RECLAIMED) is bool(warned)
@@ -325,13 +334,13 @@ def _replicas(fake) -> int:
     return sts["spec"]["replicas"]
 
 
-def test_an_idle_notebook_is_stopped_and_kept_not_reclaimed(team, flavor, fake, nominal):
+def test_an_idle_notebook_is_stopped_and_kept_not_reclaimed(team, flavor, fake, nominal, prometheus_api):
     nb = running(team, flavor, name="nb", **NOTEBOOK)
     _notebook_objects(fake, nb)
     assert _replicas(fake) == 1
-    dcgm = FakeDcgm([FakeGpu(nb.team.namespace_name, f"{object_name(nb)}-0", activity=steady(0))])
-    assert sweep(fake, dcgm, 40)["warned"] == 1
-    assert sweep(fake, dcgm, 70)["reclaimed"] == 1
+    prometheus_api.gpu(nb.team.namespace_name, f"{object_name(nb)}-0", 0, util=0)
+    assert sweep(fake, prometheus_api, 40)["warned"] == 1
+    assert sweep(fake, prometheus_api, 70)["reclaimed"] == 1
     nb.refresh_from_db()
     assert nb.state == State.STOPPED and nb.reason == RECLAIMED and not nb.is_final
     assert "its volumes are kept" in nb.message and nb.gpus_in_use == 0
@@ -341,16 +350,16 @@ def test_an_idle_notebook_is_stopped_and_kept_not_reclaimed(team, flavor, fake, 
     assert not watch.is_warned and watch.reclaimed_idle_gpu_hours is not None  # watched afresh once started
 
 
-def test_a_notebook_the_cluster_cannot_scale_down_now_runs_on_until_it_can(team, flavor, fake, nominal):
+def test_a_notebook_the_cluster_cannot_scale_down_now_runs_on_until_it_can(team, flavor, fake, nominal, prometheus_api):
     nb = running(team, flavor, name="nb", **NOTEBOOK)
     _notebook_objects(fake, nb)
-    dcgm = FakeDcgm([FakeGpu(nb.team.namespace_name, f"{object_name(nb)}-0", activity=steady(0))])
-    sweep(fake, dcgm, 40)
+    prometheus_api.gpu(nb.team.namespace_name, f"{object_name(nb)}-0", 0, util=0)
+    sweep(fake, prometheus_api, 40)
     fake.fail_next("PATCH", TransientError("API server away", status=503))
-    assert sweep(fake, dcgm, 70)["reclaimed"] == 0
+    assert sweep(fake, prometheus_api, 70)["reclaimed"] == 0
     nb.refresh_from_db()
     assert (nb.state, nb.gpus_in_use, _replicas(fake)) == (State.RUNNING, 1, 1)
-    assert sweep(fake, dcgm, 80)["reclaimed"] == 1
+    assert sweep(fake, prometheus_api, 80)["reclaimed"] == 1
     nb.refresh_from_db()
     assert (nb.state, _replicas(fake)) == (State.STOPPED, 0)
     assert nb.events.get(to_state=State.STOPPED).created_at == at(80)

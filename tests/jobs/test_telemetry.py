@@ -1,6 +1,6 @@
 """jobs.telemetry: a job's GPUs found among dcgm-exporter's series by namespace and the pod
 names its kind gives, one query for many jobs, against a real HTTP server speaking
-Prometheus's API (bench/prometheus_standin.py, tests/standin.py). The live test against the local cluster's
+Prometheus's API (cluster/prometheus_standin.py, tests/standin.py). The live test against the local cluster's
 Prometheus: tests/cluster/test_telemetry_live.py."""
 
 import itertools
@@ -15,7 +15,6 @@ from jobs.manifests import object_name
 from jobs.models import Job
 from quotas.models import GpuFlavor, Scheduler
 from tenants.models import Team
-from tests.standin import prometheus_api  # noqa: F401 (the fixture)
 from workloads.kinds import for_job
 
 # Rows in memory, with ids: telemetry reads a job's id, kind, team and flavor, nothing else.

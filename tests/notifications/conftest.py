@@ -68,14 +68,6 @@ def inline(monkeypatch, django_capture_on_commit_callbacks):
     return state
 
 
-@pytest.fixture
-def clock(monkeypatch):
-    def at(moment):
-        monkeypatch.setattr(timezone, "now", lambda: moment)
-        return moment
-    return at
-
-
 class _Inbox:
     def __init__(self):
         self.messages = []

@@ -12,7 +12,7 @@ from tenants.models import Membership
 from tenants.models.identities import OidcIdentity
 
 from ..builders import make_team, make_user
-from ..sso.conftest import CALLBACK, hydra, rp_client, signed_in_user, sso, start  # noqa: F401 - fixtures
+from ..support.sso import CALLBACK, signed_in_user, start
 
 pytestmark = [pytest.mark.idp, pytest.mark.django_db]
 

@@ -23,7 +23,6 @@ from tenants.roles import QUOTA_MANAGER_GROUP, ensure_quota_manager_group, is_qu
 from tenants.tasks import expire_idp_access, sync_team
 
 from ..builders import make_team, make_user
-from ..cluster.conftest import kube_cluster, live  # noqa: F401 - fixtures of the live test
 
 
 def sso_user(name: str, *, signed_in_hours_ago: float):

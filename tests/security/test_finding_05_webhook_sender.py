@@ -19,8 +19,7 @@ from django.db import connection, transaction
 from gpuplatform.celery import app
 from notifications import tasks
 from notifications.models import Event, Kind, Webhook, WebhookDelivery
-from tests.api.conftest import client_as  # noqa: F401 (a fixture)
-from tests.install.conftest import helm, template  # noqa: F401 (helm: a fixture)
+from tests.support.chart import template
 
 ROOT = Path(__file__).resolve().parents[2]
 

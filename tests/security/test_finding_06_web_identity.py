@@ -34,24 +34,14 @@ from tenants.admission import POLICY_NAME, render_admission
 from tenants.manifests import WEB_READER_ROLE, WEB_TEAM_RULES, render_web_reader
 
 from ..builders import make_job, make_team
-from ..cluster.conftest import (  # noqa: F401  (fixtures)
-    api_client,
-    kube_cluster,
-    kube_config,
-    live,
-    watcher,
-    world,
-)
-from ..cluster.test_no_way_around_the_queues import member_cluster  # noqa: F401  (fixture)
-from ..install.conftest import helm, template  # noqa: F401  (fixture)
-from ..install.test_chart_live import kubectl, release  # noqa: F401  (release: the chart installed, once here)
+from ..support.chart import kubectl, template
 
 NAMESPACE = "gpuplatform-system"
 
 
 # --- the chart, rendered ------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def chart(helm):  # noqa: F811
+def chart(helm):
     return template(helm, namespace=NAMESPACE)
 
 
@@ -189,7 +179,7 @@ def test_finding_06_live_the_web_serves_its_pages_as_its_own_identity(identities
     from jobs.pending import kueue_order
 
     from ..builders import make_user
-    from ..cluster.conftest import reaches, submit
+    from ..support.cluster import reaches, submit
 
     team, h100, _ = web_team
     job = submit(live, team, h100, workers=1, gpus_per_worker=1, env={"GPUPLATFORM_FAKE_DURATION": "300s"})

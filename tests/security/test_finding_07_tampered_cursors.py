@@ -11,9 +11,8 @@ from drf_spectacular.generators import SchemaGenerator
 
 from notifications.models import Event, Kind, Webhook, WebhookDelivery
 from tenants.models.identities import GroupMapping
-from tests.api.conftest import client_as, job, scheduled_reconciles  # noqa: F401 (fixtures)
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("scheduled_reconciles")]
 
 
 def cursor(**parts) -> str:

@@ -21,17 +21,8 @@ from jobs.manifests import render_job
 from tenants.admission import placement
 
 from ..builders import make_flavor, make_job
-from ..cluster.conftest import (  # noqa: F401  (fixtures)
-    api_client,
-    kube_cluster,
-    kube_config,
-    live,
-    reaches,
-    submit,
-    watcher,
-    world,
-)
 from ..cluster.test_no_way_around_the_queues import denied_by_policy
+from ..support.cluster import reaches, submit
 
 pytestmark = [pytest.mark.cluster, pytest.mark.django_db(transaction=True)]
 

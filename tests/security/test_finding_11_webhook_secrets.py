@@ -17,7 +17,7 @@ from django.utils import timezone
 from notifications import tasks
 from notifications.models import Event, Kind, Webhook, WebhookDelivery
 from tenants.models import Membership
-from tests.api.conftest import client_as, issue_token  # noqa: F401 (client_as: a fixture)
+from tests.support.api import issue_token
 
 pytestmark = pytest.mark.django_db
 

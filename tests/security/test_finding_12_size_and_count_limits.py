@@ -37,7 +37,7 @@ from quotas.models import QuotaRequest
 from quotas.models.requests import MAX_JUSTIFICATION
 from tenants.models import Membership
 from tenants.tokens import ApiToken
-from tests.api.conftest import JOB_BODY, client_as, issue_token  # noqa: F401 (client_as: a fixture)
+from tests.support.api import JOB_BODY, issue_token
 from workloads import spec
 
 from ..builders import make_job, make_quota, make_team, make_user

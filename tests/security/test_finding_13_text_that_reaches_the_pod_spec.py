@@ -27,7 +27,7 @@ from jobs.lifecycle import State
 from jobs.manifests import JOB_KINDS
 from jobs.models import Job
 from jobs.tasks import reconcile_job
-from tests.api.conftest import JOB_BODY, client_as  # noqa: F401 (client_as: a fixture)
+from tests.support.api import JOB_BODY
 
 from ..builders import make_job, make_quota
 

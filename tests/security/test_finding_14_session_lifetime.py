@@ -14,7 +14,7 @@ from django.test import Client
 from accounts.sessions import SEEN, STARTED
 
 from ..builders import make_user
-from ..sso.conftest import CALLBACK, hydra, rp_client, sign_in, signed_in_user, sso  # noqa: F401 - fixtures
+from ..support.sso import CALLBACK, sign_in, signed_in_user
 
 pytestmark = pytest.mark.django_db
 

@@ -11,13 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from ..install.conftest import (
-    CHART,
-    PRODUCTION_VALUES,
-    helm,  # noqa: F401  (fixture)
-    run_helm,
-    template,
-)
+from ..support.chart import CHART, PRODUCTION_VALUES, run_helm, template
 
 REPO = Path(__file__).resolve().parents[2]
 SECRET_NAMES = ["SECRET_KEY", "DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL", "METRICS_TOKEN",
@@ -36,7 +30,7 @@ def config_maps(objects) -> str:
     return "\n".join(str(o.get("data")) for o in objects if o["kind"] == "ConfigMap")
 
 
-def test_finding_15_the_client_secret_goes_into_the_charts_secret(helm):  # noqa: F811
+def test_finding_15_the_client_secret_goes_into_the_charts_secret(helm):
     objects = template(helm, "--set", "secrets.oidcClientSecret=s3cr3t-of-the-idp",
                        "--set", "config.extraEnv.OIDC_ISSUER=https://idp.example.com",
                        "--set", "config.extraEnv.OIDC_CLIENT_ID=gpuplatform")
@@ -48,7 +42,7 @@ def test_finding_15_the_client_secret_goes_into_the_charts_secret(helm):  # noqa
         assert {"secretRef": {"name": secret["metadata"]["name"]}} in container["envFrom"], name
 
 
-def test_finding_15_or_from_a_secret_of_its_own(helm):  # noqa: F811
+def test_finding_15_or_from_a_secret_of_its_own(helm):
     objects = template(helm, "-f", str(PRODUCTION_VALUES), "--set", "secrets.oidcExistingSecret=idp-client")
     found = list(containers(objects))
     assert found
@@ -61,13 +55,13 @@ def test_finding_15_or_from_a_secret_of_its_own(helm):  # noqa: F811
 
 
 @pytest.mark.parametrize("name", SECRET_NAMES)
-def test_finding_15_no_secret_goes_into_the_config_map(helm, name):  # noqa: F811
+def test_finding_15_no_secret_goes_into_the_config_map(helm, name):
     result = run_helm(helm, "template", "gp", str(CHART), "--set", f"config.extraEnv.{name}=x", check=False)
     assert result.returncode != 0, f"config.extraEnv.{name} was accepted"
     assert name in result.stderr and "schema" in result.stderr, result.stderr
 
 
-def test_finding_15_a_chart_secret_value_beside_an_existing_secret_is_an_error(helm):  # noqa: F811
+def test_finding_15_a_chart_secret_value_beside_an_existing_secret_is_an_error(helm):
     result = run_helm(helm, "template", "gp", str(CHART), "-f", str(PRODUCTION_VALUES),
                       "--set", "secrets.oidcClientSecret=x", check=False)
     assert result.returncode != 0 and "oidcExistingSecret" in result.stderr, result.stderr

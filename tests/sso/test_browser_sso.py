@@ -15,15 +15,15 @@ from tenants.models import Membership
 from tenants.models.identities import GroupMapping
 
 from ..builders import make_team
-from ..web.test_browser import ARTIFACTS, TIMEOUT_MS, browser, shot  # noqa: F401  (the browser fixture)
-from .conftest import claims, use_sso
+from ..support.browser import ARTIFACTS, TIMEOUT_MS, shot
+from ..support.sso import claims, use_sso
 from .hydra import LoginApp
 
 pytestmark = [pytest.mark.idp, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
 @pytest.fixture
-def sso_page(browser, live_server, hydra, settings, monkeypatch, reconciles):  # noqa: F811
+def sso_page(browser, live_server, hydra, settings, monkeypatch, reconciles):
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     client = hydra.create_client([f"{live_server.url}/oidc/callback/"],
                                  post_logout_redirect_uris=[f"{live_server.url}/login/"])

@@ -11,7 +11,7 @@ from django.test import Client
 
 from accounts.oidc import OidcBackend
 
-from .conftest import CALLBACK, claims, sign_in, signed_in_user, start, use_sso
+from ..support.sso import CALLBACK, claims, sign_in, signed_in_user, start, use_sso
 from .hydra import pkce_pair
 
 pytestmark = [pytest.mark.idp, pytest.mark.django_db]

@@ -22,8 +22,8 @@ from tenants.models import Membership, Team
 from tenants.models.identities import GroupMapping
 from tenants.tasks import offboard, sync_team
 
-from ..cluster.conftest import kube_cluster, kube_config, live, wait_until  # noqa: F401  (fixtures)
-from .conftest import CALLBACK, claims, sign_in, use_sso
+from ..support.cluster import wait_until
+from ..support.sso import CALLBACK, claims, sign_in, use_sso
 
 pytestmark = [pytest.mark.cluster, pytest.mark.idp, pytest.mark.django_db(transaction=True)]
 # The cluster's own OAuth2 client at the IdP: ID tokens for kubectl carry it as audience.
@@ -53,7 +53,7 @@ def authentication_config(hydra) -> dict:
 
 
 @pytest.fixture
-def cluster_trusts_the_idp(kube_cluster, hydra):  # noqa: F811
+def cluster_trusts_the_idp(kube_cluster, hydra):
     if "--authentication-config" not in apiserver_command_line(kube_cluster):
         pytest.skip("this kube-apiserver was started before cluster.sh passed --authentication-config; "
                     "restart it once: deploy/local-cluster/cluster.sh restart-apiserver")
@@ -69,7 +69,7 @@ def cluster_trusts_the_idp(kube_cluster, hydra):  # noqa: F811
 
 
 @pytest.fixture
-def two_teams(live, settings, hydra, rp_client):  # noqa: F811
+def two_teams(live, settings, hydra, rp_client):
     use_sso(settings, hydra, rp_client)
     slug = uuid.uuid4().hex[:6]
     mine, theirs = (Team.objects.create(slug=f"sso-{name}-{slug}", display_name=name) for name in ("mine", "theirs"))
@@ -82,15 +82,15 @@ def two_teams(live, settings, hydra, rp_client):  # noqa: F811
         offboard(live, team)
 
 
-def as_bearer(kube_config, token: str):  # noqa: F811
+def as_bearer(kube_config, token: str):
     configuration = client.Configuration()
     configuration.host, configuration.ssl_ca_cert = kube_config.host, kube_config.ssl_ca_cert
     configuration.api_key = {"authorization": f"Bearer {token}"}
     return client.ApiClient(configuration)
 
 
-def test_a_members_id_token_lists_pods_in_their_team_only(cluster_trusts_the_idp, two_teams, hydra, live,  # noqa: F811
-                                                          kube_config, reconciles):  # noqa: F811
+def test_a_members_id_token_lists_pods_in_their_team_only(cluster_trusts_the_idp, two_teams, hydra, live,
+                                                          kube_config, reconciles):
     mine, theirs, slug = two_teams
     subject, group = f"ada-{slug}", f"researchers-{slug}"
     who = dict(email=f"ada-{slug}@example.org", username=f"ada-{slug}")

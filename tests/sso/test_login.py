@@ -14,7 +14,7 @@ from tenants.roles import QUOTA_MANAGER_GROUP, is_quota_manager
 from tenants.tasks import reconcile_team
 
 from ..builders import make_team, make_user
-from .conftest import LOGIN_PAGE, claims, sign_in, signed_in_user, start
+from ..support.sso import LOGIN_PAGE, claims, sign_in, signed_in_user, start
 
 pytestmark = [pytest.mark.idp, pytest.mark.django_db]
 

@@ -6,78 +6,16 @@ that shows field errors and keeps what was typed.
 Screenshots go to $BROWSER_ARTIFACTS (default /tmp/gpuplatform-browser).
 """
 
-import os
 import re
-import shutil
-from pathlib import Path
 
 import pytest
-from django.db import connections
 
 from jobs.lifecycle import State
 from jobs.models import Job
 
-from ..builders import make_flavor, make_quota
+from ..support.browser import TIMEOUT_MS, log_in, shot
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-
-CHROMIUM = os.environ.get("CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
-ARTIFACTS = Path(os.environ.get("BROWSER_ARTIFACTS", "/tmp/gpuplatform-browser"))
-TIMEOUT_MS = 15_000
-
-
-@pytest.fixture
-def browser():
-    if not CHROMIUM:
-        pytest.skip("no chromium binary (apt-get install chromium, or set CHROMIUM=/path/to/chromium)")
-    playwright = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install -e '.[dev]')")
-    with playwright.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
-        yield browser
-        browser.close()
-
-
-@pytest.fixture
-def page(world, browser, live_server, monkeypatch, no_reconcile):
-    # Playwright's sync API keeps an event loop around; the ORM calls this test makes
-    # between browser steps are still plain synchronous code.
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    context = browser.new_context(viewport={"width": 1280, "height": 900}, base_url=live_server.url)
-    context.set_default_timeout(TIMEOUT_MS)
-    page = context.new_page()
-    # The Content-Security-Policy allows no inline script or style: anything the pages still
-    # tried is a console error, and fails the test; so does any request to another host.
-    refused = []
-    page.on("console", lambda msg: refused.append(msg.text) if "Content Security Policy" in msg.text else None)
-    page.on("request", lambda req: None if req.url.startswith((live_server.url, "data:", "about:"))
-            else refused.append(f"request to {req.url}"))
-    yield page
-    page.goto("about:blank")  # stop htmx polling before the live server goes away
-    assert not refused, refused
-    context.close()
-    # ORM calls made while Playwright runs use a connection of their own context: close
-    # it here, or it outlives the test and the test database cannot be dropped.
-    connections.close_all()
-
-
-@pytest.fixture
-def world(team, owner, flavor):
-    make_quota(team, flavor, nominal_gpus=16)
-    make_flavor("t4", gpus_per_node=4, display_name="T4 small")
-    return team
-
-
-def log_in(page, username="olivia", password="pw-for-tests-1"):
-    page.goto("/")
-    page.get_by_label("Username").fill(username)
-    page.get_by_label("Password").fill(password)
-    page.get_by_role("button", name="Log in").click()
-    page.wait_for_url(re.compile(r"/$"))
-
-
-def shot(page, name):
-    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
 
 
 def test_a_researcher_submits_from_a_preset_watches_it_live_and_cancels_it(page):

@@ -10,7 +10,7 @@ from playwright.sync_api import expect
 from jobs.lifecycle import State
 
 from ..builders import make_job
-from .test_browser import browser, log_in, page, shot, world  # noqa: F401  (fixtures and helpers shared)
+from ..support.browser import log_in, shot
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -26,7 +26,7 @@ def a_pod(job, name):
     }
 
 
-def test_the_pods_panel_and_the_logs_change_without_a_click(page, world, owner, flavor, fake):  # noqa: F811
+def test_the_pods_panel_and_the_logs_change_without_a_click(page, world, owner, flavor, fake):
     job = make_job(world, flavor, name="resnet", submitter=owner, gpus_per_worker=4)
     for state in (State.SUBMITTED, State.QUEUED, State.ADMITTED):
         job.transition(state, reason=state.label, message=f"Now {state.label.lower()}.")

@@ -6,7 +6,7 @@ from django.urls import reverse
 from jobs.lifecycle import State
 
 from ..builders import make_job
-from .conftest import htmx
+from ..support.htmx import htmx
 
 pytestmark = pytest.mark.django_db
 

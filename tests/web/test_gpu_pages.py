@@ -1,6 +1,6 @@
 """GPU utilization on the pages (job page's GPU panel, the jobs list's column, the team page,
 the console) and the API's job detail, against a real HTTP server standing in for Prometheus
-(bench/prometheus_standin.py); each page with Prometheus not configured, unreachable and slow
+(cluster/prometheus_standin.py); each page with Prometheus not configured, unreachable and slow
 answers 200 with one line saying so; owner, member and outsider."""
 
 import time
@@ -10,9 +10,9 @@ from django.urls import reverse
 
 from cluster.prometheus import prometheus_from_settings
 from jobs import gpu_use
-from tests.standin import gpus_of, standin  # noqa: F401 (the fixture)
+from tests.standin import gpus_of
 
-from .conftest import htmx
+from ..support.htmx import htmx
 
 pytestmark = pytest.mark.django_db
 

@@ -14,7 +14,7 @@ from tenants.models import Membership
 from tenants.picker import TEAM_SELECT_MAX
 
 from ..builders import make_flavor, make_job, make_team, make_user
-from .conftest import htmx
+from ..support.htmx import htmx
 
 pytestmark = pytest.mark.django_db
 

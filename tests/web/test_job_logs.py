@@ -10,7 +10,7 @@ from jobs.lifecycle import State
 from jobs.models import LogTail
 
 from ..builders import make_job
-from .conftest import htmx
+from ..support.htmx import htmx
 
 pytestmark = pytest.mark.django_db
 

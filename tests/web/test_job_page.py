@@ -12,7 +12,7 @@ from jobs.lifecycle import State
 from jobs.models import GpuInterval, Job
 
 from ..builders import make_job
-from .conftest import htmx
+from ..support.htmx import htmx
 
 pytestmark = pytest.mark.django_db
 

@@ -10,7 +10,7 @@ from cluster import TransientError
 from jobs.lifecycle import State
 
 from ..builders import make_flavor, make_job, make_user
-from .conftest import htmx
+from ..support.htmx import htmx
 
 pytestmark = pytest.mark.django_db
 

@@ -31,9 +31,9 @@ from quotas.tasks import sync_cluster_objects, sync_team_quotas
 from tenants.models import Team
 from tenants.tasks import offboard, sync_team
 
-from ..cluster.conftest import kube_cluster, live, wait_until, watcher  # noqa: F401  (fixtures shared)
-from ..cluster.test_what_ran_live import OUTLIVES_THE_TEST, open_interval_gpus, submit  # noqa: F401
-from .test_browser import browser, log_in, page, shot  # noqa: F401  (fixtures and helpers shared)
+from ..cluster.test_what_ran_live import open_interval_gpus
+from ..support.browser import log_in, shot
+from ..support.cluster import OUTLIVES_THE_TEST, wait_until
 
 pytestmark = [pytest.mark.browser, pytest.mark.cluster, pytest.mark.django_db(transaction=True)]
 
@@ -88,7 +88,7 @@ def world(live):
 
 
 def test_the_researcher_and_the_quota_manager_see_on_the_demo_what_the_cluster_does(
-        page, world, live, watcher, submit, no_reconcile):  # noqa: F811
+        page, world, live, watcher, submit, no_reconcile):
     teams, flavors = world
     vision, nlp, h100 = teams["vision"], teams["nlp"], flavors["h100"]
     page.set_viewport_size(PHONE)

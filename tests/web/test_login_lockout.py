@@ -8,7 +8,7 @@ from django.core.management import call_command
 from django.urls import reverse
 from rest_framework.test import APIClient
 
-from ..api.conftest import issue_token
+from ..support.api import issue_token
 
 pytestmark = pytest.mark.django_db
 

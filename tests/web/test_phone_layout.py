@@ -23,7 +23,7 @@ from quotas.models import Cohort, QuotaRequest
 from tenants.models import Membership
 
 from ..builders import make_flavor, make_job, make_quota, make_team, make_user
-from .test_browser import ARTIFACTS, TIMEOUT_MS, browser  # noqa: F401  (the browser fixture)
+from ..support.browser import ARTIFACTS, TIMEOUT_MS
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -98,7 +98,7 @@ def demo(db):
 
 
 @pytest.fixture
-def phone(demo, browser, live_server, monkeypatch):  # noqa: F811  (the browser fixture, imported)
+def phone(demo, browser, live_server, monkeypatch):
     """A phone-sized page: ``open(person, path)`` signs the person in and loads the path."""
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     ARTIFACTS.mkdir(parents=True, exist_ok=True)

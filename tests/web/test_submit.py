@@ -8,8 +8,7 @@ from jobs.lifecycle import State
 from jobs.models import Job
 
 from ..builders import make_flavor, make_job, make_quota, make_team
-from .conftest import htmx
-from .test_browser import browser  # noqa: F401  (the browser fixture)
+from ..support.htmx import htmx
 
 pytestmark = pytest.mark.django_db
 

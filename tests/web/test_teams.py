@@ -6,7 +6,7 @@ from django.urls import reverse
 from tenants.models import Membership
 
 from ..builders import make_user
-from .conftest import htmx
+from ..support.htmx import htmx
 
 pytestmark = pytest.mark.django_db
 

@@ -1,24 +1,28 @@
-"""A small real HTTP server standing in for Prometheus: the bench's (``make bench-pages``
-counts the queries each page sends it) and the unit tests' (tests/standin.py: the fixtures
-``standin`` and ``prometheus_api``). The live tests use the real Prometheus of
-deploy/local-cluster.
+"""A small real HTTP server standing in for Prometheus, the one the unit tests and the bench
+share: the tests' fixtures ``standin`` and ``prometheus_api`` (tests/fixtures/prometheus.py),
+and ``make bench-pages``, which counts the queries each page sends it. Beside the in-memory
+`FakeCluster`, it is this package's stand-in for the other server it talks to. The live tests
+use the real Prometheus of deploy/local-cluster.
 
 It serves /api/v1/query and /api/v1/query_range for GPU series given as labels and a value
-(a number, or a function of unix time), and evaluates the few shapes of PromQL the platform
-sends, no more: a bare selector ``{__name__=~"A|B",label=~"re",...}``,
-``avg_over_time(M{...}[W])`` and ``max_over_time(M{...}[W])`` (the mean or highest value at
-each second of the window), ``X * N``, ``X or Y`` (Y's series whose labels X has not),
-``(X)`` and ``count by (namespace) (X < N)``: so the idle rule's
-``max_over_time(ACTIVE{...}[W]) * 100 or max_over_time(UTIL{...}[W])`` too. Anything else
-answers 400 bad_data, as Prometheus answers a query it cannot parse; a ``timeout`` it
+(a number, or a function of unix time that may answer None: no sample then, as when the
+exporter did not report), scraped every ``scrape`` seconds (1), and evaluates the few shapes of
+PromQL the platform sends, no more: a bare selector ``{__name__=~"A|B",label=~"re",...}``
+(the latest sample, at most ``scrape`` seconds old), ``avg_over_time(M{...}[W])`` and
+``max_over_time(M{...}[W])`` (the mean or highest of the samples in ``(t - W, t]``, as
+Prometheus reads a range; a series with none there is left out), ``X * N``, ``X or Y`` (Y's
+series whose labels X has not), ``(X)`` and ``count by (namespace) (X < N)``: so the idle
+rule's ``max_over_time(ACTIVE{...}[W]) * 100 or max_over_time(UTIL{...}[W])`` too. Anything
+else answers 400 bad_data, as Prometheus answers a query it cannot parse; a ``timeout`` it
 refuses ("1.5s", "0ms") too (``timeout_refused``). ``requests`` records what came in (path
-and form) and ``auth_seen`` its Authorization header; ``delay``, ``trickle`` and ``answer``
-make it slow, drip-feed its body or say something else.
+and form), ``queries`` how many, ``promql`` what they asked, and ``auth_seen`` their Authorization header; ``delay``,
+``trickle`` and ``answer`` make it slow, drip-feed its body or say something else.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 import threading
 import time
@@ -68,10 +72,13 @@ def _matches(labels: dict, matchers) -> bool:
 @dataclass
 class GpuSeries:
     labels: dict
-    value: object = 0.0  # a number, or a function of unix time
+    value: object = 0.0  # a number, or a function of unix time (None: no sample then)
 
-    def at(self, t: float) -> float:
-        return self.value(t) if callable(self.value) else float(self.value)
+    def at(self, t: float) -> float | None:
+        if not callable(self.value):
+            return float(self.value)
+        value = self.value(t)
+        return None if value is None else float(value)
 
 
 @dataclass
@@ -83,11 +90,16 @@ class StandIn:
     delay: float = 0.0  # seconds before answering
     trickle: float = 0.0  # seconds between the bytes of the body
     answer: tuple[int, bytes] | None = None  # (status, body) instead of evaluating
+    scrape: float = 1.0  # seconds between the samples of a series
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
     def queries(self) -> int:
         return len(self.requests)
+
+    @property
+    def promql(self) -> list[str]:
+        return [form.get("query", "") for _, form in self.requests]
 
     def add(self, value, **labels) -> GpuSeries:
         one = GpuSeries(labels, value)
@@ -95,16 +107,20 @@ class StandIn:
         return one
 
     def gpu(self, namespace: str, pod: str, gpu: int, *, util=70.0, mem_mib=1024.0, host="gpu-node-0",
-            active=None) -> None:
+            active=None, mig: str | None = None) -> GpuSeries:
         """One GPU of ``pod`` as dcgm-exporter reports it: utilization and memory used, and
         with ``active`` (0..1, or a function of time) its profiling metric, the graphics
-        engine's activity."""
+        engine's activity; with ``mig`` (its GPU_I_ID) one MIG slice of it. Returns the
+        utilization series (set its ``value`` to change what the GPU does)."""
         labels = {"namespace": namespace, "pod": pod, "container": "main", "gpu": str(gpu), "Hostname": host,
                   "UUID": f"GPU-{host}-{gpu}", "modelName": "NVIDIA H100 80GB HBM3", "device": f"nvidia{gpu}"}
-        self.add(util, __name__="DCGM_FI_DEV_GPU_UTIL", **labels)
+        if mig is not None:
+            labels["GPU_I_ID"] = mig
+        utilization = self.add(util, __name__="DCGM_FI_DEV_GPU_UTIL", **labels)
         self.add(mem_mib, __name__="DCGM_FI_DEV_FB_USED", **labels)
         if active is not None:
             self.add(active, __name__="DCGM_FI_PROF_GR_ENGINE_ACTIVE", **labels)
+        return utilization
 
     # --- evaluation ------------------------------------------------------------------
     def _select(self, metric: str | None, selector: str) -> list[GpuSeries]:
@@ -113,14 +129,21 @@ class StandIn:
             matchers.append(("__name__", "=", metric))
         return [s for s in self.series if _matches(s.labels, matchers)]
 
+    def _scrapes(self, t: float, window: float) -> list[float]:
+        """When a series was sampled in ``(t - window, t]``: every ``scrape`` seconds."""
+        first = math.floor((t - window) / self.scrape) * self.scrape + self.scrape
+        return [first + k * self.scrape for k in range(int((t - first) // self.scrape) + 1)]
+
     def _over(self, match, t: float) -> list[tuple[dict, float]]:
         window = int(match["window"]) * _UNITS[match["unit"]]
         reduce = max if match["fn"] == "max" else (lambda values: sum(values) / len(values))
         out = []
         for one in self._select(match["metric"], match["selector"]):
-            # A steady GPU's mean and highest are its value; else the value at each second.
-            value = reduce([one.at(t - k) for k in range(window)]) if callable(one.value) else float(one.value)
-            out.append(({k: v for k, v in one.labels.items() if k != "__name__"}, value))
+            # A steady GPU's mean and highest are its value; else those of its samples.
+            samples = [one.at(at) for at in self._scrapes(t, window)] if callable(one.value) else [one.at(t)]
+            samples = [value for value in samples if value is not None]
+            if samples:
+                out.append(({k: v for k, v in one.labels.items() if k != "__name__"}, reduce(samples)))
         return out
 
     def instant(self, promql: str, t: float) -> list[tuple[dict, float]]:
@@ -142,7 +165,7 @@ class StandIn:
             return [(labels, v * float(times["factor"])) for labels, v in self.instant(times["inner"], t)]
         if over := _OVER.fullmatch(promql):
             return self._over(over, t)
-        return [(s.labels, s.at(t)) for s in self._select(None, promql)]
+        return [(s.labels, value) for s in self._select(None, promql) if (value := s.at(t)) is not None]
 
     def evaluate(self, path: str, form: dict) -> tuple[int, dict]:
         if refused := timeout_refused(form):

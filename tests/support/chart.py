@@ -1,7 +1,6 @@
-"""Fixtures for the install tests: Helm, built from its Go module and cached like the
-local cluster's binaries (deploy/helm/build-helm.sh)."""
+"""Plain helpers of the install tests: the Helm chart's paths, running helm and kubectl,
+and the chart rendered (the fixtures that build Helm and install it: tests/fixtures/helm.py)."""
 
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -12,17 +11,7 @@ REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "deploy" / "helm" / "gpuplatform"
 PRODUCTION_VALUES = REPO / "deploy" / "helm" / "values-production.example.yaml"
 BUILD_HELM = REPO / "deploy" / "helm" / "build-helm.sh"
-
-
-@pytest.fixture(scope="session")
-def helm() -> str:
-    """Path of the helm binary (a cold build takes minutes; then it is cached)."""
-    if shutil.which("go") is None:
-        pytest.skip("go is not installed: Helm is built from its Go module (helm.sh/helm/v4)")
-    result = subprocess.run([str(BUILD_HELM)], capture_output=True, text=True, timeout=3600)
-    if result.returncode != 0:
-        pytest.fail(f"building helm failed:\n{result.stderr[-3000:]}")
-    return result.stdout.strip().splitlines()[-1]
+KUBECTL = Path.home() / ".cache" / "gpuplatform" / "bin" / "kubectl-v1.36.3"
 
 
 def run_helm(helm: str, *args, check=True, timeout=300) -> subprocess.CompletedProcess:
@@ -35,3 +24,10 @@ def run_helm(helm: str, *args, check=True, timeout=300) -> subprocess.CompletedP
 def template(helm: str, *args, namespace="gpuplatform-system") -> list[dict]:
     out = run_helm(helm, "template", "gp", str(CHART), "--namespace", namespace, *args).stdout
     return [doc for doc in yaml.safe_load_all(out) if doc]
+
+
+def kubectl(kubeconfig, *args, check=True) -> subprocess.CompletedProcess:
+    result = subprocess.run([str(KUBECTL), "--kubeconfig", kubeconfig, *args], capture_output=True, text=True, timeout=120)
+    if check and result.returncode != 0:
+        pytest.fail(f"kubectl {' '.join(args)}: {result.stderr}")
+    return result

@@ -16,7 +16,7 @@ from quotas.models import QuotaRequest
 from workloads.base import EXCEEDS_QUOTA
 
 from ..builders import make_flavor, make_job, make_quota, make_user
-from ..cluster.conftest import kube_cluster, live, on_the_cluster, team_of_its_own, wait_until, watcher  # noqa: F401  (fixtures)
+from ..support.cluster import on_the_cluster, team_of_its_own, wait_until
 
 pytestmark = [pytest.mark.cluster, pytest.mark.django_db(transaction=True)]
 

@@ -1,0 +1,1 @@
+"""Plain helpers the tests share (no fixtures: those are in tests/fixtures/)."""
