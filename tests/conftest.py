@@ -17,11 +17,10 @@ pytest_plugins = [
     "tests.fixtures.helm",
     "tests.fixtures.idp",
     "tests.fixtures.browser",
+    # GPUPLATFORM_TEST_CLOCK_SHIFT_DAYS=365 runs the whole session a year ahead, to prove that
+    # no test depends on today's date.
+    "tests.clock",
 ]
-
-# tests/clock.py: GPUPLATFORM_TEST_CLOCK_SHIFT_DAYS=365 runs the whole session a year ahead,
-# to prove that no test depends on today's date.
-pytest_plugins = ("tests.clock",)
 
 # What builds a server from source on first use (minutes on a cold machine), in the order
 # scripts/test.sh builds them in the background: the local cluster (most of these tests need
