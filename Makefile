@@ -26,8 +26,7 @@ idp-status:
 	@deploy/local-idp/idp.sh status
 
 demo-cluster-down:  ## stop the cluster make demo started (its own, beside the tests' one)
-	@GPUPLATFORM_CLUSTER_DIR=$(HOME)/.cache/gpuplatform/demo-cluster GPUPLATFORM_CLUSTER_PORT_OFFSET=1000 \
-	  deploy/local-cluster/cluster.sh down
+	@GPUPLATFORM_PROFILE=demo deploy/local-cluster/cluster.sh down
 
 clean:  ## stop the test servers and remove local state (keeps build caches)
 	@scripts/services.sh down
@@ -63,9 +62,8 @@ bench-e2e:  ## submit -> admitted -> succeeded through the real processes, again
 	for line in $$env_lines; do export "$$line"; done; \
 	.venv/bin/python bench/e2e.py
 
-e2e-cluster-down:  ## stop the cluster make bench-e2e started (its own, at port offset 3000)
-	@GPUPLATFORM_CLUSTER_DIR=$(HOME)/.cache/gpuplatform/e2e-cluster GPUPLATFORM_CLUSTER_PORT_OFFSET=3000 \
-	  deploy/local-cluster/cluster.sh down
+e2e-cluster-down:  ## stop the cluster make bench-e2e started (its own: the e2e profile, deploy/stack/profiles.py)
+	@GPUPLATFORM_PROFILE=e2e deploy/local-cluster/cluster.sh down
 
 soak:  ## a compressed day of operation on a local cluster of its own (SOAK_MINUTES, default 10)
 	@scripts/venv.sh dev
@@ -74,8 +72,7 @@ soak:  ## a compressed day of operation on a local cluster of its own (SOAK_MINU
 	.venv/bin/python -m bench.soak
 
 soak-cluster-down:  ## stop the cluster make soak started (its own, beside the tests' and the demo's)
-	@GPUPLATFORM_CLUSTER_DIR=$(HOME)/.cache/gpuplatform/soak-cluster GPUPLATFORM_CLUSTER_PORT_OFFSET=2000 \
-	  deploy/local-cluster/cluster.sh down
+	@GPUPLATFORM_PROFILE=soak deploy/local-cluster/cluster.sh down
 
 image:  ## the platform's OCI image (mmdebstrap + buildah, as root): var/image/gpuplatform-<version>.oci.tar
 	@deploy/image/build.sh

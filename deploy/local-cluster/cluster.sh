@@ -30,10 +30,19 @@ VOLCANO_VERSION=v1.15.1
 VOLCANO_APIS_VERSION=v1.14.0 # volcano.sh/apis v1.15.x is not served by the proxy (see README)
 KUBERAY_VERSION=v1.6.0       # github.com/ray-project/kuberay/ray-operator, the one Kueue v0.17.0 is built against
 
+# ---- profile: which cluster (deploy/stack/profiles.py) ------------------------------------------
+# GPUPLATFORM_PROFILE (default: the tests' cluster) names the cluster's state directory and
+# port offset; GPUPLATFORM_CLUSTER_DIR and GPUPLATFORM_CLUSTER_PORT_OFFSET, when set, override
+# them (a cluster of one's own beside the others).
+profile_env=$(cd "$HERE/../.." && python3 -E -m deploy.stack.profiles env "${GPUPLATFORM_PROFILE:-test}") || exit 2
+while IFS='=' read -r name value; do
+  [[ -n ${!name:-} ]] || export "$name=$value"
+done <<<"$profile_env"
+
 # ---- ports (all on 127.0.0.1) ------------------------------------------------------------------
-# GPUPLATFORM_CLUSTER_PORT_OFFSET shifts them all, to run a second cluster (with its own
-# GPUPLATFORM_CLUSTER_DIR) beside the first.
-OFFSET="${GPUPLATFORM_CLUSTER_PORT_OFFSET:-0}"
+# The profile's offset shifts them all, so that clusters with their own state directories run
+# side by side.
+OFFSET="$GPUPLATFORM_CLUSTER_PORT_OFFSET"
 ETCD_PORT=$((12379 + OFFSET))
 ETCD_PEER_PORT=$((12380 + OFFSET))
 APISERVER_PORT=$((16443 + OFFSET))
@@ -64,7 +73,7 @@ BIN_DIR="$CACHE_DIR/bin"
 # need it. GPUPLATFORM_KEDA=later (make test sets it): `build` leaves it out and `up` starts it
 # only once it is built; `keda.sh up` builds and starts it. Default: built and started with the rest.
 KEDA_WHEN="${GPUPLATFORM_KEDA:-now}"
-CLUSTER_DIR="${GPUPLATFORM_CLUSTER_DIR:-$CACHE_DIR/cluster}"
+CLUSTER_DIR="$GPUPLATFORM_CLUSTER_DIR"
 PKI="$CLUSTER_DIR/pki"
 LOGS="$CLUSTER_DIR/logs"
 PIDS="$CLUSTER_DIR/pids"

@@ -5,7 +5,8 @@
 # same module. The metrics server serves external.metrics.k8s.io through the API server's
 # aggregation layer (an APIService, as cluster.sh does for Kueue's visibility API); operator
 # and metrics server talk gRPC with mutual TLS on 127.0.0.1. cluster.sh build/up/down/status/built
-# call this script; it may also be run alone, with the same environment (GPUPLATFORM_CLUSTER_DIR,
+# call this script; it may also be run alone, with the same environment (GPUPLATFORM_PROFILE or
+# GPUPLATFORM_CLUSTER_DIR,
 # GPUPLATFORM_CLUSTER_PORT_OFFSET, GPUPLATFORM_CACHE_DIR).
 #
 #   keda.sh build    build the two binaries into ~/.cache/gpuplatform/bin (cached by version)
