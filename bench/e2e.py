@@ -370,8 +370,9 @@ def main() -> int:
     prof = profile()
     progress(f"{JOBS} jobs, {CLIENTS} clients, pods run {JOB_SECONDS}; database {prof.database_name}, "
              f"Redis {prof.redis_url}, cluster {prof.cluster_dir}")
-    kubeconfig = cluster_up(prof)
-    env = {**platform_env(prof, kubeconfig), "API_THROTTLE_RATE": "1000000/minute"}
+    cluster = cluster_up(prof)
+    kubeconfig = cluster["kubeconfig"]
+    env = {**platform_env(prof, cluster), "API_THROTTLE_RATE": "1000000/minute"}
     fresh_database(prof.database_url)
     world.migrate(env)
     os.environ.update(env)

@@ -36,7 +36,8 @@ cluster=deploy/local-cluster/cluster.sh
 export GPUPLATFORM_PROFILE="${GPUPLATFORM_PROFILE:-demo}"  # deploy/stack/profiles.py
 if [ -z "${KUBECONFIG:-}" ] && "$cluster" built >/dev/null 2>&1; then
   echo "==> starting the demo's local GPU cluster (make demo-cluster-down stops it)"
-  export KUBECONFIG=$("$cluster" up | sed -n 's/^export KUBECONFIG=//p' | tail -n 1)
+  KUBECONFIG=$("$cluster" up --json | python3 -E -c 'import json, sys; print(json.load(sys.stdin)["kubeconfig"])')
+  export KUBECONFIG
 elif [ -z "${KUBECONFIG:-}" ]; then
   echo "==> no cluster: run 'make cluster-up' once to build the local GPU cluster; until then"
   echo "    jobs and teams stay pending and the UI says so."

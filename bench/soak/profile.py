@@ -121,8 +121,9 @@ IDLE_POLICY = {"THRESHOLD_PERCENT": 5, "AFTER_SECONDS": 20, "GRACE_SECONDS": 20,
                "SWEEP_SECONDS": 5}
 
 
-def platform_env(profile: Profile, kubeconfig: str) -> dict:
-    """Environment of every platform process the soak starts (and of the driver itself)."""
+def platform_env(profile: Profile, cluster: dict) -> dict:
+    """Environment of every platform process the soak starts (and of the driver itself);
+    `cluster` is what `cluster.sh up --json` said (processes.cluster_up)."""
     return {
         "DJANGO_SETTINGS_MODULE": "gpuplatform.settings",
         # This checkout's code, whatever the virtualenv's editable install points at.
@@ -131,11 +132,11 @@ def platform_env(profile: Profile, kubeconfig: str) -> dict:
         "REDIS_URL": profile.redis_url,
         "CELERY_BROKER_URL": profile.redis_url,
         "CELERY_RESULT_BACKEND": profile.redis_url,
-        "KUBECONFIG": kubeconfig,
+        "KUBECONFIG": cluster["kubeconfig"],
         "SWEEP_INTERVAL_SECONDS": str(profile.sweep_seconds),
         # GPU telemetry from the soak cluster's Prometheus, and idle-GPU reclaim in seconds
         # (plan.py's idle scenes; checks.idle_rows).
-        "PROMETHEUS_URL": f"http://127.0.0.1:{19090 + profile.cluster_port_offset}",
+        "PROMETHEUS_URL": cluster["prometheus_url"],
         **{f"IDLE_GPU_{name}": str(value) for name, value in IDLE_POLICY.items()},
         # Production-like: DEBUG off (so a secret key is needed), several writers.
         "DEBUG": "false",

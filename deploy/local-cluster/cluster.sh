@@ -8,6 +8,7 @@
 #   cluster.sh up       probe + build if needed, start everything, wait until ready (idempotent)
 #   cluster.sh down     stop every process this script started
 #   cluster.sh status   show processes, ports and nodes
+#   cluster.sh up --json / status --json   the same facts as one JSON object (for programs)
 #   cluster.sh built    exit 0 when every binary is already built (nothing else)
 #   cluster.sh reset    down, then delete the cluster state (etcd data, certs); binaries stay
 #   cluster.sh restart-apiserver   stop kube-apiserver and start it again (a fault the soak injects)
@@ -909,8 +910,32 @@ cmd_up() {
     "$HERE/keda.sh" up
   fi
   log "ready in $((SECONDS - t0))s: $(kubectl_ version -o json | python3 -c 'import json,sys; print(json.load(sys.stdin)["serverVersion"]["gitVersion"])'), $(kubectl_ get nodes --no-headers | wc -l) nodes"
+  if ((JSON)); then json_of "${CLUSTER_FACTS[@]}"; return; fi
   echo "export KUBECONFIG=$KUBECONFIG_PATH"
   echo "export PROMETHEUS_URL=$PROMETHEUS_URL_"
+}
+
+# ---- --json: what the fixtures, the soak and the demo read (the default output is for people) ----
+# The cluster's facts, as `key=value` for json_of (a dotted key nests).
+CLUSTER_FACTS=(
+  "kubeconfig=$KUBECONFIG_PATH" "prometheus_url=$PROMETHEUS_URL_" "cluster_dir=$CLUSTER_DIR" "port_offset=$OFFSET"
+  "ports.etcd=$ETCD_PORT" "ports.apiserver=$APISERVER_PORT" "ports.kueue_webhook=$KUEUE_WEBHOOK_PORT"
+  "ports.gpu_exporter=$GPU_EXPORTER_PORT" "ports.prometheus=$PROMETHEUS_PORT"
+)
+JSON=0
+
+json_of() { # json_of key=value...: one JSON object; a dotted key nests, digits and true/false are typed
+  python3 -E -c '
+import json, sys
+out = {}
+for arg in sys.argv[1:]:
+    key, value = arg.split("=", 1)
+    *path, last = key.split(".")
+    node = out
+    for part in path:
+        node = node.setdefault(part, {})
+    node[last] = int(value) if value.isdigit() else {"true": True, "false": False, "null": None}.get(value, value)
+print(json.dumps(out, indent=2))' "$@"
 }
 
 
@@ -954,9 +979,9 @@ cmd_restart_apiserver() {
 }
 
 cmd_status() {
+  if ((JSON)); then status_json; return; fi
   local name state rc=0
-  for name in etcd kube-apiserver kube-controller-manager kube-scheduler kwok kueue vc-controller-manager vc-scheduler \
-      kuberay-operator gpu-exporter prometheus; do
+  for name in $STATUS_COMPONENTS; do
     if is_running "$name"; then state="running (pid $(cat "$PIDS/$name.pid"))"; else state="stopped"; rc=1; fi
     printf '%-24s %s\n' "$name" "$state"
   done
@@ -965,6 +990,28 @@ cmd_status() {
   echo "ports: etcd $ETCD_PORT, apiserver $APISERVER_PORT, kueue webhook $KUEUE_WEBHOOK_PORT (127.0.0.1)"
   echo "GPU metrics: http://127.0.0.1:$GPU_EXPORTER_PORT/metrics, Prometheus $PROMETHEUS_URL_ (scrape every ${PROMETHEUS_SCRAPE_SECONDS}s)"
   if [[ $rc == 0 ]]; then kubectl_ get nodes -L gpuplatform.io/pool,nvidia.com/gpu.product || rc=1; fi
+  return $rc
+}
+
+STATUS_COMPONENTS="etcd kube-apiserver kube-controller-manager kube-scheduler kwok kueue vc-controller-manager \
+vc-scheduler kuberay-operator gpu-exporter prometheus"
+
+# status --json: the facts, each process's pid (null: stopped), KEDA's state and whether
+# everything runs ("running"; the exit status says the same).
+status_json() {
+  local name keda rc=0
+  local -a facts=("${CLUSTER_FACTS[@]}")
+  for name in $STATUS_COMPONENTS; do
+    if is_running "$name"; then facts+=("pids.$name=$(cat "$PIDS/$name.pid")"); else facts+=("pids.$name=null"); rc=1; fi
+  done
+  if keda_left_out; then keda=later
+  elif "$HERE/keda.sh" status >/dev/null; then keda=running
+  else keda=stopped; rc=1
+  fi
+  facts+=("keda=$keda")
+  if [[ $rc == 0 ]]; then facts+=("nodes=$(kubectl_ get nodes --no-headers | wc -l)") || rc=1; fi
+  if [[ $rc == 0 ]]; then facts+=(running=true); else facts+=(running=false); fi
+  json_of "${facts[@]}"
   return $rc
 }
 
@@ -990,6 +1037,7 @@ lock() {
 case "${1:-}" in
   probe|build|up|down|reset|restart-apiserver|stop-prometheus|start-prometheus) lock ;;
 esac
+[[ "${2:-}" == --json ]] && JSON=1  # up and status: one JSON object on stdout instead
 case "${1:-}" in
   probe) cmd_probe ;;
   build) cmd_build ;;
@@ -1001,5 +1049,5 @@ case "${1:-}" in
   restart-apiserver) cmd_restart_apiserver ;;
   stop-prometheus) cmd_stop_prometheus ;;
   start-prometheus) cmd_start_prometheus ;;
-  *) echo "usage: $0 {probe|build|up|down|status|built|reset|restart-apiserver|stop-prometheus|start-prometheus}" >&2; exit 2 ;;
+  *) echo "usage: $0 {probe|build|up|down|status|built|reset|restart-apiserver|stop-prometheus|start-prometheus} [--json: up, status]" >&2; exit 2 ;;
 esac

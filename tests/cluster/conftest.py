@@ -13,6 +13,7 @@ kubernetes.config.load_kube_config into the default configuration) is touched.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import subprocess
 import sys
@@ -37,8 +38,8 @@ CLUSTER_SH = REPO / "deploy" / "local-cluster" / "cluster.sh"
 KEDA_SH = CLUSTER_SH.parent / "keda.sh"
 # A cold build of every component takes minutes; a warm start takes seconds.
 UP_TIMEOUT_SECONDS = int(os.environ.get("GPUPLATFORM_CLUSTER_UP_TIMEOUT", "3600"))
-# What `cluster.sh up` printed as `export NAME=value` (KUBECONFIG, PROMETHEUS_URL), once up.
-CLUSTER_EXPORTS: dict[str, str] = {}
+# What `cluster.sh up --json` said about the cluster (kubeconfig, prometheus_url, ports), once up.
+CLUSTER: dict = {}
 
 
 def wait_until(predicate, timeout=60.0, interval=0.25, message="condition"):
@@ -71,13 +72,13 @@ def _cluster_running() -> bool:
     return result.returncode == 0
 
 
-def _run_up(request, script=CLUSTER_SH):
-    """Run `<script> up`, showing its progress lines live (a cold build takes minutes)."""
+def _run_up(request, script=CLUSTER_SH, *args):
+    """Run `<script> up [args]`, showing its progress lines live (a cold build takes minutes)."""
     capture = request.config.pluginmanager.getplugin("capturemanager")
     live = capture.global_and_fixture_disabled() if capture else contextlib.nullcontext()
     progress = []
     with live, subprocess.Popen(
-        [str(script), "up"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        [str(script), "up", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     ) as proc:
         timer = threading.Timer(UP_TIMEOUT_SECONDS, proc.kill)
         timer.start()
@@ -97,15 +98,11 @@ def _run_up(request, script=CLUSTER_SH):
 def kube_cluster(request):
     """Path of the kubeconfig of the running local cluster."""
     was_running = _cluster_running()
-    returncode, stdout, progress = _run_up(request)
+    returncode, stdout, progress = _run_up(request, CLUSTER_SH, "--json")
     if returncode != 0:
         pytest.fail(f"cluster.sh up failed ({returncode}):\n{progress[-4000:]}")
-    for line in stdout.splitlines():
-        if line.startswith("export ") and "=" in line:
-            name, value = line.removeprefix("export ").split("=", 1)
-            CLUSTER_EXPORTS[name] = value
-    assert "KUBECONFIG" in CLUSTER_EXPORTS, f"cluster.sh up printed no kubeconfig:\n{stdout}"
-    kubeconfig = CLUSTER_EXPORTS["KUBECONFIG"]
+    CLUSTER.update(json.loads(stdout))
+    kubeconfig = CLUSTER["kubeconfig"]
     assert Path(kubeconfig).is_file()
     yield kubeconfig
     # under pytest-xdist several workers share the cluster: leave it running for the others
@@ -128,8 +125,7 @@ def keda_on_the_cluster(kube_cluster, request):
 @pytest.fixture(scope="session")
 def prometheus_url(kube_cluster):
     """The local cluster's Prometheus, which scrapes its dcgm-format GPU exporter."""
-    assert "PROMETHEUS_URL" in CLUSTER_EXPORTS, "cluster.sh up printed no PROMETHEUS_URL"
-    return CLUSTER_EXPORTS["PROMETHEUS_URL"]
+    return CLUSTER["prometheus_url"]
 
 
 @pytest.fixture
