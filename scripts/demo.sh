@@ -17,7 +17,7 @@ trap cleanup EXIT INT TERM
 # 1. Broker: a private Redis when the server is installed, else a spool folder under var/.
 if [ -z "${CELERY_BROKER_URL:-}" ]; then
   if command -v redis-server >/dev/null; then
-    while IFS= read -r line; do [ -n "$line" ] && export "$line"; done < <(scripts/services.sh redis)
+    while IFS= read -r line; do [ -n "$line" ] && export "${line?}"; done < <(scripts/services.sh redis)
     # The demo's database of the private Redis (deploy/stack/profiles.py): the test suite
     # uses others, and the two must never share a queue.
     REDIS_URL=$(python3 -E -m deploy.stack.profiles redis-url demo "$REDIS_URL")

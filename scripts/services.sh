@@ -14,6 +14,8 @@ redis_url() { (cd "$(dirname "$0")/.." && python3 -E -m deploy.stack.profiles re
 
 pg_bin() {
   local bin
+  # The newest installed version: sort -V reads the version in the path (no odd names here).
+  # shellcheck disable=SC2012
   bin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
   [ -n "$bin" ] && [ -x "$bin/initdb" ] || return 1
   echo "$bin"

@@ -4,8 +4,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/venv.sh dev
-env_lines=$(scripts/services.sh up)
-while IFS= read -r line; do [ -n "$line" ] && export "$line"; done <<<"$env_lines"
+# PostgreSQL and Redis (started here unless DATABASE_URL and REDIS_URL name them): run again inside
+# scripts/with-services.sh, which sets both.
+if [ -z "${DATABASE_URL:-}" ] || [ -z "${REDIS_URL:-}" ]; then
+  exec scripts/with-services.sh "$PWD/scripts/test.sh" "$@"
+fi
 # The servers some tests build from source on first use (the local cluster, KEDA, Helm, the
 # IdP) build meanwhile in the background when not cached yet: the cluster first (every test
 # that needs a build waits for it), then KEDA, Helm and the IdP at low priority while the
@@ -83,8 +86,11 @@ for i in "${!shard_pids[@]}"; do
   wait "${shard_pids[$i]}" || shard_rc=$?
   echo "==> ${shard_logs[$i]}"
   # Its failures and summary (or the last lines, if it ended before pytest could say).
-  grep -q '^=* \(FAILURES\|ERRORS\) =*$' "${shard_logs[$i]}" \
-    && sed -n '/^=* \(FAILURES\|ERRORS\) =*$/,$p' "${shard_logs[$i]}" || tail -n 3 "${shard_logs[$i]}"
+  if grep -q '^=* \(FAILURES\|ERRORS\) =*$' "${shard_logs[$i]}"; then
+    sed -n '/^=* \(FAILURES\|ERRORS\) =*$/,$p' "${shard_logs[$i]}"
+  else
+    tail -n 3 "${shard_logs[$i]}"
+  fi
   [ "$rc" -ne 0 ] || rc=$shard_rc
 done
 trap - EXIT

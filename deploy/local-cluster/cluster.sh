@@ -708,7 +708,7 @@ nodes_ready() {
 KUEUE_METRICS_CERTS=/etc/kueue/metrics/certs
 ensure_kueue_metrics_cert() {
   [[ -s "$KUEUE_METRICS_CERTS/tls.crt" && -s "$KUEUE_METRICS_CERTS/tls.key" ]] && return 0
-  mkdir -p "$KUEUE_METRICS_CERTS" 2>/dev/null && [[ -w "$KUEUE_METRICS_CERTS" ]] \
+  { mkdir -p "$KUEUE_METRICS_CERTS" 2>/dev/null && [[ -w "$KUEUE_METRICS_CERTS" ]]; } \
     || die "Kueue needs a certificate in $KUEUE_METRICS_CERTS (hard-coded in cmd/kueue); run once as root: mkdir -p $KUEUE_METRICS_CERTS && cp $PKI/kueue-metrics/tls.* $KUEUE_METRICS_CERTS/"
   cp "$PKI/kueue-metrics/tls.crt" "$PKI/kueue-metrics/tls.key" "$KUEUE_METRICS_CERTS/"
 }
@@ -720,7 +720,7 @@ ensure_kueue_visibility_cert() {
   local f
   for f in tls.crt tls.key; do
     cmp -s "$VISIBILITY_PKI/$f" "$KUEUE_VISIBILITY_CERTS/$f" && continue
-    mkdir -p "$KUEUE_VISIBILITY_CERTS" 2>/dev/null && [[ -w "$KUEUE_VISIBILITY_CERTS" ]] \
+    { mkdir -p "$KUEUE_VISIBILITY_CERTS" 2>/dev/null && [[ -w "$KUEUE_VISIBILITY_CERTS" ]]; } \
       || die "Kueue needs its visibility certificate in $KUEUE_VISIBILITY_CERTS (hard-coded in Kueue); run once as root: mkdir -p $KUEUE_VISIBILITY_CERTS && cp $VISIBILITY_PKI/tls.* $KUEUE_VISIBILITY_CERTS/"
     cp "$VISIBILITY_PKI/$f" "$KUEUE_VISIBILITY_CERTS/$f"
   done

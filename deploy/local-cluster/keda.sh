@@ -22,7 +22,7 @@ set -euo pipefail
 
 # The cluster's helpers and settings: ports and directories by the same OFFSET scheme, bin,
 # start, stop_group, sign, kubectl_, lock ... (cluster.sh runs nothing when sourced).
-# shellcheck source=cluster.sh
+# shellcheck source-path=SCRIPTDIR source=cluster.sh
 source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/cluster.sh"
 
 KEDA_VERSION=v2.21.0  # modules/keda/go.mod pins the same
