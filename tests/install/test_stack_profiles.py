@@ -84,6 +84,6 @@ def test_an_explicit_directory_and_offset_override_the_profile(tmp_path):
 
 def test_the_table_is_standard_library_only():
     # bash runs it with the system python3, before any virtualenv exists
-    done = subprocess.run([sys.executable, "-S", "-E", "-c", "import deploy.stack.profiles"], cwd=REPO,
+    done = subprocess.run([sys.executable, "-S", "-E", "-c", "import deploy.stack.profiles, deploy.stack.components"], cwd=REPO,
                           capture_output=True, text=True, check=False, timeout=60)
     assert done.returncode == 0, done.stderr

@@ -1,4 +1,4 @@
-"""Fixtures for single sign-on against a real OpenID Connect provider: Ory Hydra v2.3.0 from
+"""Fixtures for single sign-on against a real OpenID Connect provider: Ory Hydra from
 deploy/local-idp/idp.sh (built on first use, like the local cluster; then cached), on
 loopback, with an https issuer and its own CA.
 

@@ -1,0 +1,101 @@
+"""The local stack's components (deploy/stack/components/): one module each, one complete
+declaration (module, version, build, ports, readiness), read by the scripts. Conformance over
+every registered component, then the scripts against a cache directory with no real binaries."""
+
+import os
+import pkgutil
+import subprocess
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from deploy.stack import components
+from deploy.stack.component import Build, Component
+
+REPO = Path(__file__).resolve().parents[2]
+EVERY = list(components.COMPONENTS.values())
+
+
+def test_every_component_module_is_registered():
+    modules = {m.name for m in pkgutil.iter_modules(components.__path__) if not m.name.startswith("_")}
+    assert modules == set(components.COMPONENTS)
+
+
+@pytest.mark.parametrize("component", EVERY, ids=lambda c: c.name)
+def test_a_component_is_built_from_a_package_of_its_module_at_a_pinned_version(component):
+    assert component.build.package == component.module or component.build.package.startswith(component.module + "/")
+    assert component.version.startswith("v") and component.version.count(".") == 2
+    if component.build.wrapper:
+        assert (REPO / component.build.wrapper / "go.mod").is_file()
+
+
+@pytest.mark.parametrize("component", EVERY, ids=lambda c: c.name)
+def test_a_component_is_cached_by_version(component, monkeypatch, tmp_path):
+    monkeypatch.setenv("GPUPLATFORM_CACHE_DIR", str(tmp_path))
+    assert component.binary() == str(tmp_path / "bin" / f"{component.name}-{component.version}")
+
+
+@pytest.mark.parametrize("component", EVERY, ids=lambda c: c.name)
+def test_readiness_names_only_declared_ports(component):
+    assert len(component.ready_urls(offset=7)) == len(component.readiness)
+
+
+def test_no_two_components_listen_on_the_same_port():
+    ports = [port for c in EVERY for port in c.ports.values()]
+    assert len(ports) == len(set(ports)), ports
+
+
+def test_the_env_a_script_reads_shifts_the_ports_and_stamps_the_version():
+    web = Component("web-ui", "example.com/web", "v1.2.3", Build("example.com/web/cmd/web", ldflags="-X v={version}"),
+                    ports={"http": 100})
+    env = web.env(offset=1000)
+    assert env["WEB_UI_HTTP_PORT"] == "1100" and env["WEB_UI_LDFLAGS"] == "-X v=v1.2.3"
+    assert env["WEB_UI_VERSION"] == "v1.2.3" and env["WEB_UI_PACKAGE"] == "example.com/web/cmd/web"
+
+
+@pytest.fixture
+def listening():
+    class Ok(BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - the http.server name
+            self.send_response(200 if self.path == "/ready" else 404)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Ok)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield server.server_address[1]
+    server.shutdown()
+
+
+def test_a_component_is_ready_when_every_readiness_url_answers(listening):
+    served = Component("x", "m", "v1.0.0", Build("m"), ports={"http": listening - 5}, readiness=("http://127.0.0.1:{http}/ready",))
+    missing = Component("x", "m", "v1.0.0", Build("m"), ports={"http": listening}, readiness=("http://127.0.0.1:{http}/nope",))
+    assert served.is_ready(offset=5)
+    assert not missing.is_ready()
+
+
+def run(script: str, *args: str, cache: Path, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run([str(REPO / script), *args], capture_output=True, text=True, check=False, timeout=60,
+                          env={**os.environ, "GPUPLATFORM_CACHE_DIR": str(cache), **env})
+
+
+def test_build_helm_reuses_the_binary_of_the_declared_version(tmp_path):
+    cached = Path(tmp_path / "bin" / f"helm-{components.get('helm').version}")
+    cached.parent.mkdir()
+    cached.write_text("#!/bin/sh\n")
+    cached.chmod(0o755)
+    done = run("deploy/helm/build-helm.sh", cache=tmp_path, PATH="/usr/bin:/bin")  # no go: it must not build
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == str(cached)
+
+
+def test_idp_sh_serves_on_the_declared_ports_shifted_by_its_offset(tmp_path):
+    hydra = components.get("hydra")
+    done = run("deploy/local-idp/idp.sh", "status", cache=tmp_path, GPUPLATFORM_IDP_PORT_OFFSET="9")
+    assert f"hydra {hydra.version}    stopped" in done.stdout
+    assert f"issuer: https://127.0.0.1:{hydra.port('public', 9)} " in done.stdout
+    assert f"admin: http://127.0.0.1:{hydra.port('admin', 9)}," in done.stdout
