@@ -4,6 +4,7 @@ every registered component, then the scripts against a cache directory with no r
 
 import os
 import pkgutil
+import re
 import subprocess
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -27,8 +28,15 @@ def test_every_component_module_is_registered():
 def test_a_component_is_built_from_a_package_of_its_module_at_a_pinned_version(component):
     assert component.build.package == component.module or component.build.package.startswith(component.module + "/")
     assert component.version.startswith("v") and component.version.count(".") == 2
-    if component.build.wrapper:
-        assert (REPO / component.build.wrapper / "go.mod").is_file()
+
+
+@pytest.mark.parametrize("component", [c for c in EVERY if c.build.wrapper], ids=lambda c: c.name)
+def test_a_wrapper_module_pins_the_declared_version(component):
+    # the build runs `go get -tool module@version` there; a wrapper pinning another version
+    # would change its committed go.mod on the next build
+    go_mod = (REPO / component.build.wrapper / "go.mod").read_text()
+    pinned = re.findall(rf"^\s*(?:require\s+)?{re.escape(component.module)}\s+(v\S+)", go_mod, re.M)
+    assert pinned == [component.version]
 
 
 @pytest.mark.parametrize("component", EVERY, ids=lambda c: c.name)
