@@ -94,7 +94,10 @@ bin() { # bin <component>
     prometheus) echo "$BIN_DIR/prometheus-$PROMETHEUS_VERSION" ;;
     kuberay-operator) echo "$BIN_DIR/kuberay-operator-$KUBERAY_VERSION" ;;
     gpu-exporter) echo "$BIN_DIR/gpu-exporter-$(gpu_exporter_hash)" ;;
-    *) die "unknown component $1" ;;
+    *) # a declared component's (deploy/stack/components/): <NAME>_BIN, read by the script that runs it
+      local declared="${1^^}_BIN"; declared="${declared//-/_}"
+      [[ -n "${!declared:-}" ]] || die "unknown component $1"
+      echo "${!declared}" ;;
   esac
 }
 ALL_BINARIES="etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok kueue vc-scheduler vc-controller-manager kuberay-operator prometheus gpu-exporter"

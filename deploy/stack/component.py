@@ -20,11 +20,11 @@ from .profiles import cache_dir
 
 @dataclass(frozen=True)
 class Build:
-    """How `go` builds the binary: `package` at the component's version, either directly
-    (`go install package@version`) or inside `wrapper`, a module of this repository that pins
-    the dependencies (deploy/local-idp/module)."""
+    """How `go` builds the binaries: `packages` (binary name -> Go package) at the component's
+    version, either directly (`go install package@version`) or inside `wrapper`, a module of
+    this repository that pins the dependencies (deploy/local-idp/module)."""
 
-    package: str
+    packages: dict[str, str]
     wrapper: str = ""  # relative to the repository's root
     tags: str = ""  # go build -tags
     ldflags: str = ""  # {version} is the component's version
@@ -43,8 +43,12 @@ class Component:
     def prefix(self) -> str:
         return self.name.upper().replace("-", "_")
 
-    def binary(self) -> str:
-        return str(cache_dir() / "bin" / f"{self.name}-{self.version}")
+    def binary(self, which: str | None = None) -> str:
+        """The cached binary (`which`: one of the build's, by default the one named as the component)."""
+        which = which or self.name
+        if which not in self.build.packages:
+            raise KeyError(f"{self.name} builds no binary {which!r}")
+        return str(cache_dir() / "bin" / f"{which}-{self.version}")
 
     def port(self, role: str, offset: int = 0) -> int:
         return self.ports[role] + offset
@@ -54,13 +58,16 @@ class Component:
         return [url.format(**ports) for url in self.readiness]
 
     def env(self, offset: int = 0) -> dict[str, str]:
-        """What a script reads: <PREFIX>_MODULE, _VERSION, _BIN, the build's fields and a
-        <PREFIX>_<ROLE>_PORT per port."""
-        values = {"MODULE": self.module, "VERSION": self.version, "BIN": self.binary(),
-                  "PACKAGE": self.build.package, "WRAPPER": self.build.wrapper, "TAGS": self.build.tags,
-                  "LDFLAGS": self.build.ldflags.format(version=self.version)}
+        """What a script reads: <PREFIX>_MODULE, _VERSION, the build's fields, a
+        <PREFIX>_<ROLE>_PORT per port, and <BINARY>_BIN and <BINARY>_PACKAGE per binary."""
+        values = {"MODULE": self.module, "VERSION": self.version, "WRAPPER": self.build.wrapper,
+                  "TAGS": self.build.tags, "LDFLAGS": self.build.ldflags.format(version=self.version)}
         values |= {f"{role.upper()}_PORT": str(self.port(role, offset)) for role in self.ports}
-        return {f"{self.prefix}_{key}": value for key, value in values.items()}
+        env = {f"{self.prefix}_{key}": value for key, value in values.items()}
+        for binary, package in self.build.packages.items():
+            prefix = binary.upper().replace("-", "_")
+            env |= {f"{prefix}_BIN": self.binary(binary), f"{prefix}_PACKAGE": package}
+        return env
 
     def is_ready(self, offset: int = 0, ca_bundle: str | None = None, timeout: float = 2) -> bool:
         """Every readiness URL answers (https ones verified against `ca_bundle`)."""

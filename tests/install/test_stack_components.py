@@ -26,7 +26,8 @@ def test_every_component_module_is_registered():
 
 @pytest.mark.parametrize("component", EVERY, ids=lambda c: c.name)
 def test_a_component_is_built_from_a_package_of_its_module_at_a_pinned_version(component):
-    assert component.build.package == component.module or component.build.package.startswith(component.module + "/")
+    for package in component.build.packages.values():
+        assert package == component.module or package.startswith(component.module + "/")
     assert component.version.startswith("v") and component.version.count(".") == 2
 
 
@@ -42,12 +43,19 @@ def test_a_wrapper_module_pins_the_declared_version(component):
 @pytest.mark.parametrize("component", EVERY, ids=lambda c: c.name)
 def test_a_component_is_cached_by_version(component, monkeypatch, tmp_path):
     monkeypatch.setenv("GPUPLATFORM_CACHE_DIR", str(tmp_path))
-    assert component.binary() == str(tmp_path / "bin" / f"{component.name}-{component.version}")
+    for binary in component.build.packages:
+        assert component.binary(binary) == str(tmp_path / "bin" / f"{binary}-{component.version}")
 
 
 @pytest.mark.parametrize("component", EVERY, ids=lambda c: c.name)
 def test_readiness_names_only_declared_ports(component):
     assert len(component.ready_urls(offset=7)) == len(component.readiness)
+
+
+@pytest.mark.parametrize("component", EVERY, ids=lambda c: c.name)
+def test_every_fact_a_script_reads_has_a_name_of_its_own(component):
+    fields, ports, binaries = 5, len(component.ports), len(component.build.packages)
+    assert len(component.env()) == fields + ports + 2 * binaries
 
 
 def test_no_two_components_listen_on_the_same_port():
@@ -56,11 +64,14 @@ def test_no_two_components_listen_on_the_same_port():
 
 
 def test_the_env_a_script_reads_shifts_the_ports_and_stamps_the_version():
-    web = Component("web-ui", "example.com/web", "v1.2.3", Build("example.com/web/cmd/web", ldflags="-X v={version}"),
+    web = Component("web-ui", "example.com/web", "v1.2.3",
+                    Build({"web-ui": "example.com/web/cmd/web", "web-cli": "example.com/web/cmd/cli"},
+                          ldflags="-X v={version}"),
                     ports={"http": 100})
     env = web.env(offset=1000)
     assert env["WEB_UI_HTTP_PORT"] == "1100" and env["WEB_UI_LDFLAGS"] == "-X v=v1.2.3"
     assert env["WEB_UI_VERSION"] == "v1.2.3" and env["WEB_UI_PACKAGE"] == "example.com/web/cmd/web"
+    assert env["WEB_CLI_PACKAGE"] == "example.com/web/cmd/cli" and env["WEB_CLI_BIN"].endswith("/bin/web-cli-v1.2.3")
 
 
 @pytest.fixture
@@ -80,8 +91,8 @@ def listening():
 
 
 def test_a_component_is_ready_when_every_readiness_url_answers(listening):
-    served = Component("x", "m", "v1.0.0", Build("m"), ports={"http": listening - 5}, readiness=("http://127.0.0.1:{http}/ready",))
-    missing = Component("x", "m", "v1.0.0", Build("m"), ports={"http": listening}, readiness=("http://127.0.0.1:{http}/nope",))
+    served = Component("x", "m", "v1.0.0", Build({"x": "m"}), ports={"http": listening - 5}, readiness=("http://127.0.0.1:{http}/ready",))
+    missing = Component("x", "m", "v1.0.0", Build({"x": "m"}), ports={"http": listening}, readiness=("http://127.0.0.1:{http}/nope",))
     assert served.is_ready(offset=5)
     assert not missing.is_ready()
 

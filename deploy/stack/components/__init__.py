@@ -3,9 +3,9 @@ here. The local cluster's components (deploy/local-cluster/cluster.sh) are still
 that script."""
 
 from ..component import Component
-from . import helm, hydra
+from . import helm, hydra, keda
 
-COMPONENTS: dict[str, Component] = {c.name: c for c in (helm.COMPONENT, hydra.COMPONENT)}
+COMPONENTS: dict[str, Component] = {c.name: c for c in (helm.COMPONENT, hydra.COMPONENT, keda.COMPONENT)}
 
 
 def get(name: str) -> Component:

@@ -6,6 +6,6 @@ COMPONENT = Component(
     name="helm",
     module="helm.sh/helm/v4",
     version="v4.3.2",
-    build=Build(package="helm.sh/helm/v4/cmd/helm",
+    build=Build(packages={"helm": "helm.sh/helm/v4/cmd/helm"},
                 ldflags="-s -w -X helm.sh/helm/v4/internal/version.version={version}"),
 )

@@ -11,7 +11,7 @@ COMPONENT = Component(
     name="hydra",
     module="github.com/ory/hydra/v2",
     version="v2.3.0",
-    build=Build(package="github.com/ory/hydra/v2", wrapper="deploy/local-idp/module", tags="sqlite"),
+    build=Build(packages={"hydra": "github.com/ory/hydra/v2"}, wrapper="deploy/local-idp/module", tags="sqlite"),
     ports={"public": 14444, "admin": 14445, "app": 14446},
     readiness=("http://127.0.0.1:{admin}/health/ready", "https://127.0.0.1:{public}/.well-known/openid-configuration"),
 )
