@@ -26,8 +26,7 @@ idp-status:
 	@deploy/local-idp/idp.sh status
 
 demo-cluster-down:  ## stop the cluster make demo started (its own, beside the tests' one)
-	@GPUPLATFORM_CLUSTER_DIR=$(HOME)/.cache/gpuplatform/demo-cluster GPUPLATFORM_CLUSTER_PORT_OFFSET=1000 \
-	  deploy/local-cluster/cluster.sh down
+	@GPUPLATFORM_PROFILE=demo deploy/local-cluster/cluster.sh down
 
 clean:  ## stop the test servers and remove local state (keeps build caches)
 	@scripts/services.sh down
@@ -40,42 +39,30 @@ bench-reconcile:  ## our reconciler vs kubectl apply --server-side (needs make c
 
 bench-api:  ## REST API latency under 20 concurrent clients (gunicorn + PostgreSQL, 100k jobs)
 	@scripts/venv.sh dev
-	@env_lines=$$(scripts/services.sh up); \
-	for line in $$env_lines; do export "$$line"; done; \
-	.venv/bin/python bench/api_bench.py
+	@scripts/with-services.sh .venv/bin/python bench/api_bench.py
 
 bench-watcher:  ## the status watcher's memory at 10k live jobs on the local cluster (BENCH_WATCHER_JOBS; BENCH_WATCHER_KEEP=1 keeps them)
 	@scripts/venv.sh dev
 	@deploy/local-cluster/cluster.sh up >/dev/null
-	@env_lines=$$(scripts/services.sh up); \
-	for line in $$env_lines; do export "$$line"; done; \
-	.venv/bin/python bench/watcher_memory.py
+	@scripts/with-services.sh .venv/bin/python bench/watcher_memory.py
 
 bench-pages:  ## the web pages at 1,000 teams and 100k jobs: queries, p50/p95 (PostgreSQL, test client)
 	@scripts/venv.sh dev
-	@env_lines=$$(scripts/services.sh up); \
-	for line in $$env_lines; do export "$$line"; done; \
-	.venv/bin/python bench/pages.py
+	@scripts/with-services.sh .venv/bin/python bench/pages.py
 
 bench-e2e:  ## submit -> admitted -> succeeded through the real processes, against Kueue alone (BENCH_E2E_JOBS, default 1000)
 	@scripts/venv.sh dev
-	@env_lines=$$(scripts/services.sh up); \
-	for line in $$env_lines; do export "$$line"; done; \
-	.venv/bin/python bench/e2e.py
+	@scripts/with-services.sh .venv/bin/python bench/e2e.py
 
-e2e-cluster-down:  ## stop the cluster make bench-e2e started (its own, at port offset 3000)
-	@GPUPLATFORM_CLUSTER_DIR=$(HOME)/.cache/gpuplatform/e2e-cluster GPUPLATFORM_CLUSTER_PORT_OFFSET=3000 \
-	  deploy/local-cluster/cluster.sh down
+e2e-cluster-down:  ## stop the cluster make bench-e2e started (its own: the e2e profile, deploy/stack/profiles.py)
+	@GPUPLATFORM_PROFILE=e2e deploy/local-cluster/cluster.sh down
 
 soak:  ## a compressed day of operation on a local cluster of its own (SOAK_MINUTES, default 10)
 	@scripts/venv.sh dev
-	@env_lines=$$(scripts/services.sh up); \
-	for line in $$env_lines; do export "$$line"; done; \
-	.venv/bin/python -m bench.soak
+	@scripts/with-services.sh .venv/bin/python -m bench.soak
 
 soak-cluster-down:  ## stop the cluster make soak started (its own, beside the tests' and the demo's)
-	@GPUPLATFORM_CLUSTER_DIR=$(HOME)/.cache/gpuplatform/soak-cluster GPUPLATFORM_CLUSTER_PORT_OFFSET=2000 \
-	  deploy/local-cluster/cluster.sh down
+	@GPUPLATFORM_PROFILE=soak deploy/local-cluster/cluster.sh down
 
 image:  ## the platform's OCI image (mmdebstrap + buildah, as root): var/image/gpuplatform-<version>.oci.tar
 	@deploy/image/build.sh

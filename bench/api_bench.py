@@ -34,6 +34,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.machine import load, machine  # noqa: E402
 from bench.postgres import ensure_database  # noqa: E402
+from deploy.stack import profiles  # noqa: E402
 
 JOBS = int(os.environ.get("BENCH_JOBS", "100000"))
 JOBS_LARGE = int(os.environ.get("BENCH_JOBS_LARGE", "1000000"))
@@ -62,7 +63,7 @@ def main() -> int:
 # --- the databases (a child process per database: Django binds one at setup) -------------
 def _environment(database: str) -> dict:
     url = ensure_database(os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:55432/gpuplatform"), database)
-    redis = os.environ.get("REDIS_URL", "redis://127.0.0.1:56379/0").rsplit("/", 1)[0] + "/14"
+    redis = profiles.get("bench-api").redis_url(os.environ.get("REDIS_URL", "redis://127.0.0.1:56379/0"))
     return {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "gpuplatform.settings",

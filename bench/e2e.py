@@ -1,7 +1,7 @@
 """`make bench-e2e`: the whole path, from a CI pipeline's POST to a finished job on the
 row, against Kueue alone on the same cluster in the same run.
 
-1. A local cluster of its own (cluster.sh, port offset 3000), a fresh PostgreSQL database
+1. A local cluster of its own (cluster.sh, the `e2e` profile of deploy/stack/profiles.py), a fresh PostgreSQL database
    and Redis database; one team with an H100 quota (Kueue) and an A100 quota (Volcano),
    each large enough that admission is never held back by quota.
 2. The platform's real processes, started by the soak's machinery (`bench.soak.processes`):
@@ -41,7 +41,8 @@ from bench.machine import cpu_times, cpu_used, machine  # noqa: E402
 from bench.soak import world  # noqa: E402
 from bench.soak.api import Api  # noqa: E402
 from bench.soak.processes import Processes, cluster_sh, cluster_up, kubectl, kubectl_binary  # noqa: E402
-from bench.soak.profile import CACHE, Profile, _with_path, platform_env  # noqa: E402
+from bench.soak.profile import Profile, _with_path, platform_env  # noqa: E402
+from deploy.stack import profiles  # noqa: E402
 from workloads.kinds import training  # noqa: E402
 
 JOBS = int(os.environ.get("BENCH_E2E_JOBS", "1000"))
@@ -72,14 +73,15 @@ def progress(message: str) -> None:
 def profile() -> Profile:
     base_db = os.environ.get("DATABASE_URL") or "postgres://postgres@127.0.0.1:55432/gpuplatform"
     base_redis = os.environ.get("REDIS_URL") or "redis://127.0.0.1:56379/0"
+    stack = profiles.get("e2e")  # its Redis database and its own cluster
     return Profile(
         minutes=0, jobs_per_kind=JOBS, sweep_seconds=120, lag_budget_seconds=2, seed=0,
         api_port=int(os.environ.get("BENCH_E2E_API_PORT", "18865")),
         database_url=_with_path(base_db, "/gpuplatform_e2e"),
-        redis_url=_with_path(base_redis, "/3"),  # 0 tests, 1 demo, 2 soak
-        cluster_dir=Path(os.environ.get("BENCH_E2E_CLUSTER_DIR", CACHE / "e2e-cluster")),
+        redis_url=stack.redis_url(base_redis),
+        cluster_dir=Path(os.environ.get("BENCH_E2E_CLUSTER_DIR") or stack.cluster_dir),
         logs=ROOT / "var" / "e2e", keep=False, stop_cluster=os.environ.get("GPUPLATFORM_CLUSTER_STOP") == "1",
-        cluster_port_offset=3000,
+        cluster_port_offset=stack.port_offset,
     )
 
 
@@ -369,8 +371,9 @@ def main() -> int:
     prof = profile()
     progress(f"{JOBS} jobs, {CLIENTS} clients, pods run {JOB_SECONDS}; database {prof.database_name}, "
              f"Redis {prof.redis_url}, cluster {prof.cluster_dir}")
-    kubeconfig = cluster_up(prof)
-    env = {**platform_env(prof, kubeconfig), "API_THROTTLE_RATE": "1000000/minute"}
+    cluster = cluster_up(prof)
+    kubeconfig = cluster["kubeconfig"]
+    env = {**platform_env(prof, cluster), "API_THROTTLE_RATE": "1000000/minute"}
     fresh_database(prof.database_url)
     world.migrate(env)
     os.environ.update(env)

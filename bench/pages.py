@@ -69,10 +69,11 @@ def _gpus(standin, pages) -> None:
 
 def _environment() -> dict:
     from bench.postgres import ensure_database
+    from deploy.stack import profiles
 
     database = ensure_database(os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:55432/gpuplatform"),
                                os.environ.get("BENCH_PAGES_DATABASE", "bench_pages"))
-    redis = os.environ.get("REDIS_URL", "redis://127.0.0.1:56379/0").rsplit("/", 1)[0] + "/13"
+    redis = profiles.get("bench-pages").redis_url(os.environ.get("REDIS_URL", "redis://127.0.0.1:56379/0"))
     return {
         "DJANGO_SETTINGS_MODULE": "gpuplatform.settings",
         "DATABASE_URL": database,

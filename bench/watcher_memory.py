@@ -52,6 +52,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.machine import machine  # noqa: E402
+from deploy.stack import profiles  # noqa: E402
 
 JOBS = int(os.environ.get("BENCH_WATCHER_JOBS", "10000"))
 TEAMS = int(os.environ.get("BENCH_WATCHER_TEAMS", "4"))
@@ -62,11 +63,11 @@ SYNC_TIMEOUT = float(os.environ.get("BENCH_WATCHER_SYNC_TIMEOUT_SECONDS", "1800"
 # after this long the watcher is measured with those there are, and the report says how many.
 KUEUE_WAIT = float(os.environ.get("BENCH_WATCHER_KUEUE_WAIT_SECONDS", str(SYNC_TIMEOUT)))
 KEEP = os.environ.get("BENCH_WATCHER_KEEP") == "1"
-KUBECONFIG = os.environ.get("BENCH_WATCHER_KUBECONFIG") or str(Path.home() / ".cache/gpuplatform/cluster/kubeconfig")
+PROFILE = profiles.get("bench-watcher")  # its Redis database; make cluster-up's cluster
+KUBECONFIG = os.environ.get("BENCH_WATCHER_KUBECONFIG") or str(PROFILE.cluster_dir / "kubeconfig")
 PREFIX = "bench-watch-"
 FLAVOR = "bwh100"
 DB_NAME = "bench_watcher"
-REDIS_DB = 12
 RESULTS = ROOT / "bench" / "results" / "watcher.md"
 STATE_DIR = ROOT / "var" / "bench-watcher"
 BASELINE_FILE = STATE_DIR / "baseline.json"
@@ -85,7 +86,7 @@ def _with(url: str, path: str) -> str:
 BASE_DB = os.environ.get("DATABASE_URL") or "postgres://postgres@127.0.0.1:55432/gpuplatform"
 BASE_REDIS = os.environ.get("REDIS_URL") or "redis://127.0.0.1:56379/0"
 DATABASE_URL = _with(BASE_DB, f"/{DB_NAME}")
-REDIS_URL = _with(BASE_REDIS, f"/{REDIS_DB}")
+REDIS_URL = PROFILE.redis_url(BASE_REDIS)
 
 # The environment of this process and of the watcher it starts: production-like (DEBUG off,
 # so Django keeps no query log), our own database, Redis db and namespace prefix.

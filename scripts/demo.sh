@@ -17,9 +17,11 @@ trap cleanup EXIT INT TERM
 # 1. Broker: a private Redis when the server is installed, else a spool folder under var/.
 if [ -z "${CELERY_BROKER_URL:-}" ]; then
   if command -v redis-server >/dev/null; then
-    while IFS= read -r line; do [ -n "$line" ] && export "$line"; done < <(scripts/services.sh redis)
-    # Database 1 of the private Redis: the test suite uses 0, and the two must never share a queue.
-    export REDIS_URL="${REDIS_URL%/*}/1" CELERY_BROKER_URL="${REDIS_URL%/*}/1"
+    while IFS= read -r line; do [ -n "$line" ] && export "${line?}"; done < <(scripts/services.sh redis)
+    # The demo's database of the private Redis (deploy/stack/profiles.py): the test suite
+    # uses others, and the two must never share a queue.
+    REDIS_URL=$(python3 -E -m deploy.stack.profiles redis-url demo "$REDIS_URL")
+    export REDIS_URL CELERY_BROKER_URL="$REDIS_URL"
     echo "==> broker: Redis at $REDIS_URL"
   else
     export CELERY_BROKER_URL="filesystem://" CELERY_RESULT_BACKEND="cache+memory://"
@@ -31,11 +33,11 @@ fi
 #    the test suite uses, so demo workloads never take the tests' fake GPUs), if the
 #    binaries have been built (make cluster-up builds them once).
 cluster=deploy/local-cluster/cluster.sh
-export GPUPLATFORM_CLUSTER_DIR="${GPUPLATFORM_CLUSTER_DIR:-$HOME/.cache/gpuplatform/demo-cluster}"
-export GPUPLATFORM_CLUSTER_PORT_OFFSET="${GPUPLATFORM_CLUSTER_PORT_OFFSET:-1000}"
+export GPUPLATFORM_PROFILE="${GPUPLATFORM_PROFILE:-demo}"  # deploy/stack/profiles.py
 if [ -z "${KUBECONFIG:-}" ] && "$cluster" built >/dev/null 2>&1; then
   echo "==> starting the demo's local GPU cluster (make demo-cluster-down stops it)"
-  export KUBECONFIG=$("$cluster" up | sed -n 's/^export KUBECONFIG=//p' | tail -n 1)
+  KUBECONFIG=$("$cluster" up --json | python3 -E -c 'import json, sys; print(json.load(sys.stdin)["kubeconfig"])')
+  export KUBECONFIG
 elif [ -z "${KUBECONFIG:-}" ]; then
   echo "==> no cluster: run 'make cluster-up' once to build the local GPU cluster; until then"
   echo "    jobs and teams stay pending and the UI says so."

@@ -9,9 +9,13 @@ pg_port="${GPUPLATFORM_PG_PORT:-55432}"
 redis_port="${GPUPLATFORM_REDIS_PORT:-56379}"
 
 die() { echo "error: $*" >&2; exit 1; }
+# The unit tests' database of our Redis (deploy/stack/profiles.py); others derive theirs from it.
+redis_url() { (cd "$(dirname "$0")/.." && python3 -E -m deploy.stack.profiles redis-url unit "redis://127.0.0.1:$redis_port"); }
 
 pg_bin() {
   local bin
+  # The newest installed version: sort -V reads the version in the path (no odd names here).
+  # shellcheck disable=SC2012
   bin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
   [ -n "$bin" ] && [ -x "$bin/initdb" ] || return 1
   echo "$bin"
@@ -58,12 +62,12 @@ case "${1:-up}" in
     fi
     if [ -z "${REDIS_URL:-}" ]; then
       redis_up
-      echo "REDIS_URL=redis://127.0.0.1:$redis_port/0"
+      echo "REDIS_URL=$(redis_url)"
     fi
     ;;
   redis)
     redis_up
-    echo "REDIS_URL=redis://127.0.0.1:$redis_port/0"
+    echo "REDIS_URL=$(redis_url)"
     ;;
   down)
     if bin=$(pg_bin) && [ -d "$dir/pg" ]; then as_pg "$bin/pg_ctl" -D "$dir/pg" -m fast stop >/dev/null 2>&1 || true; fi

@@ -4,8 +4,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/venv.sh dev
-env_lines=$(scripts/services.sh up)
-while IFS= read -r line; do [ -n "$line" ] && export "$line"; done <<<"$env_lines"
+# PostgreSQL and Redis (started here unless DATABASE_URL and REDIS_URL name them): run again inside
+# scripts/with-services.sh, which sets both.
+if [ -z "${DATABASE_URL:-}" ] || [ -z "${REDIS_URL:-}" ]; then
+  exec scripts/with-services.sh "$PWD/scripts/test.sh" "$@"
+fi
 # The servers some tests build from source on first use (the local cluster, KEDA, Helm, the
 # IdP) build meanwhile in the background when not cached yet: the cluster first (every test
 # that needs a build waits for it), then KEDA, Helm and the IdP at low priority while the
@@ -42,31 +45,31 @@ parallel=()
 # (GPUPLATFORM_TEST_SHARD, tests/conftest.py): here the tests that need no build, at low
 # priority, so that on a cold machine the cluster's build goes first; in the background the
 # tests that need a build (the local cluster, KEDA, Helm, the IdP), and the cluster's long
-# tests on a second local cluster of their own (ports +4000). Each background pytest has a
-# database and a Redis database of its own (Redis: 0 these, 1 demo, 2 soak, 3 e2e, 4 the
-# second cluster's, 5 the cluster's) and a log; their failures and summaries are printed at
-# the end. GPUPLATFORM_SECOND_CLUSTER=0: one pytest runs everything.
+# tests on a second local cluster of their own. Each background pytest has a database, a
+# profile (deploy/stack/profiles.py: its Redis database and its cluster) and a log; their
+# failures and summaries are printed at the end. GPUPLATFORM_SECOND_CLUSTER=0: one pytest runs
+# everything.
 cache="${GPUPLATFORM_CACHE_DIR:-$HOME/.cache/gpuplatform}"
 shard_pids=() shard_logs=()
-start_shard() {  # start_shard <shard> <database suffix> <Redis database> [VAR=value ...]
-  local shard="$1" suffix="$2" redis_db="$3" log="$cache/test-logs/$1.log" db redis
-  shift 3
+start_shard() {  # start_shard <shard> <database suffix> <profile>
+  local shard="$1" suffix="$2" profile="$3" log="$cache/test-logs/$1.log" db redis
   read -r db redis < <(.venv/bin/python -c 'import sys, urllib.parse as u
-db, redis = map(u.urlsplit, sys.argv[1:3])
-print(u.urlunsplit(db._replace(path=db.path.rstrip("/") + sys.argv[3])), u.urlunsplit(redis._replace(path="/" + sys.argv[4])))' \
-    "$DATABASE_URL" "$REDIS_URL" "$suffix" "$redis_db")
+from deploy.stack import profiles
+db = u.urlsplit(sys.argv[1])
+print(u.urlunsplit(db._replace(path=db.path.rstrip("/") + sys.argv[3])), profiles.get(sys.argv[4]).redis_url(sys.argv[2]))' \
+    "$DATABASE_URL" "$REDIS_URL" "$suffix" "$profile")
   [ -n "${redis:-}" ] || { echo "cannot derive the $shard pytest's database URLs" >&2; exit 1; }
   echo "==> meanwhile, in the background: the $shard tests (log: $log)"
   env GPUPLATFORM_TEST_SHARD="$shard" DATABASE_URL="$db" REDIS_URL="$redis" CELERY_BROKER_URL="$redis" \
-    CELERY_RESULT_BACKEND="$redis" "$@" .venv/bin/pytest -p no:cacheprovider >"$log" 2>&1 </dev/null &
+    CELERY_RESULT_BACKEND="$redis" GPUPLATFORM_PROFILE="$profile" .venv/bin/pytest -p no:cacheprovider >"$log" 2>&1 </dev/null &
   shard_pids+=("$!") shard_logs+=("$log")
 }
 runner=(.venv/bin/pytest)
 if [ $# -eq 0 ] && [ "$workers" -eq 1 ] && [ "${GPUPLATFORM_SECOND_CLUSTER:-1}" = 1 ]; then
   mkdir -p "$cache/test-logs"
   trap 'kill "${shard_pids[@]}" 2>/dev/null || true' EXIT
-  start_shard cluster _cluster 5
-  start_shard second-cluster _second 4 GPUPLATFORM_CLUSTER_DIR="$cache/cluster-second" GPUPLATFORM_CLUSTER_PORT_OFFSET=4000
+  start_shard cluster _cluster test
+  start_shard second-cluster _second second
   export GPUPLATFORM_TEST_SHARD=unit
   runner=(nice -n 10 .venv/bin/pytest)
 fi
@@ -83,8 +86,11 @@ for i in "${!shard_pids[@]}"; do
   wait "${shard_pids[$i]}" || shard_rc=$?
   echo "==> ${shard_logs[$i]}"
   # Its failures and summary (or the last lines, if it ended before pytest could say).
-  grep -q '^=* \(FAILURES\|ERRORS\) =*$' "${shard_logs[$i]}" \
-    && sed -n '/^=* \(FAILURES\|ERRORS\) =*$/,$p' "${shard_logs[$i]}" || tail -n 3 "${shard_logs[$i]}"
+  if grep -q '^=* \(FAILURES\|ERRORS\) =*$' "${shard_logs[$i]}"; then
+    sed -n '/^=* \(FAILURES\|ERRORS\) =*$/,$p' "${shard_logs[$i]}"
+  else
+    tail -n 3 "${shard_logs[$i]}"
+  fi
   [ "$rc" -ne 0 ] || rc=$shard_rc
 done
 trap - EXIT

@@ -7,6 +7,8 @@ extra="${1:-}"
 
 find_python() {
   local candidate
+  # pyenv's version directories, newest first (sort -V; no odd names there).
+  # shellcheck disable=SC2012
   for candidate in "${PYTHON:-}" python3.13 python3.12 \
       $(ls -d "$HOME"/.pyenv/versions/3.1[2-9]*/bin/python3 2>/dev/null | sort -rV) python3; do
     [ -n "$candidate" ] || continue

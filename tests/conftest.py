@@ -39,7 +39,7 @@ def _build_rank(item) -> int:
 # scripts/test.sh runs the whole suite as three pytests at once (GPUPLATFORM_TEST_SHARD):
 # - ``unit``: the tests that need none of those builds, at low priority, so that on a cold
 #   machine the cluster's build (which every other test waits for) goes first;
-# - ``cluster``: the tests that need a build, on the local cluster (offset 0), Helm, the IdP;
+# - ``cluster``: the tests that need a build, on the local cluster (the `test` profile, deploy/stack/profiles.py), Helm, the IdP;
 # - ``second-cluster``: the cluster's long tests, on a second local cluster of their own. They
 #   mostly wait (on Prometheus windows, grace periods, Kueue and KEDA), so on a cluster of
 #   their own that wait overlaps the rest. Chosen to take about as long as the cluster's other

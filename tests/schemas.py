@@ -23,6 +23,7 @@ import kubernetes_validate
 import yaml
 
 from cluster.names import is_dns1123_label, is_label_value, is_qualified_name
+from deploy.stack.components import keda
 
 KUBERNETES_VERSION = "1.36"
 REPO = Path(__file__).resolve().parent.parent
@@ -32,8 +33,8 @@ CRD_MODULES = {
     "kueue.x-k8s.io": ("sigs.k8s.io/kueue", "v0.17.0", "config/components/crd/bases"),
     "batch.volcano.sh": ("volcano.sh/volcano", "v1.15.1", "config/crd/volcano/bases"),
     "scheduling.volcano.sh": ("volcano.sh/volcano", "v1.15.1", "config/crd/volcano/bases"),
-    # deploy/local-cluster/keda.sh: KEDA's operator and metrics server, CRDs from the same module.
-    "keda.sh": ("github.com/kedacore/keda/v2", "v2.21.0", "config/crd/bases"),
+    # KEDA's operator and metrics server (deploy/stack/components/keda.py), CRDs from the same module.
+    "keda.sh": (keda.COMPONENT.module, keda.COMPONENT.version, "config/crd/bases"),
     # deploy/local-cluster/cluster.sh: the KubeRay operator and its CRDs (docs/ray.md).
     "ray.io": ("github.com/ray-project/kuberay/ray-operator", "v1.6.0", "config/crd/bases"),
 }

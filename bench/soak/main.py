@@ -34,8 +34,9 @@ def main() -> int:
     profile = load()
     print(f"==> soak: {profile.minutes:g} min, {profile.jobs_per_kind} jobs per kind, database "
           f"{profile.database_name}, Redis {profile.redis_url}, logs {profile.logs}", flush=True)
-    kubeconfig = cluster_up(profile)
-    env = platform_env(profile, kubeconfig)
+    cluster = cluster_up(profile)
+    kubeconfig = cluster["kubeconfig"]
+    env = platform_env(profile, cluster)
     world.fresh_database(profile)
     world.migrate(env)
     os.environ.update(env)

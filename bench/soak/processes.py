@@ -8,8 +8,8 @@ through ``cluster.sh`` with the soak's own state directory and ports.
 
 from __future__ import annotations
 
+import json
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -39,13 +39,14 @@ def cluster_sh(profile: Profile, *args: str, timeout: float = 3600) -> str:
     return result.stdout
 
 
-def cluster_up(profile: Profile) -> str:
-    """Start (or find running) the soak's cluster; returns its kubeconfig path."""
-    out = cluster_sh(profile, "up")
-    found = re.findall(r"^export KUBECONFIG=(\S+)$", out, re.M)
-    if not found:
-        raise SystemExit(f"cluster.sh up printed no kubeconfig:\n{out}")
-    return found[-1]
+def cluster_up(profile: Profile) -> dict:
+    """Start (or find running) the soak's cluster; returns what `cluster.sh up --json` says
+    about it (kubeconfig, prometheus_url, ports)."""
+    out = cluster_sh(profile, "up", "--json")
+    try:
+        return json.loads(out)
+    except ValueError:
+        raise SystemExit(f"cluster.sh up --json printed no JSON:\n{out}") from None
 
 
 class Processes:

@@ -3,9 +3,8 @@
 Read from the environment (``SOAK_*``), with no Django import, because the driver must
 compute the database URL and the cluster it uses before Django starts. Everything a soak
 owns is its own: a PostgreSQL database (``gpuplatform_soak``), a Redis database number,
-a local cluster (own state directory and ports) and a log folder, so it never collides
-with the test suite (database ``gpuplatform``, Redis 0, the default cluster) or the demo
-(SQLite, Redis 1, the cluster at port offset 1000).
+a local cluster (own state directory and ports: the ``soak`` row of deploy/stack/profiles.py)
+and a log folder, so it never collides with the test suite, the demo or the benchmarks.
 """
 
 from __future__ import annotations
@@ -15,13 +14,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
+from deploy.stack import profiles
+
 ROOT = Path(__file__).resolve().parents[2]
 CLUSTER_SH = ROOT / "deploy" / "local-cluster" / "cluster.sh"
-CACHE = Path(os.environ.get("GPUPLATFORM_CACHE_DIR", Path.home() / ".cache" / "gpuplatform"))
-# Redis databases: 0 the tests, 1 the demo, 2 the soak.
-REDIS_DB = 2
-# Ports of the soak's own cluster are the default ones shifted by this (the demo uses 1000).
-CLUSTER_PORT_OFFSET = 2000
+CACHE = profiles.cache_dir()
+# The soak's Redis database and its own cluster (state directory, port offset).
+STACK = profiles.get("soak")
 
 
 def _number(name: str, default: float, minimum: float) -> float:
@@ -57,7 +56,7 @@ class Profile:
     keep: bool
     stop_cluster: bool
     env: dict = field(default_factory=dict)
-    cluster_port_offset: int = CLUSTER_PORT_OFFSET  # make bench-e2e runs a cluster of its own too
+    cluster_port_offset: int = STACK.port_offset  # make bench-e2e runs a cluster of its own too
 
     @property
     def seconds(self) -> float:
@@ -100,8 +99,8 @@ def load(environ=os.environ) -> Profile:
         seed=int(_number("SOAK_SEED", 11, 0)),
         api_port=int(_number("SOAK_API_PORT", 18765, 1024)),
         database_url=_with_path(base_db, "/" + environ.get("SOAK_DATABASE", "gpuplatform_soak")),
-        redis_url=_with_path(base_redis, f"/{REDIS_DB}"),
-        cluster_dir=Path(environ.get("SOAK_CLUSTER_DIR", CACHE / "soak-cluster")),
+        redis_url=STACK.redis_url(base_redis),
+        cluster_dir=Path(environ.get("SOAK_CLUSTER_DIR") or STACK.cluster_dir),
         logs=logs,
         keep=environ.get("SOAK_KEEP", "") == "1",
         stop_cluster=environ.get("GPUPLATFORM_CLUSTER_STOP", "") == "1",
@@ -122,8 +121,9 @@ IDLE_POLICY = {"THRESHOLD_PERCENT": 5, "AFTER_SECONDS": 20, "GRACE_SECONDS": 20,
                "SWEEP_SECONDS": 5}
 
 
-def platform_env(profile: Profile, kubeconfig: str) -> dict:
-    """Environment of every platform process the soak starts (and of the driver itself)."""
+def platform_env(profile: Profile, cluster: dict) -> dict:
+    """Environment of every platform process the soak starts (and of the driver itself);
+    `cluster` is what `cluster.sh up --json` said (processes.cluster_up)."""
     return {
         "DJANGO_SETTINGS_MODULE": "gpuplatform.settings",
         # This checkout's code, whatever the virtualenv's editable install points at.
@@ -132,11 +132,11 @@ def platform_env(profile: Profile, kubeconfig: str) -> dict:
         "REDIS_URL": profile.redis_url,
         "CELERY_BROKER_URL": profile.redis_url,
         "CELERY_RESULT_BACKEND": profile.redis_url,
-        "KUBECONFIG": kubeconfig,
+        "KUBECONFIG": cluster["kubeconfig"],
         "SWEEP_INTERVAL_SECONDS": str(profile.sweep_seconds),
         # GPU telemetry from the soak cluster's Prometheus, and idle-GPU reclaim in seconds
         # (plan.py's idle scenes; checks.idle_rows).
-        "PROMETHEUS_URL": f"http://127.0.0.1:{19090 + profile.cluster_port_offset}",
+        "PROMETHEUS_URL": cluster["prometheus_url"],
         **{f"IDLE_GPU_{name}": str(value) for name, value in IDLE_POLICY.items()},
         # Production-like: DEBUG off (so a secret key is needed), several writers.
         "DEBUG": "false",

@@ -36,6 +36,8 @@ else
   # --format: mmdebstrap guesses the format from the name, and "*.tar.part" reads as a
   # directory. A directory left by such a build would swallow the `mv` below: remove it.
   rm -rf "$rootfs" "$rootfs.part"
+  # The hooks' "$1" is mmdebstrap's (the root it builds), expanded by it, not by us.
+  # shellcheck disable=SC2016
   mmdebstrap --quiet --format=tar --variant=minbase --include="$PACKAGES" \
     --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-exclude=/usr/share/man/*' \
     --dpkgopt='path-exclude=/usr/share/locale/*' --dpkgopt='path-include=/usr/share/doc/*/copyright' \

@@ -8,6 +8,7 @@
 #   cluster.sh up       probe + build if needed, start everything, wait until ready (idempotent)
 #   cluster.sh down     stop every process this script started
 #   cluster.sh status   show processes, ports and nodes
+#   cluster.sh up --json / status --json   the same facts as one JSON object (for programs)
 #   cluster.sh built    exit 0 when every binary is already built (nothing else)
 #   cluster.sh reset    down, then delete the cluster state (etcd data, certs); binaries stay
 #   cluster.sh restart-apiserver   stop kube-apiserver and start it again (a fault the soak injects)
@@ -30,10 +31,19 @@ VOLCANO_VERSION=v1.15.1
 VOLCANO_APIS_VERSION=v1.14.0 # volcano.sh/apis v1.15.x is not served by the proxy (see README)
 KUBERAY_VERSION=v1.6.0       # github.com/ray-project/kuberay/ray-operator, the one Kueue v0.17.0 is built against
 
+# ---- profile: which cluster (deploy/stack/profiles.py) ------------------------------------------
+# GPUPLATFORM_PROFILE (default: the tests' cluster) names the cluster's state directory and
+# port offset; GPUPLATFORM_CLUSTER_DIR and GPUPLATFORM_CLUSTER_PORT_OFFSET, when set, override
+# them (a cluster of one's own beside the others).
+profile_env=$(cd "$HERE/../.." && python3 -E -m deploy.stack.profiles env "${GPUPLATFORM_PROFILE:-test}") || exit 2
+while IFS='=' read -r name value; do
+  [[ -n ${!name:-} ]] || export "$name=$value"
+done <<<"$profile_env"
+
 # ---- ports (all on 127.0.0.1) ------------------------------------------------------------------
-# GPUPLATFORM_CLUSTER_PORT_OFFSET shifts them all, to run a second cluster (with its own
-# GPUPLATFORM_CLUSTER_DIR) beside the first.
-OFFSET="${GPUPLATFORM_CLUSTER_PORT_OFFSET:-0}"
+# The profile's offset shifts them all, so that clusters with their own state directories run
+# side by side.
+OFFSET="$GPUPLATFORM_CLUSTER_PORT_OFFSET"
 ETCD_PORT=$((12379 + OFFSET))
 ETCD_PEER_PORT=$((12380 + OFFSET))
 APISERVER_PORT=$((16443 + OFFSET))
@@ -64,7 +74,7 @@ BIN_DIR="$CACHE_DIR/bin"
 # need it. GPUPLATFORM_KEDA=later (make test sets it): `build` leaves it out and `up` starts it
 # only once it is built; `keda.sh up` builds and starts it. Default: built and started with the rest.
 KEDA_WHEN="${GPUPLATFORM_KEDA:-now}"
-CLUSTER_DIR="${GPUPLATFORM_CLUSTER_DIR:-$CACHE_DIR/cluster}"
+CLUSTER_DIR="$GPUPLATFORM_CLUSTER_DIR"
 PKI="$CLUSTER_DIR/pki"
 LOGS="$CLUSTER_DIR/logs"
 PIDS="$CLUSTER_DIR/pids"
@@ -84,7 +94,10 @@ bin() { # bin <component>
     prometheus) echo "$BIN_DIR/prometheus-$PROMETHEUS_VERSION" ;;
     kuberay-operator) echo "$BIN_DIR/kuberay-operator-$KUBERAY_VERSION" ;;
     gpu-exporter) echo "$BIN_DIR/gpu-exporter-$(gpu_exporter_hash)" ;;
-    *) die "unknown component $1" ;;
+    *) # a declared component's (deploy/stack/components/): <NAME>_BIN, read by the script that runs it
+      local declared="${1^^}_BIN"; declared="${declared//-/_}"
+      [[ -n "${!declared:-}" ]] || die "unknown component $1"
+      echo "${!declared}" ;;
   esac
 }
 ALL_BINARIES="etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok kueue vc-scheduler vc-controller-manager kuberay-operator prometheus gpu-exporter"
@@ -698,7 +711,7 @@ nodes_ready() {
 KUEUE_METRICS_CERTS=/etc/kueue/metrics/certs
 ensure_kueue_metrics_cert() {
   [[ -s "$KUEUE_METRICS_CERTS/tls.crt" && -s "$KUEUE_METRICS_CERTS/tls.key" ]] && return 0
-  mkdir -p "$KUEUE_METRICS_CERTS" 2>/dev/null && [[ -w "$KUEUE_METRICS_CERTS" ]] \
+  { mkdir -p "$KUEUE_METRICS_CERTS" 2>/dev/null && [[ -w "$KUEUE_METRICS_CERTS" ]]; } \
     || die "Kueue needs a certificate in $KUEUE_METRICS_CERTS (hard-coded in cmd/kueue); run once as root: mkdir -p $KUEUE_METRICS_CERTS && cp $PKI/kueue-metrics/tls.* $KUEUE_METRICS_CERTS/"
   cp "$PKI/kueue-metrics/tls.crt" "$PKI/kueue-metrics/tls.key" "$KUEUE_METRICS_CERTS/"
 }
@@ -710,7 +723,7 @@ ensure_kueue_visibility_cert() {
   local f
   for f in tls.crt tls.key; do
     cmp -s "$VISIBILITY_PKI/$f" "$KUEUE_VISIBILITY_CERTS/$f" && continue
-    mkdir -p "$KUEUE_VISIBILITY_CERTS" 2>/dev/null && [[ -w "$KUEUE_VISIBILITY_CERTS" ]] \
+    { mkdir -p "$KUEUE_VISIBILITY_CERTS" 2>/dev/null && [[ -w "$KUEUE_VISIBILITY_CERTS" ]]; } \
       || die "Kueue needs its visibility certificate in $KUEUE_VISIBILITY_CERTS (hard-coded in Kueue); run once as root: mkdir -p $KUEUE_VISIBILITY_CERTS && cp $VISIBILITY_PKI/tls.* $KUEUE_VISIBILITY_CERTS/"
     cp "$VISIBILITY_PKI/$f" "$KUEUE_VISIBILITY_CERTS/$f"
   done
@@ -900,8 +913,32 @@ cmd_up() {
     "$HERE/keda.sh" up
   fi
   log "ready in $((SECONDS - t0))s: $(kubectl_ version -o json | python3 -c 'import json,sys; print(json.load(sys.stdin)["serverVersion"]["gitVersion"])'), $(kubectl_ get nodes --no-headers | wc -l) nodes"
+  if ((JSON)); then json_of "${CLUSTER_FACTS[@]}"; return; fi
   echo "export KUBECONFIG=$KUBECONFIG_PATH"
   echo "export PROMETHEUS_URL=$PROMETHEUS_URL_"
+}
+
+# ---- --json: what the fixtures, the soak and the demo read (the default output is for people) ----
+# The cluster's facts, as `key=value` for json_of (a dotted key nests).
+CLUSTER_FACTS=(
+  "kubeconfig=$KUBECONFIG_PATH" "prometheus_url=$PROMETHEUS_URL_" "cluster_dir=$CLUSTER_DIR" "port_offset=$OFFSET"
+  "ports.etcd=$ETCD_PORT" "ports.apiserver=$APISERVER_PORT" "ports.kueue_webhook=$KUEUE_WEBHOOK_PORT"
+  "ports.gpu_exporter=$GPU_EXPORTER_PORT" "ports.prometheus=$PROMETHEUS_PORT"
+)
+JSON=0
+
+json_of() { # json_of key=value...: one JSON object; a dotted key nests, digits and true/false are typed
+  python3 -E -c '
+import json, sys
+out = {}
+for arg in sys.argv[1:]:
+    key, value = arg.split("=", 1)
+    *path, last = key.split(".")
+    node = out
+    for part in path:
+        node = node.setdefault(part, {})
+    node[last] = int(value) if value.isdigit() else {"true": True, "false": False, "null": None}.get(value, value)
+print(json.dumps(out, indent=2))' "$@"
 }
 
 
@@ -945,9 +982,9 @@ cmd_restart_apiserver() {
 }
 
 cmd_status() {
+  if ((JSON)); then status_json; return; fi
   local name state rc=0
-  for name in etcd kube-apiserver kube-controller-manager kube-scheduler kwok kueue vc-controller-manager vc-scheduler \
-      kuberay-operator gpu-exporter prometheus; do
+  for name in $STATUS_COMPONENTS; do
     if is_running "$name"; then state="running (pid $(cat "$PIDS/$name.pid"))"; else state="stopped"; rc=1; fi
     printf '%-24s %s\n' "$name" "$state"
   done
@@ -956,6 +993,28 @@ cmd_status() {
   echo "ports: etcd $ETCD_PORT, apiserver $APISERVER_PORT, kueue webhook $KUEUE_WEBHOOK_PORT (127.0.0.1)"
   echo "GPU metrics: http://127.0.0.1:$GPU_EXPORTER_PORT/metrics, Prometheus $PROMETHEUS_URL_ (scrape every ${PROMETHEUS_SCRAPE_SECONDS}s)"
   if [[ $rc == 0 ]]; then kubectl_ get nodes -L gpuplatform.io/pool,nvidia.com/gpu.product || rc=1; fi
+  return $rc
+}
+
+STATUS_COMPONENTS="etcd kube-apiserver kube-controller-manager kube-scheduler kwok kueue vc-controller-manager \
+vc-scheduler kuberay-operator gpu-exporter prometheus"
+
+# status --json: the facts, each process's pid (null: stopped), KEDA's state and whether
+# everything runs ("running"; the exit status says the same).
+status_json() {
+  local name keda rc=0
+  local -a facts=("${CLUSTER_FACTS[@]}")
+  for name in $STATUS_COMPONENTS; do
+    if is_running "$name"; then facts+=("pids.$name=$(cat "$PIDS/$name.pid")"); else facts+=("pids.$name=null"); rc=1; fi
+  done
+  if keda_left_out; then keda=later
+  elif "$HERE/keda.sh" status >/dev/null; then keda=running
+  else keda=stopped; rc=1
+  fi
+  facts+=("keda=$keda")
+  if [[ $rc == 0 ]]; then facts+=("nodes=$(kubectl_ get nodes --no-headers | wc -l)") || rc=1; fi
+  if [[ $rc == 0 ]]; then facts+=(running=true); else facts+=(running=false); fi
+  json_of "${facts[@]}"
   return $rc
 }
 
@@ -981,6 +1040,7 @@ lock() {
 case "${1:-}" in
   probe|build|up|down|reset|restart-apiserver|stop-prometheus|start-prometheus) lock ;;
 esac
+[[ "${2:-}" == --json ]] && JSON=1  # up and status: one JSON object on stdout instead
 case "${1:-}" in
   probe) cmd_probe ;;
   build) cmd_build ;;
@@ -992,5 +1052,5 @@ case "${1:-}" in
   restart-apiserver) cmd_restart_apiserver ;;
   stop-prometheus) cmd_stop_prometheus ;;
   start-prometheus) cmd_start_prometheus ;;
-  *) echo "usage: $0 {probe|build|up|down|status|built|reset|restart-apiserver|stop-prometheus|start-prometheus}" >&2; exit 2 ;;
+  *) echo "usage: $0 {probe|build|up|down|status|built|reset|restart-apiserver|stop-prometheus|start-prometheus} [--json: up, status]" >&2; exit 2 ;;
 esac

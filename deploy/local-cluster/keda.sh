@@ -5,7 +5,8 @@
 # same module. The metrics server serves external.metrics.k8s.io through the API server's
 # aggregation layer (an APIService, as cluster.sh does for Kueue's visibility API); operator
 # and metrics server talk gRPC with mutual TLS on 127.0.0.1. cluster.sh build/up/down/status/built
-# call this script; it may also be run alone, with the same environment (GPUPLATFORM_CLUSTER_DIR,
+# call this script; it may also be run alone, with the same environment (GPUPLATFORM_PROFILE or
+# GPUPLATFORM_CLUSTER_DIR,
 # GPUPLATFORM_CLUSTER_PORT_OFFSET, GPUPLATFORM_CACHE_DIR).
 #
 #   keda.sh build    build the two binaries into ~/.cache/gpuplatform/bin (cached by version)
@@ -21,43 +22,33 @@ set -euo pipefail
 
 # The cluster's helpers and settings: ports and directories by the same OFFSET scheme, bin,
 # start, stop_group, sign, kubectl_, lock ... (cluster.sh runs nothing when sourced).
-# shellcheck source=cluster.sh
+# shellcheck source-path=SCRIPTDIR source=cluster.sh
 source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/cluster.sh"
 
-KEDA_VERSION=v2.21.0  # modules/keda/go.mod pins the same
-
-KEDA_OPERATOR_METRICS_PORT=$((17100 + OFFSET))
-KEDA_OPERATOR_HEALTH_PORT=$((17101 + OFFSET))
-KEDA_GRPC_PORT=$((17102 + OFFSET))            # the operator's metrics service; the adapter asks it
-KEDA_ADAPTER_PORT=$((17103 + OFFSET))         # external.metrics.k8s.io, reached through the aggregator
-KEDA_ADAPTER_METRICS_PORT=$((17104 + OFFSET))
+# Module, version, build flags, ports (shifted by the cluster's OFFSET) and readiness:
+# deploy/stack/components/keda.py. KEDA_VERSION, KEDA_MODULE, KEDA_LDFLAGS, KEDA_*_PORT.
+keda_component() { (cd "$HERE/../.." && python3 -E -m deploy.stack.components "$@" keda --offset "$OFFSET"); }
+keda_declared=$(keda_component env) || exit 1
+while IFS= read -r line; do export "${line?}"; done <<<"$keda_declared"
 KEDA_NAMESPACE=keda
 KEDA_PKI="$PKI/keda"
 KEDA_API=/apis/external.metrics.k8s.io/v1beta1
-
-eval "cluster_bin() $(declare -f bin | tail -n +2)"
-bin() {
-  case "$1" in
-    keda-operator|keda-adapter) echo "$BIN_DIR/$1-$KEDA_VERSION" ;;
-    *) cluster_bin "$1" ;;
-  esac
-}
 
 keda_built() { [[ -x "$(bin keda-operator)" && -x "$(bin keda-adapter)" ]]; }
 
 keda_build() {
   if keda_built; then log "build: keda is cached"; return 0; fi
   require_go
-  build_module keda "-s -w -X github.com/kedacore/keda/v2/version.Version=$KEDA_VERSION" \
+  build_module keda "$KEDA_LDFLAGS" \
     operator=keda-operator adapter=keda-adapter
 }
 
 keda_module_dir() {
   local dir
-  dir="$(gomodcache_or_die)/github.com/kedacore/keda/v2@$KEDA_VERSION"
+  dir="$(gomodcache_or_die)/$KEDA_MODULE@$KEDA_VERSION"
   if [[ ! -d "$dir" ]]; then # binaries cached but module cache cleaned
     require_go
-    (cd "$MODULES/keda" && go mod download "github.com/kedacore/keda/v2@$KEDA_VERSION")
+    (cd "$MODULES/keda" && go mod download "$KEDA_MODULE@$KEDA_VERSION")
   fi
   echo "$dir"
 }
@@ -150,7 +141,7 @@ keda_up() {
     --metrics-service-address "127.0.0.1:$KEDA_GRPC_PORT" --port "$KEDA_ADAPTER_METRICS_PORT" \
     --zap-log-level info
   local deadline=$((SECONDS + 120))
-  until http_ok "http://127.0.0.1:$KEDA_OPERATOR_HEALTH_PORT/readyz" \
+  until keda_component ready \
       && kubectl_ get --raw "$KEDA_API" >/dev/null 2>&1; do
     alive_or_die keda-operator
     alive_or_die keda-adapter

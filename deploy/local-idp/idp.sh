@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Local OpenID Connect provider for the SSO tests and the demo: Ory Hydra v2.3.0, built from
-# the wrapper module next to this file and run as one local process on loopback.
+# Local OpenID Connect provider for the SSO tests and the demo: Ory Hydra, built from the
+# wrapper module next to this file and run as one local process on loopback. Its version,
+# build, ports and readiness are declared in deploy/stack/components/hydra.py.
 #
 #   idp.sh build    build Hydra into ~/.cache/gpuplatform/bin if it is missing
 #   idp.sh up       build if needed, start Hydra, wait until ready, print env lines (idempotent)
@@ -22,19 +23,22 @@
 # challenge from the redirect and accept it through the admin API (tests/sso/hydra.py).
 set -euo pipefail
 
-HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-MODULE="$HERE/module"
-HYDRA_VERSION=v2.3.0
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 
 # GPUPLATFORM_IDP_PORT_OFFSET shifts the ports, to run a second provider (with its own
 # GPUPLATFORM_IDP_DIR) beside the first.
 OFFSET="${GPUPLATFORM_IDP_PORT_OFFSET:-0}"
-PUBLIC_PORT=$((14444 + OFFSET))
-ADMIN_PORT=$((14445 + OFFSET))
-APP_PORT=$((14446 + OFFSET))  # where login/consent/logout would be served (nothing by default)
+components() { (cd "$ROOT" && python3 -E -m deploy.stack.components "$@" hydra --offset "$OFFSET"); }
+declared=$(components env) || exit 1
+# HYDRA_VERSION, HYDRA_BIN, HYDRA_PACKAGE, HYDRA_WRAPPER, HYDRA_TAGS, HYDRA_{PUBLIC,ADMIN,APP}_PORT
+while IFS= read -r line; do export "${line?}"; done <<<"$declared"
+MODULE="$ROOT/$HYDRA_WRAPPER"
+PUBLIC_PORT=$HYDRA_PUBLIC_PORT
+ADMIN_PORT=$HYDRA_ADMIN_PORT
+APP_PORT=$HYDRA_APP_PORT  # where login/consent/logout would be served (nothing by default)
 
 CACHE_DIR="${GPUPLATFORM_CACHE_DIR:-$HOME/.cache/gpuplatform}"
-BIN="$CACHE_DIR/bin/hydra-$HYDRA_VERSION"
+BIN="$HYDRA_BIN"
 IDP_DIR="${GPUPLATFORM_IDP_DIR:-$CACHE_DIR/idp}"
 PKI="$IDP_DIR/pki"
 LOG="$IDP_DIR/hydra.log"
@@ -57,8 +61,8 @@ cmd_build() {
   log "building Hydra $HYDRA_VERSION (a cold build takes about 10 minutes; cached afterwards)"
   local t0=$SECONDS
   # -mod=mod: go get records the tool and its go.sum lines in the wrapper module (committed).
-  (cd "$MODULE" && GOFLAGS=-mod=mod go get -tool "github.com/ory/hydra/v2@$HYDRA_VERSION" \
-    && go build -tags sqlite -o "$BIN.tmp" github.com/ory/hydra/v2) || die "building Hydra failed"
+  (cd "$MODULE" && GOFLAGS=-mod=mod go get -tool "$HYDRA_MODULE@$HYDRA_VERSION" \
+    && go build -tags "$HYDRA_TAGS" -o "$BIN.tmp" "$HYDRA_PACKAGE") || die "building Hydra failed"
   mv "$BIN.tmp" "$BIN"
   log "built $BIN in $((SECONDS - t0))s"
 }
@@ -117,13 +121,7 @@ log: {level: warn}
 EOF
 }
 
-ready() {
-  python3 - "$ADMIN_URL/health/ready" "$ISSUER/.well-known/openid-configuration" "$PKI/ca.crt" <<'PY' >/dev/null 2>&1
-import ssl, sys, urllib.request
-urllib.request.urlopen(sys.argv[1], timeout=2)
-urllib.request.urlopen(sys.argv[2], timeout=2, context=ssl.create_default_context(cafile=sys.argv[3]))
-PY
-}
+ready() { components ready --ca-bundle "$PKI/ca.crt" >/dev/null 2>&1; }
 
 print_env() {
   echo "OIDC_ISSUER=$ISSUER"

@@ -23,6 +23,8 @@ from urllib.parse import parse_qs, urlencode, urlparse
 
 import requests
 
+from deploy.stack.components.hydra import COMPONENT as HYDRA
+
 
 @dataclass
 class Client:
@@ -149,15 +151,16 @@ class Hydra:
 
 
 class LoginApp:
-    """Hydra's login, consent and logout app, served for real on its address (the issuer's
-    port + 2, as deploy/local-idp/idp.sh configures it) while a browser test runs: each
+    """Hydra's login, consent and logout app, served for real on its address (Hydra's app
+    port, deploy/stack/components/hydra.py, shifted as the issuer's) while a browser test runs: each
     challenge is accepted for ``subject`` with ``claims`` and the browser redirected on.
     One at a time on this machine (a file lock), as every test session shares the IdP."""
 
     def __init__(self, hydra: Hydra, subject: str, claims: dict):
         self.hydra, self.subject, self.claims = hydra, subject, claims
         self.answered: list[str] = []
-        self.port = urlparse(hydra.issuer).port + 2
+        ports = HYDRA.ports
+        self.port = urlparse(hydra.issuer).port - ports["public"] + ports["app"]
 
     def __enter__(self) -> "LoginApp":
         lock_path = Path(self.hydra.ca_bundle).parents[1] / "login-app.lock"

@@ -1,0 +1,1 @@
+"""The platform's deployment helpers that Python reads (the local stack's profiles)."""

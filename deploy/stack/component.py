@@ -1,0 +1,81 @@
+"""What a component of the local stack is: the Go module and version it is built from, how it
+is built, the ports it listens on and the URLs that say it is ready. One module per component
+under deploy/stack/components/ declares one `Component`; the scripts read it with
+
+    python3 -m deploy.stack.components env <name> [--offset N]     # NAME_VERSION=... lines
+    python3 -m deploy.stack.components ready <name> [--offset N] [--ca-bundle FILE]
+
+A binary is cached by version (<cache>/bin/<name>-<version>): a new version is a new build, the
+same version never builds twice.
+"""
+
+from __future__ import annotations
+
+import ssl
+import urllib.request
+from dataclasses import dataclass, field
+
+from .profiles import cache_dir
+
+
+@dataclass(frozen=True)
+class Build:
+    """How `go` builds the binaries: `packages` (binary name -> Go package) at the component's
+    version, either directly (`go install package@version`) or inside `wrapper`, a module of
+    this repository that pins the dependencies (deploy/local-idp/module)."""
+
+    packages: dict[str, str]
+    wrapper: str = ""  # relative to the repository's root
+    tags: str = ""  # go build -tags
+    ldflags: str = ""  # {version} is the component's version
+
+
+@dataclass(frozen=True)
+class Component:
+    name: str
+    module: str
+    version: str
+    build: Build
+    ports: dict[str, int] = field(default_factory=dict)  # role -> port at offset 0, on 127.0.0.1
+    readiness: tuple[str, ...] = ()  # URLs that answer when it is ready; {role} is that port
+
+    @property
+    def prefix(self) -> str:
+        return self.name.upper().replace("-", "_")
+
+    def binary(self, which: str | None = None) -> str:
+        """The cached binary (`which`: one of the build's, by default the one named as the component)."""
+        which = which or self.name
+        if which not in self.build.packages:
+            raise KeyError(f"{self.name} builds no binary {which!r}")
+        return str(cache_dir() / "bin" / f"{which}-{self.version}")
+
+    def port(self, role: str, offset: int = 0) -> int:
+        return self.ports[role] + offset
+
+    def ready_urls(self, offset: int = 0) -> list[str]:
+        ports = {role: self.port(role, offset) for role in self.ports}
+        return [url.format(**ports) for url in self.readiness]
+
+    def env(self, offset: int = 0) -> dict[str, str]:
+        """What a script reads: <PREFIX>_MODULE, _VERSION, the build's fields, a
+        <PREFIX>_<ROLE>_PORT per port, and <BINARY>_BIN and <BINARY>_PACKAGE per binary."""
+        values = {"MODULE": self.module, "VERSION": self.version, "WRAPPER": self.build.wrapper,
+                  "TAGS": self.build.tags, "LDFLAGS": self.build.ldflags.format(version=self.version)}
+        values |= {f"{role.upper()}_PORT": str(self.port(role, offset)) for role in self.ports}
+        env = {f"{self.prefix}_{key}": value for key, value in values.items()}
+        for binary, package in self.build.packages.items():
+            prefix = binary.upper().replace("-", "_")
+            env |= {f"{prefix}_BIN": self.binary(binary), f"{prefix}_PACKAGE": package}
+        return env
+
+    def is_ready(self, offset: int = 0, ca_bundle: str | None = None, timeout: float = 2) -> bool:
+        """Every readiness URL answers (https ones verified against `ca_bundle`)."""
+        context = ssl.create_default_context(cafile=ca_bundle) if ca_bundle else None
+        try:
+            for url in self.ready_urls(offset):
+                with urllib.request.urlopen(url, timeout=timeout, context=context):  # noqa: S310 - our loopback URLs
+                    pass
+        except OSError:
+            return False
+        return True
