@@ -28,7 +28,7 @@ class JobEventInline(admin.TabularInline):
 
 @admin.register(Job)
 class JobAdmin(admin.ModelAdmin):
-    # The job spec's columns and sections (jobs/spec.py), then what the platform records.
+    # The job spec's columns and sections (workloads/spec.py), then what the platform records.
     list_display = [*(field.name for field in spec.LISTED), "state", "reason", "submitter", "created_at"]
     list_filter = ["state", "kind", "flavor", "team"]
     search_fields = ["name", "team__slug", "submitter__username", "image"]

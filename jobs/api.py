@@ -5,7 +5,7 @@ idle reclaim, events, rendered manifests and logs.
 Every rule is the model's: ``Job.objects.visible_to`` decides what a caller sees (the
 scoped base narrows it to a token's team), ``Job.objects.submit`` is the only way a job is
 created, ``job.request_cancel`` the only way one is stopped. The writable fields, their
-help and the list's row are the job spec's (``jobs/spec.py``).
+help and the list's row are the job spec's (``workloads/spec.py``).
 """
 
 import hashlib

@@ -1,7 +1,7 @@
 """The job submission form (training and inference), its presets, and cloning.
 
 Which fields there are, their sections, labels and help, and what each kind asks for come
-from the job spec (``jobs/spec.py``); this module adds only how they are typed in."""
+from the job spec (``workloads/spec.py``); this module adds only how they are typed in."""
 
 import shlex
 

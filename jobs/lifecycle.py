@@ -7,7 +7,7 @@ from workloads import EXCEEDS_QUOTA, Phase
 
 class State(models.TextChoices):
     """What the platform says about a job: the phases every scheduler reports
-    (`schedulers.Phase`), and the steps only the platform knows."""
+    (`workloads.Phase`), and the steps only the platform knows."""
 
     DRAFT = "draft", "Draft"
     SUBMITTED = "submitted", "Submitted"

@@ -1,8 +1,8 @@
 """Render a job's cluster objects. Pure: models in, dicts out.
 
-The job's workload kind (`jobs/kinds/`: Kueue training, Volcano gang, inference), found by
-its kind and its flavor's scheduler, renders the whole job and says which fields of its
-objects belong to other controllers.
+The job's kind (`workloads/kinds/`), through its integration on the flavor's scheduler
+(`workloads.kinds.for_job`), renders the whole job and says which fields of its objects belong
+to other controllers.
 """
 
 from cluster.fields import FieldRules, Ownership

@@ -1,7 +1,7 @@
 """A team's queue on a flavor as its scheduler sees it: which waiting jobs may ever start,
 in which order they are considered, and how many are ahead of one.
 
-Kueue's ClusterQueues are BestEffortFIFO (`schedulers.kueue`): workloads are considered by
+Kueue's ClusterQueues are BestEffortFIFO (`workloads.kueue`): workloads are considered by
 priority, then by creation, and one that does not fit is set aside without blocking those
 behind it; one that can never fit (more than the team can ever use) is only ever set aside.
 Volcano orders its queue's jobs the same way. So a job that can never start is nobody's

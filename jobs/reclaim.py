@@ -69,11 +69,19 @@ LOCK_KEY = "jobs:idle-sweep:lock"
 
 # The job kinds the sweep watches: those that can be stopped on some scheduler.
 WATCHED_KINDS = sorted(kind.name for kind in KINDS if kind.reclaimable)
-# What stopping takes on the cluster, (API group, resource) -> verbs (`gpuplatform.rbac`).
-RIGHTS: dict[tuple[str, str], set[str]] = {}
-for _integration in integrations():
-    for _key, _verbs in _integration.stop_rights.items():
-        RIGHTS.setdefault(_key, set()).update(_verbs)
+
+
+def _stop_rights() -> dict[tuple[str, str], set[str]]:
+    """What stopping takes on the cluster, (API group, resource) -> verbs, over every kind's stop."""
+    rights: dict[tuple[str, str], set[str]] = {}
+    for integration in integrations():
+        for key, verbs in integration.stop_rights.items():
+            rights.setdefault(key, set()).update(verbs)
+    return rights
+
+
+# Granted to the platform by `gpuplatform.rbac`.
+RIGHTS = _stop_rights()
 
 
 def reclaimable(job: Job) -> bool:

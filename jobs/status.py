@@ -1,9 +1,9 @@
 """Read what the cluster shows about a job and say it in the job lifecycle's words.
 
-Pure: the watcher's copy of the job's objects in, a `schedulers.Observation` out (state,
+Pure: the watcher's copy of the job's objects in, a `workloads.Observation` out (state,
 reason, message in plain words, and the GPUs its pods hold on nodes: what the job is
 charged for), or ``None`` when nothing can be said yet. The job's workload kind
-(`jobs/kinds/`) reads its own objects. `Job.observe` writes the result only when it changed.
+(`workloads/kinds/`) reads its own objects. `Job.observe` writes the result only when it changed.
 """
 
 from collections.abc import Callable

@@ -16,7 +16,7 @@ POD = ("v1", "Pod")
 EVENT = ("v1", "Event")
 
 # What it keeps: what the watcher and its observers read (`jobs.status`,
-# `schedulers.*.observe_*`), nothing more.
+# `workloads.*.observe_*`), nothing more.
 # - every kind: metadata name, namespace, resourceVersion (the stream's position, relist
 #   diffs), labels (JOB_LABEL), ownerReferences (`_owner_job`, `_owned_by`), plus uid and
 #   creation/deletion timestamps (small; what a reader expects of an object);

@@ -68,7 +68,7 @@ RETRY_MAX_SECONDS = 5
 leading = Signal()  # sender=StatusWatcher, watcher=the StatusWatcher
 
 class _Seen:
-    """One job's objects in the watcher's cache (`schedulers.Seen`); read under its lock."""
+    """One job's objects in the watcher's cache (`workloads.Seen`); read under its lock."""
 
     def __init__(self, watcher: "StatusWatcher", job: Job, ceilings: "Ceilings | None" = None):
         self._watcher, self._job, self._ceilings = watcher, job, ceilings

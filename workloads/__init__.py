@@ -2,7 +2,7 @@
 
 Each flavor names its scheduler; everything scheduler-specific about quotas (cluster and
 queue objects, how a workload joins a queue) is asked of `for_flavor(flavor)`. A job's
-workload objects, their status and owned fields are its workload kind's (`jobs/kinds/`).
+workload objects, their status and owned fields are its workload kind's (`workloads/kinds/`).
 A third scheduler is one more module registered below.
 """
 

@@ -2,10 +2,10 @@
 
 A scheduler (Kueue, Volcano, ...) turns a team's quota on one of its flavors into queue
 objects and says how a workload joins its queues. Its modules also hold the pure renderers
-and readers of its own workload objects, which the workload kinds (`jobs/kinds/`, one module
+and readers of its own workload objects, which the workload kinds (`workloads/kinds/`, one module
 per kind) declare and dispatch to; what the cluster shows comes back as an `Observation`.
 It works on what it is given (rows of GpuFlavor, Quota and Job, read by attribute) and
-imports no app: the apps ask `schedulers.for_flavor(flavor)` or `workloads.kinds.for_job(job)`
+imports no app: the apps ask `workloads.for_flavor(flavor)` or `workloads.kinds.for_job(job)`
 and never branch on the scheduler's name themselves.
 """
 
@@ -153,5 +153,5 @@ class Scheduler:
 
     def inference_placement(self, job, namespace: str) -> tuple[dict, dict, dict]:
         """(Deployment labels, pod annotations, extra pod spec) that queue a server here: the
-        one thing a workload kind shared by every scheduler asks of it (jobs/kinds/inference.py)."""
+        one thing a workload kind shared by every scheduler asks of it (workloads/kinds/inference.py)."""
         raise NotImplementedError

@@ -152,7 +152,7 @@ def render_local_queue(quota, namespace: str, team: str) -> dict:
     }, team=team)
 
 
-# --- workloads (the kind that renders and reads them: jobs/kinds/kueue_training.py) ---------------
+# --- workloads (the kind that renders and reads them: workloads/kinds/training.py) ---------------
 # Kueue unsuspends the Job when it admits it and suspends it again to preempt; it may lower
 # parallelism for a partial admission. The pod template (where Kueue injects the flavor's
 # placement at admission), completions and completion mode cannot change.
@@ -351,7 +351,7 @@ class Kueue(Scheduler):
         # Cohorts and priorities are Kueue objects whatever governs a flavor: a cohort's
         # members may be Kueue quotas only, and priorities order Kueue's queues.
         # The protected class exists with the first class, before any job could be raised to it,
-        # and with the first Kueue flavor: notebooks run under it (`schedulers.notebook`).
+        # and with the first Kueue flavor: notebooks run under it (`workloads.notebook`).
         ours = [f for f in flavors if f.scheduler == self.name]
         protected = [render_protected_priority_class()] if priorities or ours else []
         return ([render_topology(f) for f in ours if f.topology_levels] + [render_resource_flavor(f) for f in ours]

@@ -36,7 +36,7 @@ JOB = ("batch.volcano.sh/v1alpha1", "Job")
 PODGROUP = (QUEUE_API, "PodGroup")
 QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"
 # Volcano's admission refuses spec changes to a Job other than its gang size and task
-# replicas, which we never change either (the kind: jobs/kinds/volcano_gang.py).
+# replicas, which we never change either (the kind: workloads/kinds/training.py).
 JOB_FIELDS = {("batch.volcano.sh", "Job"): FieldRules(immutable=("spec",))}
 
 

@@ -2,7 +2,7 @@
 
 A job holds GPUs while its state holds quota (admitted, running; then cancelling until it
 ends), and it holds what its pods were given on nodes: the watcher counts them
-(`schedulers.placed_gpus`) and every change of the count closes the open interval and opens
+(`workloads.placed_gpus`) and every change of the count closes the open interval and opens
 one with the new count. So a server of 1-3 replicas that runs one replica holds one
 replica's GPUs, and two when the HPA adds a second. Until the watcher has counted, a job
 that enters a holding state holds what it needs to start (`Job.gpus_to_start`).

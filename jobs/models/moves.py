@@ -62,7 +62,7 @@ class JobMoves:
         way, so the timeline and the timestamps stay whole. A job being cancelled ignores
         everything but an end, and the GPUs its pods give back on the way (``gpus``: what
         they hold on nodes, None when not counted). ``times``: when the cluster says each
-        phase began (`schedulers.Observation.times`); ``at``: when it was seen (now by default).
+        phase began (`workloads.Observation.times`); ``at``: when it was seen (now by default).
         """
         if self.state == target:
             return self._update_in_place(reason, message, gpus, at)

@@ -104,7 +104,7 @@ def runtime_limits(flavor, priority) -> Limits:
     return Limits(default, cap, cap_from)
 
 
-# Which scheduler governs a flavor: one choice per module in `schedulers/`.
+# Which scheduler governs a flavor: one choice per scheduler module in `workloads/`.
 Scheduler = models.TextChoices(
     "Scheduler", [(s.name.upper(), (s.name, s.label)) for s in workloads.SCHEDULERS.values()])
 

@@ -2,9 +2,9 @@
 training job may keep its pods in one rack or one block (docs/topology.md).
 
 Three levels, widest first: block > rack > host (``kubernetes.io/hostname``). Kueue builds
-its Topology from them (topology-aware scheduling, TAS: `schedulers.kueue.render_topology`);
+its Topology from them (topology-aware scheduling, TAS: `workloads.kueue.render_topology`);
 Volcano builds its HyperNodes from the same node labels (its label discovery: a rack is a
-tier-1 HyperNode, a block a tier-2 one) and a gang asks for a tier (`schedulers.volcano`).
+tier-1 HyperNode, a block a tier-2 one) and a gang asks for a tier (`workloads.volcano`).
 A job names the level (``Placement``), never a label: the flavor maps it. Pure: no queries.
 """
 

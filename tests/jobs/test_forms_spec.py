@@ -1,4 +1,4 @@
-"""The job spec (jobs/spec.py) is the one list of what a person sets on a job: the form, its
+"""The job spec (workloads/spec.py) is the one list of what a person sets on a job: the form, its
 sections, cloning, the API serializer, the job list and the admin all follow it."""
 
 import pytest

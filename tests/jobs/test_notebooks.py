@@ -1,4 +1,4 @@
-"""Notebooks (schedulers/notebook.py, jobs/kinds/notebook.py, jobs/models/notebook.py): what they
+"""Notebooks (workloads/notebook.py, workloads/kinds/notebook.py, jobs/models/notebook.py): what they
 render for Kueue's StatefulSet integration, what a person may ask (the team's own quota only),
 stop and start, the lifetime, and how the cluster's words become "notebook ready" or "stopped"."""
 

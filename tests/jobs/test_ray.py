@@ -1,4 +1,4 @@
-"""Ray jobs and clusters (schedulers/ray.py, jobs/kinds/ray_*.py, jobs/models/ray.py): what
+"""Ray jobs and clusters (workloads/ray.py, workloads/kinds/ray_*.py, jobs/models/ray.py): what
 they render for Kueue and KubeRay, what a person may ask, and how KubeRay's and Kueue's words
 become the job's state ("head ready, 3/4 workers", Ray's own job status)."""
 

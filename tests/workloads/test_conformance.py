@@ -20,7 +20,9 @@ from hypothesis import strategies as st
 from gpuplatform.rbac import required
 from jobs import reclaim
 from jobs.gpus import START_GPUS, TOTAL_GPUS
+from jobs.manifests import JOB_KINDS
 from jobs.models import IdleWatch, Job
+from jobs.watcher import WATCHED
 from quotas.models import IdlePolicy
 from workloads.kinds import KINDS, inference, integrations, ray_cluster, ray_job
 
@@ -153,11 +155,11 @@ def test_a_registered_kind_is_a_choice_of_the_model_the_form_and_the_api_schema(
 
 def test_a_registered_kind_is_granted_pruned_and_watched(with_the_sample_kind):
     facts = with_the_sample_kind
-    assert "/podtemplates:create,delete,get,list,patch,watch" in facts["rbac"] or any(
-        line.startswith("/podtemplates:") and {"create", "patch", "delete"} <= set(line.split(":")[1].split(","))
-        for line in facts["rbac"])
-    assert ["v1", "PodTemplate"] in facts["pruned"]
-    assert ["batch/v1", "Job"] in facts["watched"]
+    [granted] = [line for line in facts["rbac"] if line.startswith("/podtemplates:")]
+    assert {"create", "patch", "delete", "list", "watch"} <= set(granted.split(":")[1].split(","))
+    assert ["v1", "PodTemplate"] in facts["pruned"] and ["v1", "PodTemplate"] in facts["watched"]
+    # None of the registered kinds renders or watches PodTemplates: the sample kind brought them.
+    assert ("v1", "PodTemplate") not in JOB_KINDS and ("v1", "PodTemplate") not in dict(WATCHED)
 
 
 def test_a_registered_kind_is_reclaimed_counted_and_told_to_gpuctl(with_the_sample_kind):
