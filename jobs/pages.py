@@ -23,6 +23,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_GET, require_POST
+from django_htmx.http import trigger_client_event
 
 from cluster import ClusterError
 from cluster.prometheus import PrometheusUnavailable
@@ -36,6 +37,9 @@ from . import actions, estimates, feasibility, gpu_use, logs, looks, telemetry
 from .manifests import render_job
 from .models import IdleWatch, Job
 
+# The status poll's event when it finds the job ended: every panel listening refreshes once
+# more and comes back without its poll (templates/jobs/partials/job_*.html).
+JOB_ENDED = "job-ended"
 NO_CLUSTER = ("No cluster is configured for this platform, so pods and logs cannot be shown. "
               "The job's state above still comes from the database.")
 
@@ -84,7 +88,10 @@ def job_detail(request, pk):
     job = _job(request, pk)
     context = _status_context(request, job)
     if request.htmx and request.htmx.target == "job-status":
-        return render(request, "jobs/partials/job_status.html", context)
+        response = render(request, "jobs/partials/job_status.html", context)
+        if job.is_final:  # the other panels stop polling now, not at their next tick
+            trigger_client_event(response, JOB_ENDED)
+        return response
     context.update(
         yaml=yaml.safe_dump_all(render_job(job), sort_keys=False, explicit_start=True),
         role=job.team.role_of(request.user),

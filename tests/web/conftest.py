@@ -3,6 +3,7 @@ tests, the page of a signed-out browser on the live server and the world it show
 
 import pytest
 from django.db import connections
+from playwright.sync_api import expect
 
 from jobs.lifecycle import State
 
@@ -49,6 +50,7 @@ def page(world, browser, live_server, monkeypatch, no_reconcile):
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     context = browser.new_context(viewport={"width": 1280, "height": 900}, base_url=live_server.url)
     context.set_default_timeout(TIMEOUT_MS)
+    expect.set_options(timeout=TIMEOUT_MS)  # the same patience for assertions as for waits (a busy CI)
     page = context.new_page()
     # The Content-Security-Policy allows no inline script or style: anything the pages still
     # tried is a console error, and fails the test; so does any request to another host.

@@ -38,7 +38,7 @@ def test_the_gpu_panel_charts_utilization_and_memory_and_says_how_many_gpus_are_
     assert "GPU utilization</strong> (%)" in page and "GPU memory used</strong> (GiB)" in page
     assert f"{running_job.name}-{running_job.pk}-0-x2b4k GPU 0 on gpu-node-0: 90 %" in page  # the legend
     assert "4.0 GiB" in page
-    assert 'hx-trigger="every 15s"' in page  # live while the job runs
+    assert 'hx-trigger="every 15s, job-ended from:body"' in page  # live while the job runs
     assert standin.queries == 1
 
 

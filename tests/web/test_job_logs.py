@@ -141,7 +141,7 @@ def test_a_job_with_no_pods_yet_says_so_and_keeps_asking(client_for, owner, runn
     client = client_for(owner)
     html = client.get(url, **htmx("job-logs")).content.decode()
     assert "This job has no pods on the cluster yet." in html
-    assert html.lstrip().startswith('<div id="job-logs" hx-get=') and 'hx-trigger="every 3s"' in html
+    assert html.lstrip().startswith('<div id="job-logs" hx-get=') and 'hx-trigger="every 3s, job-ended from:body"' in html
     fake.put(pod(running_job, "running-job-1-0-abc"))
     fake.set_pod_logs(running_job.team.namespace_name, "running-job-1-0-abc", "step 1 loss 2.5\n", container="main")
     assert "step 1 loss 2.5" in client.get(url, **htmx("job-logs")).content.decode()
@@ -152,7 +152,7 @@ def test_following_polls_the_log_text_until_the_job_ends(client_for, owner, runn
     url, _ = logs(running_job)
     client = client_for(owner)
     html = client.get(url).content.decode()
-    assert '<div id="log-body" hx-get=' in html and 'hx-trigger="every 3s"' in html and "follow=1" in html
+    assert '<div id="log-body" hx-get=' in html and 'hx-trigger="every 3s, job-ended from:body"' in html and "follow=1" in html
     body = client.get(url, {"pod": "running-job-1-0-abc", "follow": "1"}, **htmx("log-body")).content.decode()
     assert body.lstrip().startswith('<div id="log-body"') and "<form" not in body and "loss 4.7000" in body
     # the form sends follow=0 before the box: unticked, nothing polls

@@ -127,15 +127,20 @@ def test_only_people_who_may_cancel_see_the_cancel_button_and_clone_link(client_
 
 
 def test_a_live_job_polls_its_status_fragment(client_for, owner, running_job):
-    html = client_for(owner).get(detail(running_job), **htmx("job-status")).content.decode()
+    response = client_for(owner).get(detail(running_job), **htmx("job-status"))
+    html = response.content.decode()
     assert html.lstrip().startswith('<section id="job-status"')
     assert 'hx-trigger="every 3s"' in html and "<html" not in html
+    assert "HX-Trigger" not in response.headers
 
 
 def test_polling_stops_once_the_job_is_final(client_for, owner, running_job):
     running_job.transition(State.SUCCEEDED, reason="Completed", message="All workers finished successfully.")
-    html = client_for(owner).get(detail(running_job), **htmx("job-status")).content.decode()
+    response = client_for(owner).get(detail(running_job), **htmx("job-status"))
+    html = response.content.decode()
     assert "hx-trigger" not in html and "no longer refreshes" in html
+    # The other panels listen for this and stop polling at once, not at their next tick.
+    assert response.headers["HX-Trigger"] == '{"job-ended": {}}'
     assert "All workers finished successfully." in html
 
 
@@ -191,7 +196,7 @@ def test_a_job_without_pods_says_so(client_for, owner, running_job, fake):
 
 def test_the_pods_panel_polls_while_the_job_lives_and_stops_once_it_ends(client_for, owner, running_job, fake):
     pods = reverse("jobs:pods", args=[running_job.pk])
-    assert 'hx-trigger="every 5s"' in client_for(owner).get(pods).content.decode()
+    assert 'hx-trigger="every 5s, job-ended from:body"' in client_for(owner).get(pods).content.decode()
     running_job.transition(State.SUCCEEDED, reason="Completed")
     html = client_for(owner).get(pods).content.decode()
     assert "hx-trigger" not in html and "no longer refreshes" in html
