@@ -188,7 +188,7 @@ STAGES = [
     ("request validation (serializer)", "rest_framework/serializers.py", "is_valid"),
     ("submit transaction (key, job, move, event)", "jobs/actions.py", "submit_once"),
     ("broker publish (after commit)", "core/reconcile.py", "send"),
-    ("feasibility answer (usage, quota, queue)", "jobs/feasibility.py", "assess"),
+    ("feasibility answer (usage, quota, queue)", "jobs/outlook/feasibility.py", "assess"),
     ("page query (visibility filter, cursor order)", "rest_framework/pagination.py", "paginate_queryset"),
     ("serializing", "rest_framework/serializers.py", "data"),
     ("JSON rendering", "rest_framework/renderers.py", "render"),

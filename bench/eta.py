@@ -1,4 +1,4 @@
-"""``make bench-eta``: the ETA (`jobs.eta`) replayed offline against what a queue really does.
+"""``make bench-eta``: the ETA (`jobs.queue.eta`) replayed offline against what a queue really does.
 
 Two traces, both generated (no slice of any trace is shipped):
 
@@ -13,8 +13,8 @@ Two traces, both generated (no slice of any trace is shipped):
     at once, a few times a day) over a steady background.
 
 The replay is a discrete-event cluster: teams with a nominal quota on a flavor, two
-priorities, BestEffortFIFO queues (`jobs.queueing`), played twice: as they are, and with the
-platform's reservation for the first waiting job (`jobs.backfill`, a flavor's `backfill`). Each job declares a maximum runtime
+priorities, BestEffortFIFO queues (`jobs.queue.queueing`), played twice: as they are, and with the
+platform's reservation for the first waiting job (`jobs.queue.backfill`, a flavor's `backfill`). Each job declares a maximum runtime
 (its real runtime times 1.2-4, as people over-ask). When a job must wait, the estimator is
 asked with only what the platform would know then: the running jobs' elapsed time and
 maximum runtime, the waiting jobs in order, and the runtimes of the team's earlier jobs of
@@ -48,7 +48,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from jobs import backfill, eta  # noqa: E402  (pure: no Django needed)
+from jobs.queue import backfill, eta  # noqa: E402  (pure: no Django needed)
 
 JOBS = int(os.environ.get("BENCH_ETA_JOBS", "2500"))
 DRAWS = int(os.environ.get("BENCH_ETA_DRAWS", "100"))
@@ -148,7 +148,7 @@ def _posterior(max_runtime: float, points: int = 200) -> tuple[list[float], list
 
 
 def known_distributions(rng, history, elapsed, cap, used=()) -> float:
-    """`jobs.eta`'s runtime draw for a replay that knows the generator: the runtime drawn from
+    """`jobs.queue.eta`'s runtime draw for a replay that knows the generator: the runtime drawn from
     its true distribution given the job's maximum runtime and that it has run ``elapsed``."""
     grid, weights = _posterior(cap)
     first = bisect.bisect_right(grid, elapsed)
@@ -175,7 +175,7 @@ class Cluster:
         self.flavor_of = {team: flavor for flavor, team, _ in TEAMS}
         self.running: dict[str, dict[int, tuple[Sub, float]]] = defaultdict(dict)
         self.waiting: dict[str, list[Sub]] = defaultdict(list)
-        # as the platform reads them (`jobs.estimates`): per team, its last ended jobs of each size
+        # as the platform reads them (`jobs.outlook.estimates`): per team, its last ended jobs of each size
         # and of any size, as (runtimes, used shares)
         self.ended: dict[tuple[str, int | None], deque] = defaultdict(lambda: deque(maxlen=eta.HISTORY))
         self.admitted_at: dict[str, deque] = defaultdict(deque)
@@ -196,7 +196,7 @@ class Cluster:
         self.waiting[team].sort(key=lambda s: (-s.priority, s.at, s.pk))
 
     def admit(self, team, now):
-        """What the platform and Kueue start now (`jobs.backfill.walk`): in order, each job
+        """What the platform and Kueue start now (`jobs.queue.backfill.walk`): in order, each job
         that fits and cannot delay the head's reservation; the head is let onto the cluster,
         and a job on the cluster starts whenever it fits."""
         self._order(team)

@@ -270,7 +270,7 @@ def apply_jobs(c) -> None:
     """Each job's watched objects as `render_job` makes them; only those not there yet."""
     from jobs.manifests import job_fields, render_job
     from jobs.models import Job
-    from jobs.watcher import LABELLED
+    from jobs.watch.watcher import LABELLED
 
     jobs = list(Job.objects.select_related("team", "flavor", "priority").order_by("pk"))
     present = set()
@@ -470,7 +470,7 @@ def measure(label: str, rows: int, expect: int = 0) -> dict:
 
 def cluster_counts(c) -> dict:
     """What the watcher's watches see cluster-wide (all users of the shared cluster)."""
-    from jobs.watcher import OURS
+    from jobs.watch.watcher import OURS
 
     return {
         "our batch Jobs": len(c.list(*BATCH_JOB, label_selector=OURS)),
@@ -635,7 +635,7 @@ def explain() -> None:
     reset_rows()
     tracemalloc.start(8)
     from cluster import Cluster
-    from jobs.watcher import StatusWatcher, slim  # what the watcher keeps of an object
+    from jobs.watch.watcher import StatusWatcher, slim  # what the watcher keeps of an object
 
     before = tracemalloc.take_snapshot()
     watcher = StatusWatcher(Cluster(kubeconfig=KUBECONFIG), resync_seconds=3600)

@@ -10,7 +10,7 @@ refused and what to grant, then tried again rarely; a kind the API server does n
 
 What an event means is its owner's business: `on_event(event, obj)` runs on the watch
 thread for every event (it writes the store with `Store.apply`, under the owner's lock);
-the worker's watch cache (`cluster.cache`) and the status watcher (`jobs.watcher`) are the
+the worker's watch cache (`cluster.cache`) and the status watcher (`jobs.watch.watcher`) are the
 two owners.
 """
 

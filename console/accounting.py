@@ -4,7 +4,7 @@ A job holds GPUs from the moment it is admitted until it is preempted, requeued 
 and it holds what its pods were given on nodes: each interval carries that count, and a
 new one begins when the count changes (the HPA adds a replica, a worker ends). ``Job``
 writes them as it happens (``jobs.models.intervals``), and its open one is what the dashboard and
-the console call in use (``Job.gpus_in_use``, ``jobs.usage``): one rule for both. An
+the console call in use (``Job.gpus_in_use``, ``jobs.use.usage``): one rule for both. An
 inference server of 1-3 replicas running one is charged one replica's GPUs, never its
 maximum. ``usage_rows`` cuts the intervals at the report window and at midnight in the
 platform's time zone and multiplies by their GPUs: one
@@ -14,7 +14,7 @@ GPU-hour. Each line (day, team, flavor, user) is rounded to 0.01 GPU-hour, half 
 the page's sums are sums of those lines, so they are the CSV's sums.
 
 Beside the allocated GPU-hours, each line has the measured, used and idle GPU-hours the
-sampler recorded (``jobs.GpuUse``, defined in ``jobs.gpu_use``): one more aggregate, over the
+sampler recorded (``jobs.GpuUse``, defined in ``jobs.use.gpu_use``): one more aggregate, over the
 days of the platform's time zone (``TIME_ZONE``), rounded the same way.
 """
 
@@ -38,7 +38,7 @@ from tenants.models import Team
 
 from . import preemptions
 
-# gpu_hours is allocated GPU time; the last three are what was measured of it (jobs.gpu_use).
+# gpu_hours is allocated GPU time; the last three are what was measured of it (jobs.use.gpu_use).
 # The last two: GPU-hours preemptions cost this line's jobs, and those its jobs cost others
 # and its team is charged for (console.preemptions, docs/preemption.md).
 CSV_HEADER = ["date", "team", "flavor", "user", "gpu_hours", "cost", "used_gpu_hours", "idle_gpu_hours",

@@ -14,9 +14,10 @@ from rest_framework.response import Response
 from core.api_errors import Conflict, SlugRelatedField, error_response
 from core.api_fields import StrictFields
 from core.api_input import CursorPagination
-from jobs import actions, drains
+from jobs import actions
 from jobs.models import Job, Volume
-from jobs.usage import job_gpus
+from jobs.outlook import drains
+from jobs.use.usage import job_gpus
 from quotas import actions as quota_actions
 from quotas.api import QuotaSerializer
 from quotas.fairshare import fair_shares

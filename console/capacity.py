@@ -4,7 +4,7 @@ promised (the sum of nominal quotas), in use, borrowed and waiting.
 Cluster GPUs come from the nodes matching each flavor's node labels (one LIST of Nodes);
 without a configured or reachable cluster the page says so and shows the rest. When idle
 reclaim is paused (metrics missing or stale, or no sweep lately), the page says why: the
-last sweep's word, from the shared cache (``jobs.reclaim.paused``).
+last sweep's word, from the shared cache (``jobs.use.reclaim.paused``).
 """
 
 from collections import defaultdict
@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 
 from cluster import ClusterError
 from core.reconcile import NoCluster, current_cluster
-from jobs import reclaim
-from jobs.usage import JobGpus, job_gpus
+from jobs.use import reclaim
+from jobs.use.usage import JobGpus, job_gpus
 from quotas.models import GpuFlavor, Quota
 from quotas.models.hardware import node_gpus, selects_node
 

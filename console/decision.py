@@ -5,7 +5,7 @@ would let start.
 
 Asked, never re-derived: the quota after approval is ``quotas.grants.effective`` over the
 team's grants plus the one approval would add (with the standing grant
-``QuotaGrant.objects.add`` would write first), what the team uses is ``jobs.usage``, the
+``QuotaGrant.objects.add`` would write first), what the team uses is ``jobs.use.usage``, the
 cluster's GPUs are the capacity page's count (``console.capacity.cluster_gpus``) and
 "promised" is what that page calls it: the sum of the nominal quotas on the flavor.
 """
@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from jobs.lifecycle import WAITING_FOR_QUOTA
 from jobs.models import Job
-from jobs.usage import Usage, usage_of
+from jobs.use.usage import Usage, usage_of
 from quotas.grants import effective, window
 from quotas.models import Quota, QuotaGrant, QuotaRequest
 
@@ -82,7 +82,7 @@ def _quota_after(quota_request: QuotaRequest, quota: Quota | None, gpus: int, bo
 
 def _queue(team, flavor):
     """The team's waiting jobs on the flavor in the order the scheduler takes them: higher
-    priority first, then the earlier created (``jobs.queueing``'s order). All of them, not
+    priority first, then the earlier created (``jobs.queue.queueing``'s order). All of them, not
     ``queue_of``'s "may start" ones: a job too big for today's quota (ExceedsQuota) is
     exactly what an approval may let start."""
     return (Job.objects.filter(team=team, flavor=flavor, state__in=WAITING_FOR_QUOTA)

@@ -11,7 +11,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
-from jobs import drains, estimates
+from jobs.outlook import drains, estimates
 from quotas import actions, audit
 from quotas.forms import ApproveForm, DenyForm, DrainForm
 from quotas.grants import last_day

@@ -13,7 +13,7 @@ from django.views.decorators.http import require_GET
 
 from cluster.names import is_dns1123_label
 from cluster.prometheus import NOT_CONFIGURED, prometheus_from_settings
-from jobs import gpu_use
+from jobs.use import gpu_use
 from quotas.models import QuotaRequest
 from tenants import picker
 from tenants.models import Team

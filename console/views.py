@@ -15,10 +15,10 @@ from django.views.decorators.http import require_GET, require_POST
 
 from cluster.prometheus import PrometheusUnavailable
 from jobs import actions as job_actions
-from jobs import gpu_use
 from jobs.forms import VolumeForm
 from jobs.models import Job, Volume
-from jobs.usage import usage_for
+from jobs.use import gpu_use
+from jobs.use.usage import usage_for
 from quotas.fairshare import fair_shares
 from quotas.forms import MemberCapForm, QuotaRequestForm, RenewalForm
 from quotas.models import MemberCap, QuotaGrant, QuotaRequest

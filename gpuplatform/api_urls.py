@@ -15,7 +15,7 @@ from rest_framework.views import APIView
 from accounts.api import GroupMappingViewSet, TeamAccessView
 from console.api import DrainViewSet, MemberCapViewSet, TeamViewSet, VolumeViewSet
 from core.api_errors import not_found
-from jobs.api import JobViewSet
+from jobs.api.views import JobViewSet
 from notifications.api import PreferenceViewSet, WebhookViewSet
 from quotas.api import FlavorViewSet, QuotaGrantViewSet, QuotaRequestViewSet
 from tenants.api import TokenViewSet

@@ -12,7 +12,7 @@ class GpuPlatformConfig(AppConfig):
 
         from . import (
             checks,  # noqa: F401  (registers the checks)
-            heal,  # noqa: F401  (the leader's watcher runs the heal: jobs.watcher.leading)
+            heal,  # noqa: F401  (the leader's watcher runs the heal: jobs.watch.watcher.leading)
             metrics,  # noqa: F401  (connects the Celery signal handlers that count tasks)
         )
         from .owners import OWNERS

@@ -6,7 +6,7 @@ a skip wrong; when the watch brings that change, `on_cluster_change` enqueues th
 of the item its labels name, by every owner of that scope (`gpuplatform.owners`), so the
 write is late by the watch lag and never lost.
 
-It runs in one process: the status watcher that holds the Lease (`jobs.watcher.leading`,
+It runs in one process: the status watcher that holds the Lease (`jobs.watch.watcher.leading`,
 sent by `manage.py watch_cluster`), which watches every kind of every owner with a watch
 cache of its own (on `cluster.informer`, as the workers' are) from the start. Worker
 processes no longer hear changes themselves, so N worker replicas do not enqueue N
@@ -26,7 +26,7 @@ from django.dispatch import receiver
 from cluster.cache import WatchCache
 from core.owners import Scope, registered
 from core.reconcile import RETRY_POLICY
-from jobs.watcher import StatusWatcher, leading
+from jobs.watch.watcher import StatusWatcher, leading
 
 from .owners import send_for
 

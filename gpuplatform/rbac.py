@@ -17,8 +17,8 @@ Where each right comes from:
 - every kind the status watcher follows: list, watch;
 - pods: their logs for the job pages (get pods/log); nodes: list, for the capacity page;
 - Kueue's visibility API: get the pending workloads of a ClusterQueue, for queue
-  positions in Kueue's own order (`jobs.pending`);
-- idle-GPU reclaim (`jobs.reclaim.RIGHTS`): patch a Kueue Workload's `spec.active` (found
+  positions in Kueue's own order (`jobs.outlook.pending`);
+- idle-GPU reclaim (`jobs.use.reclaim.RIGHTS`): patch a Kueue Workload's `spec.active` (found
   by a LIST of the namespace's), create a Volcano `bus.volcano.sh` Command;
 - the rights granted by the team Roles the platform writes (`tenants.manifests`): the
   API server lets a Role or RoleBinding be written only by someone who holds its rights
@@ -35,10 +35,10 @@ The web pods are internet-facing and have an identity of their own (the chart's 
 ServiceAccount, WEB_SERVICE_ACCOUNT), holding only what the web reads, from what its pages
 and API call through `cluster/`:
 - in each team namespace, through a Role the platform writes there (`tenants.manifests.
-  WEB_TEAM_RULES`): a job's pods and their logs (`jobs.logs`, the jobs API's logs) and an
+  WEB_TEAM_RULES`): a job's pods and their logs (`jobs.watch.logs`, the jobs API's logs) and an
   inference server's Deployment (its replicas);
 - cluster-wide (`WEB_CLUSTER_RULES`): nodes, listed by the capacity page, Kueue's
-  pending workloads of a ClusterQueue (`jobs.pending`, queue positions), ClusterQueues,
+  pending workloads of a ClusterQueue (`jobs.outlook.pending`, queue positions), ClusterQueues,
   listed for their fair-sharing status (`quotas.fairshare`, the team and capacity pages),
   and the team admission policy and its binding, by name, which /readyz compares with this
   version's (`team_policy`; the chart installs them, `tenants.admission`);
@@ -55,9 +55,9 @@ from collections import defaultdict
 
 from cluster.cache import WatchCache
 from core.owners import registered
-from jobs.pending import VISIBILITY_GROUP
-from jobs.reclaim import RIGHTS as RECLAIM_RIGHTS
-from jobs.watcher import WATCHED
+from jobs.outlook.pending import VISIBILITY_GROUP
+from jobs.use.reclaim import RIGHTS as RECLAIM_RIGHTS
+from jobs.watch.watcher import WATCHED
 from tenants.admission import API as ADMISSION_API
 from tenants.admission import POLICY_NAME
 from tenants.manifests import WEB_TEAM_RULES

@@ -325,7 +325,7 @@ CELERY_BEAT_SCHEDULE = {
     # IdP memberships not renewed by a sign-in within OIDC_MEMBERSHIP_TTL_HOURS end (docs/sso.md).
     "expire-idp-access": {"task": "tenants.tasks.expire_idp_access", "schedule": 60},
 }
-# Used and idle GPU-hours (jobs/gpu_use.py): how often the GPUs of jobs holding them are
+# Used and idle GPU-hours (jobs/use/gpu_use.py): how often the GPUs of jobs holding them are
 # sampled from Prometheus (each sample looks back twice this long); without PROMETHEUS_URL
 # the task returns at once.
 GPU_USE_SAMPLE_SECONDS = env_int("GPU_USE_SAMPLE_SECONDS", 60, minimum=2)
@@ -378,7 +378,7 @@ WATCHER_LEASE_SECONDS = env_int("WATCHER_LEASE_SECONDS", 15, minimum=3)
 METRICS_TOKEN = env_str("METRICS_TOKEN")
 METRICS_PORT = env_int("METRICS_PORT", 0, minimum=0)
 
-# --- Idle-GPU reclaim (jobs/idle.py, jobs/reclaim.py, docs/idle.md) --------------------------
+# --- Idle-GPU reclaim (jobs/use/idle.py, jobs/use/reclaim.py, docs/idle.md) --------------------------
 # The default policy (a flavor's, a team's may change it): a running job whose GPUs all stay
 # below the threshold for IDLE_GPU_AFTER_SECONDS is warned, and reclaimed IDLE_GPU_GRACE_SECONDS
 # later unless busy again. All three unset: off. Windows of IDLE_GPU_WINDOW_SECONDS (longer
@@ -398,7 +398,7 @@ if IDLE_GPU_THRESHOLD_PERCENT is not None and IDLE_GPU_THRESHOLD_PERCENT > 100:
 IDLE_GPU_OWNERS_MAY_EXEMPT = env_bool("IDLE_GPU_OWNERS_MAY_EXEMPT", True)
 IDLE_GPU_WINDOW_SECONDS = env_int("IDLE_GPU_WINDOW_SECONDS", 30, minimum=5)
 IDLE_GPU_SWEEP_SECONDS = env_int("IDLE_GPU_SWEEP_SECONDS", IDLE_GPU_WINDOW_SECONDS, minimum=2)
-CELERY_BEAT_SCHEDULE["idle-gpus"] = {"task": "jobs.reclaim.sweep_idle", "schedule": IDLE_GPU_SWEEP_SECONDS}
+CELERY_BEAT_SCHEDULE["idle-gpus"] = {"task": "jobs.use.reclaim.sweep_idle", "schedule": IDLE_GPU_SWEEP_SECONDS}
 
 # --- GPU metrics (cluster/prometheus.py, docs/telemetry.md) --------------------------------
 # The Prometheus that scrapes the GPUs (NVIDIA's dcgm-exporter); unset: no GPU telemetry,

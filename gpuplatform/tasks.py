@@ -8,7 +8,7 @@ from django.utils import timezone
 
 from core.owners import Scope
 from core.reconcile import RETRY_POLICY, NoCluster, current_cluster
-from jobs import reclaim  # noqa: F401 - registers the idle-GPU sweep's task (beat: "idle-gpus")
+from jobs.use import reclaim  # noqa: F401 - registers the idle-GPU sweep's task (beat: "idle-gpus")
 from notifications.actions import notice_due
 from quotas.actions import apply_grants, drain_windows
 

@@ -6,10 +6,10 @@ from django.db import transaction
 
 from core.reconcile import enqueue
 
-from . import reservations
 from .lifecycle import State
 from .models import Job, Volume
 from .models.idempotency import IdempotencyKey
+from .outlook import reservations
 from .tasks import reconcile_job, reconcile_team_volumes, release_at_cap, release_reserved
 
 
@@ -74,7 +74,7 @@ def stop(job: Job, user) -> bool:
 
 
 def stop_for(job: Job, *, reason: str, message: str) -> bool:
-    """Stop a notebook for the platform (its idle GPUs, its lifetime; `jobs.reclaim`)."""
+    """Stop a notebook for the platform (its idle GPUs, its lifetime; `jobs.use.reclaim`)."""
     with transaction.atomic():
         changed = job.stop(reason=reason, message=message)
         if changed:
@@ -94,13 +94,13 @@ def start(job: Job, user) -> bool:
 
 def release_soon(job: Job) -> None:
     """Once committed, let go the jobs of ``job``'s submitter that waited at their cap on its
-    flavor and fit now (`jobs.caps`): ``job`` ended and made room."""
+    flavor and fit now (`jobs.queue.caps`): ``job`` ended and made room."""
     enqueue(release_at_cap, job.team_id, job.submitter_id, job.flavor_id)
 
 
 def release_reserved_soon(job: Job) -> None:
     """Once committed, let go the jobs of ``job``'s team on its flavor kept back behind a
-    reservation that may go now (`jobs.reservations`): ``job`` was admitted or ended."""
+    reservation that may go now (`jobs.outlook.reservations`): ``job`` was admitted or ended."""
     enqueue(release_reserved, job.team_id, job.flavor_id)
 
 

@@ -19,7 +19,7 @@ class State(models.TextChoices):
     CANCELLING = "cancelling", "Cancelling"
     CANCELLED = "cancelled", "Cancelled"
     PREEMPTED = Phase.PREEMPTED.value, "Preempted"
-    # Stopped by the platform because its GPUs sat idle (jobs.idle, jobs.reclaim).
+    # Stopped by the platform because its GPUs sat idle (jobs.use.idle, jobs.use.reclaim).
     RECLAIMED = "reclaimed", "Reclaimed"
     # A notebook given back its GPUs and kept, with its volumes, to be started again
     # (by a person, its idle GPUs or its lifetime; docs/notebooks.md). Not final.
@@ -38,11 +38,11 @@ WAITING_FOR_QUOTA = (State.SUBMITTED, State.QUEUED, State.PREEMPTED)
 # use): such a job is not ahead of anyone, not queued demand, and its card says so.
 NEVER_STARTS_REASONS = frozenset({EXCEEDS_QUOTA})
 # The reason of a submitted job the platform holds back because its submitter is at their
-# per-person cap (`jobs.caps`): not on the cluster, not in any scheduler's queue, and let go
+# per-person cap (`jobs.queue.caps`): not on the cluster, not in any scheduler's queue, and let go
 # by itself when the person's other jobs end.
 AT_PERSONAL_CAP = "AtPersonalCap"
 # The reason of a submitted job the platform holds back so that the first waiting job of its
-# team on a flavor that reserves (`GpuFlavor.backfill`) is not delayed (`jobs.reservations`):
+# team on a flavor that reserves (`GpuFlavor.backfill`) is not delayed (`jobs.outlook.reservations`):
 # not on the cluster yet, and let go by itself when it can start without delaying that job.
 BEHIND_RESERVATION = "BehindReservation"
 # Not running yet: where the cluster's last warning about a job is worth showing.

@@ -1,8 +1,8 @@
 """Signal receivers of the jobs app, connected in ``JobsConfig.ready``.
 
-A job that ends makes room under its submitter's cap (`jobs.caps`): the person's jobs that
+A job that ends makes room under its submitter's cap (`jobs.queue.caps`): the person's jobs that
 waited at it are let go on commit, without waiting for the sweep. A job that is admitted or
-ends changes its flavor's reservation (`jobs.reservations`): the team's jobs kept back behind
+ends changes its flavor's reservation (`jobs.outlook.reservations`): the team's jobs kept back behind
 it are looked at again on commit.
 """
 
@@ -11,7 +11,7 @@ from django.db.models.signals import post_save
 from . import actions
 from .lifecycle import FINAL_STATES, State
 from .models import Job, JobEvent
-from .reservations import BEHIND
+from .outlook.reservations import BEHIND
 
 MOVES_A_RESERVATION = FINAL_STATES | {State.ADMITTED}
 

@@ -19,11 +19,13 @@ from tenants.tasks import TEAM_ITEMS
 from workloads import placed_gpus
 from workloads.kinds import KINDS
 
-from . import backfill, gpu_use, reservations
-from .caps import RELEASED, lock_team
 from .lifecycle import State
 from .manifests import JOB_KINDS, PVC, VOLUME_FIELDS, job_fields, render_job, render_volumes
 from .models import RETAIN_FINISHED, Job, claims_of
+from .outlook import reservations
+from .queue import backfill
+from .queue.caps import RELEASED, lock_team
+from .use import gpu_use
 
 # Kinds whose objects stay a while after they end, so their logs can be read (`Job.cluster_plan`).
 RETAINED_KINDS = [kind.name for kind in KINDS if not kind.removed_when_ended]
@@ -117,7 +119,7 @@ def _desired(job: Job) -> list[dict] | None:
 
 def _let_go(job: Job, released: list[int], said: dict[str, str]) -> bool:
     """Whether ``job``, held back by the platform, is among the ``released`` ids (a release at
-    its submitter's cap, `jobs.caps`, or behind its flavor's reservation, `jobs.reservations`),
+    its submitter's cap, `jobs.queue.caps`, or behind its flavor's reservation, `jobs.outlook.reservations`),
     then with the reason and message ``said``; the other jobs let go with it are reconciled too."""
     for other in released:
         if other != job.pk:
@@ -140,7 +142,7 @@ def release_at_cap(self, team_id: int, user_id: int | None = None, flavor_id: in
 
 def release_kept_back(team_id: int, flavor_id: int) -> list[int]:
     """Let go the team's jobs kept back on the flavor that may go now (the new head among
-    them, `jobs.backfill.walk`); those still kept back get their message brought up to date.
+    them, `jobs.queue.backfill.walk`); those still kept back get their message brought up to date.
     Returns the ids let go."""
     released: list[int] = []
     with transaction.atomic():
@@ -289,7 +291,7 @@ def reconcile_jobs(self, job_ids: list[int]) -> int:
 
 @shared_task
 def record_gpu_use() -> dict:
-    """The beat's sample of used and idle GPU time (`jobs.gpu_use`); nothing without Prometheus."""
+    """The beat's sample of used and idle GPU time (`jobs.use.gpu_use`); nothing without Prometheus."""
     if prometheus_from_settings() is None:
         return {"skipped": "PROMETHEUS_URL is not set"}
     return gpu_use.sample_quietly()

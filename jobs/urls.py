@@ -1,8 +1,8 @@
-"""Job pages (browser): the list and submission (`jobs.views`), a job's own page (`jobs.pages`)."""
+"""Job pages (browser): the list and submission (`jobs.web.views`), a job's own page (`jobs.web.pages`)."""
 
 from django.urls import path
 
-from . import pages, views
+from .web import pages, views
 
 app_name = "jobs"
 

@@ -18,10 +18,10 @@ from django.utils import timezone
 
 from core.ratelimit import take
 from core.reconcile import enqueue
-from jobs.drains import ON_THE_POOL, WAITING, ends_at
 from jobs.lifecycle import WAITING_FOR_QUOTA, State
 from jobs.models import Job, JobEvent
 from jobs.models.idle import WARNED
+from jobs.outlook.drains import ON_THE_POOL, WAITING, ends_at
 from quotas.models import Drain, QuotaGrant, QuotaRequest
 from tenants.models import Membership, Team
 

@@ -25,7 +25,7 @@ EDITOR_ROLE = "gpuplatform-workload-editor"
 VIEWER_ROLE = "gpuplatform-workload-viewer"
 WEB_READER_ROLE = "gpuplatform-web-reader"
 # What the web reads in a team namespace, as its own identity (WEB_SERVICE_ACCOUNT, the
-# chart's web ServiceAccount): a job's pods and their logs (jobs.logs, the jobs API) and an
+# chart's web ServiceAccount): a job's pods and their logs (jobs.watch.logs, the jobs API) and an
 # inference server's Deployment (its replicas). Nothing else, and only in team namespaces.
 WEB_TEAM_RULES = [
     {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]},

@@ -219,7 +219,7 @@ def gpu_hours(jobs: dict[int, dict], accounts: dict[int, Account], until: float,
     the cluster's own timestamps give. Each interval has two edges; the row stamps each one
     ``edge`` seconds after the cluster at most (the measured p99 status lag plus the second
     the cluster's timestamps are cut to), so a job may differ by 2 x edge x intervals x GPUs."""
-    from jobs.usage import admitted_intervals
+    from jobs.use.usage import admitted_intervals
 
     until_dt = datetime.fromtimestamp(until, timezone.utc)
     db_total = cluster_total = tolerance_total = 0.0

@@ -759,7 +759,7 @@ start_kueue() {
 # visibility.kueue.x-k8s.io/v1beta2 whose Service is an ExternalName for 127.0.0.1 (the API
 # server dials an ExternalName service's name and the APIService's port), checked with the
 # visibility CA (ensure_visibility_pki).
-# Without it the platform counts queue positions itself (jobs/queueing.py): a warning, not a failure.
+# Without it the platform counts queue positions itself (jobs/queue/queueing.py): a warning, not a failure.
 apply_kueue_visibility() {
   log "Kueue: visibility API through the aggregator (https://127.0.0.1:$KUEUE_VISIBILITY_PORT)"
   kubectl_ apply --server-side --force-conflicts -f - >/dev/null <<EOF

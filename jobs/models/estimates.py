@@ -1,6 +1,6 @@
-"""EtaEstimate: every start estimate the platform gave a waiting job (`jobs.estimates`), kept
+"""EtaEstimate: every start estimate the platform gave a waiting job (`jobs.outlook.estimates`), kept
 so that, once the job starts, its error is known: the accuracy page of the console and the
-calibration of later estimates (`jobs.eta.Calibration`) read them.
+calibration of later estimates (`jobs.queue.eta.Calibration`) read them.
 
 Seconds are counted from ``made_at``; the raw figures are the simulation's before the
 calibration, what the calibration learns from. The actual wait is the job's own record

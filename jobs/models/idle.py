@@ -1,6 +1,6 @@
 """What the platform knows of a running job's idle GPUs: a warning, its grace, an exemption.
 
-One ``IdleWatch`` per job that was ever looked at by the idle sweep (``jobs.reclaim``). It
+One ``IdleWatch`` per job that was ever looked at by the idle sweep (``jobs.use.reclaim``). It
 holds the warning (when it was given, from when the grace counts, when the job will be
 reclaimed: the job page's banner), why the sweep is paused for the job (metrics missing or
 stale), an owner's exemption with its reason, and, once the job was reclaimed, the idle
@@ -127,7 +127,7 @@ class IdleWatch(models.Model):
             job.note(EXEMPTED, f"Exempted from idle reclaim by {user.get_username()}: {reason}")
         return watch
 
-    # --- the sweep's moves (jobs.reclaim) --------------------------------------------------
+    # --- the sweep's moves (jobs.use.reclaim) --------------------------------------------------
     def warn(self, job, now, *, grace_seconds: int, threshold: int, reclaims: bool) -> None:
         self.warned_at = self.grace_from = now
         self.reclaim_at = now + timezone.timedelta(seconds=grace_seconds) if reclaims else None

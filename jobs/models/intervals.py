@@ -9,7 +9,7 @@ that enters a holding state holds what it needs to start (`Job.gpus_to_start`).
 
 ``Job.gpus_in_use`` is the open interval's count (0 when none is open), written with it in
 one transaction: what the dashboard, the quota list, the team API and the console call in
-use now (`jobs.usage`), and what the usage page and its CSV sum over time
+use now (`jobs.use.usage`), and what the usage page and its CSV sum over time
 (`console.accounting`) are the same GPUs.
 """
 
@@ -23,7 +23,7 @@ from ..lifecycle import HOLDING_QUOTA, State
 def held_after(job, current: str, target: str, gpus: int | None) -> int:
     """GPUs ``job`` holds once it moved from ``current`` to ``target``; ``gpus``: what its pods
     hold on nodes as the watcher counts them (None: not counted). The rule of
-    ``jobs.usage.admitted_intervals``, with the count: a state that holds quota holds the
+    ``jobs.use.usage.admitted_intervals``, with the count: a state that holds quota holds the
     counted GPUs (entering one uncounted, what the job needs to start; staying in one, what
     it held); cancelling keeps what it held until the job ends; any other state holds none."""
     if target in HOLDING_QUOTA:
@@ -64,7 +64,7 @@ class GpuInterval(models.Model):
         help_text="GPUs the job's pods held on nodes: pods placed times GPUs per worker.")
     started_at = models.DateTimeField()
     ended_at = models.DateTimeField(null=True, blank=True)
-    # How far GPU use was measured (``jobs.gpu_use``): the sampler moves it on by a
+    # How far GPU use was measured (``jobs.use.gpu_use``): the sampler moves it on by a
     # compare-and-swap, so two samplers never count the same seconds twice.
     measured_until = models.DateTimeField(null=True, blank=True)
 

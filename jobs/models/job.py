@@ -38,7 +38,6 @@ from workloads.spec import BY_NAME as SPEC
 from workloads.spec import RELATED
 
 from .. import gpus
-from ..caps import CapQuerySet, lock_team
 from ..lifecycle import (
     AT_PERSONAL_CAP,
     BEHIND_RESERVATION,
@@ -48,7 +47,8 @@ from ..lifecycle import (
     WAITING_FOR_QUOTA,
     State,
 )
-from ..queueing import QueueingQuerySet, ceiling_of
+from ..queue.caps import CapQuerySet, lock_team
+from ..queue.queueing import QueueingQuerySet, ceiling_of
 from .checks import problems
 from .hardware import JobHardware
 from .moves import JobMoves
@@ -86,7 +86,7 @@ class JobQuerySet(CapQuerySet, QueueingQuerySet):
     def submit(self, *, team: Team, submitter, hold=None, **fields) -> "Job":
         """Check the submitter may, validate, save as submitted (`jobs.actions.submit`
         then reconciles it). ``hold(job)``: the reason and message it is kept back with when
-        it fits its submitter's cap (`jobs.reservations.verdict`), None to let it go."""
+        it fits its submitter's cap (`jobs.outlook.reservations.verdict`), None to let it go."""
         if not team.can_submit(submitter):
             raise PermissionDenied(f"Only owners and members of {team.slug} can submit jobs.")
         job = Job(team=team, submitter=submitter, **fields)
@@ -95,7 +95,7 @@ class JobQuerySet(CapQuerySet, QueueingQuerySet):
         # caller's transaction (``jobs.actions.submit``) rolls back as one.
         with transaction.atomic(savepoint=False):
             self._refuse_over_cap(team)
-            # Over its submitter's cap: saved, but waiting (`jobs.caps`), never created.
+            # Over its submitter's cap: saved, but waiting (`jobs.queue.caps`), never created.
             job.save_submitted(because=self.cap_verdict(job) or (hold(job) if hold else None))
         return job
 
@@ -315,14 +315,14 @@ class Job(JobHardware, JobVolumes, JobMoves, PreemptionContract, RayRules, Noteb
 
     @property
     def at_personal_cap(self) -> bool:
-        """Held back by the platform: its submitter is at their cap (`jobs.caps`); not on the
+        """Held back by the platform: its submitter is at their cap (`jobs.queue.caps`); not on the
         cluster, not in the scheduler's queue."""
         return self.state == State.SUBMITTED and self.reason == AT_PERSONAL_CAP
 
     @property
     def behind_reservation(self) -> bool:
         """Held back by the platform so that the job its flavor reserves for is not delayed
-        (`jobs.reservations`); not on the cluster yet, but in its team's queue."""
+        (`jobs.outlook.reservations`); not on the cluster yet, but in its team's queue."""
         return self.state == State.SUBMITTED and self.reason == BEHIND_RESERVATION
 
     def get_state_display(self) -> str:

@@ -3,7 +3,7 @@
 A failed job's pods do not stay: the Job controller replaces them, a Volcano gang is
 aborted, a finished job's objects are removed after a day. What the researcher needs most
 (why it failed) would go with them, so the status watcher keeps the end of each failed
-container's log here when it sees the container end (`jobs.watcher`), bounded in lines and
+container's log here when it sees the container end (`jobs.watch.watcher`), bounded in lines and
 bytes, and the job page shows it once the pods are gone.
 """
 

@@ -81,7 +81,7 @@ class JobMoves:
 
     def give_back(self, gpus: int, at=None) -> bool:
         """A job being cancelled whose pods hold ``gpus`` now, its workload gone: the interval
-        moves with them (`jobs.watcher`); the end itself is the cancel's reconcile's to record."""
+        moves with them (`jobs.watch.watcher`); the end itself is the cancel's reconcile's to record."""
         if self.state != State.CANCELLING:
             return False
         return self._update_in_place(self.reason, self.message, gpus, at)

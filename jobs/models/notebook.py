@@ -6,7 +6,7 @@ A notebook is one pod (workers 1) on a Kueue flavor, listening on its port (8888
 It runs only within the team's own nominal quota, never on borrowed GPUs: at submission and at
 every start it must fit in what the team's own quota on the flavor leaves free (its other jobs
 holding quota counted), or it is refused with the numbers. It is stopped, not ended, by a
-person, by its idle GPUs (`jobs.reclaim`) or by its lifetime (its max runtime, the flavor's
+person, by its idle GPUs (`jobs.use.reclaim`) or by its lifetime (its max runtime, the flavor's
 default and cap as for training), and started again with the same volumes.
 """
 
@@ -20,7 +20,7 @@ from quotas.models import Quota
 from tenants.models import Membership
 
 from ..lifecycle import HOLDING_QUOTA, WAITING_FOR_QUOTA, State
-from ..queueing import START_GPUS
+from ..queue.queueing import START_GPUS
 
 # States a notebook can be stopped from: anything holding or waiting for quota.
 STOPPABLE = (*WAITING_FOR_QUOTA, *HOLDING_QUOTA)

@@ -4,7 +4,7 @@
 for each interval and calendar day (in the platform's time zone, the accounting's days), how
 much of that allocated GPU time was measured, how much of it the GPUs were busy (used) and
 how much they sat idle. The rule that turns utilization into these numbers, and the sampler
-that writes them, are ``jobs.gpu_use``; the accounting (``console.accounting``) sums them
+that writes them, are ``jobs.use.gpu_use``; the accounting (``console.accounting``) sums them
 beside the allocated GPU-hours. Kept in the database, not asked of Prometheus when a report
 is read: a month's report stays what it was once Prometheus has forgotten the month, and it
 costs one aggregate whatever the number of jobs.
@@ -32,7 +32,7 @@ class GpuUseQuerySet(models.QuerySet):
 class GpuUse(models.Model):
     """Measured GPU-seconds of one GPU interval on one day: ``measured`` (allocated GPU time
     with a measurement), ``used`` (measured time x utilization) and ``idle`` (measured time
-    of GPUs below the idle threshold); ``jobs.gpu_use`` defines them."""
+    of GPUs below the idle threshold); ``jobs.use.gpu_use`` defines them."""
 
     interval = models.ForeignKey("jobs.GpuInterval", on_delete=models.CASCADE, related_name="uses")
     # The interval's, copied so the report groups without a join (as GpuInterval copies the job's).

@@ -2,7 +2,7 @@
 person may hold at once, and optionally how many jobs, set by the team's owners.
 
 A cap is the platform's own rule, checked before a job's Kueue or Volcano object is created
-(`jobs.caps`): Kueue has no per-user quota, and a workload it holds in a queue is admitted
+(`jobs.queue.caps`): Kueue has no per-user quota, and a workload it holds in a queue is admitted
 whenever the team's quota allows. A row without a person is the team's default for
 everyone who submits in it, owners included; a person's own row replaces the default.
 """
@@ -50,7 +50,7 @@ class MemberCapQuerySet(models.QuerySet):
 
 class MemberCap(models.Model):
     """At most ``max_gpus`` GPUs of ``flavor``, and at most ``max_jobs`` jobs on it (when set),
-    that one person's jobs of ``team`` may hold at once (`jobs.caps` says what "hold" counts)."""
+    that one person's jobs of ``team`` may hold at once (`jobs.queue.caps` says what "hold" counts)."""
 
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="member_caps")
     flavor = models.ForeignKey(GpuFlavor, on_delete=models.CASCADE, related_name="member_caps")

@@ -5,7 +5,7 @@ The defaults come from settings (``IDLE_GPU_THRESHOLD_PERCENT``, ``IDLE_GPU_AFTE
 with no team) changes them for the flavor; a quota manager may override them for one team
 on a flavor (a row with the team). Each value left empty is inherited from the level above,
 so a team's row that only raises the grace keeps the flavor's threshold. What counts as idle
-is ``jobs.idle``; the flow (warn, clear, reclaim) is ``jobs.reclaim``.
+is ``jobs.use.idle``; the flow (warn, clear, reclaim) is ``jobs.use.reclaim``.
 """
 
 from dataclasses import dataclass

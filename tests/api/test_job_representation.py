@@ -12,7 +12,7 @@ from django.utils import timezone
 from rest_framework import serializers
 
 from jobs import actions
-from jobs.api import LIST_ROW, JobCreatedSerializer, JobSerializer
+from jobs.api.views import LIST_ROW, JobCreatedSerializer, JobSerializer
 from jobs.models import Job
 from quotas.models import PriorityClass
 

@@ -199,7 +199,7 @@ def test_a_submit_reads_nothing_back(client_as, owner, team, flavor, django_asse
     """What a submit costs, pinned: the team and flavor named; in one transaction
     the key (in a savepoint), the membership, the live-name check, the team's row locked
     and then its live jobs counted (MAX_LIVE_JOBS_PER_TEAM), the submitter's cap looked up
-    (none here; with one, their holding is counted too: jobs.caps), the job (inserted as submitted,
+    (none here; with one, their holding is counted too: jobs.queue.caps), the job (inserted as submitted,
     no draft to update), its event, the key's job; then the feasibility answer's usage and
     quota (no other job waits, so the queue is not read); and the flavor's open drain, asked by
     the job's validation and by the verdict (docs/drain.md)."""

@@ -12,8 +12,8 @@ With it, `test_reservations_live` shows the other side.
 
 import pytest
 
-from jobs import estimates
 from jobs.lifecycle import State
+from jobs.outlook import estimates
 
 from ..support.cluster import OUTLIVES_THE_TEST, reaches, wait_until
 

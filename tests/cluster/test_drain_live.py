@@ -12,8 +12,8 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from jobs import drains, feasibility
 from jobs.lifecycle import State
+from jobs.outlook import drains, feasibility
 from jobs.tasks import sync_job
 from quotas import actions
 from quotas.models import Drain, Scheduler

@@ -16,9 +16,9 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from jobs import estimates, pending
 from jobs.lifecycle import State
 from jobs.models import Job
+from jobs.outlook import estimates, pending
 from jobs.tasks import sync_job
 from tenants.models import Membership
 

@@ -1,6 +1,6 @@
 """Utilization in the product on the local cluster: a job whose fake GPUs are steered by
 GPU_SIM_UTIL shows its utilization on its page and in the jobs list, and the accounting's
-used GPU-hours are its allocated GPU time x the steered utilization (jobs.gpu_use, sampled
+used GPU-hours are its allocated GPU time x the steered utilization (jobs.use.gpu_use, sampled
 as the beat samples it, from the local Prometheus scraping the dcgm-format exporter)."""
 
 import time
@@ -12,9 +12,9 @@ from django.urls import reverse
 from django.utils import timezone
 
 from console.accounting import month_window, usage_rows
-from jobs import gpu_use
 from jobs.lifecycle import State
 from jobs.models import GpuInterval, GpuUse
+from jobs.use import gpu_use
 from tenants.models import Team
 
 from ..support.cluster import reaches, submit, wait_until

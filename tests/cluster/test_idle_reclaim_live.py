@@ -1,6 +1,6 @@
 """Idle-GPU reclaim on the local cluster: real Kueue, the dcgm-format exporter steered by the
 pods' GPU_SIM_UTIL, the local Prometheus scraping it (every 5 s), and the idle sweep
-(jobs.reclaim) run as the beat runs it. A job busy for two minutes and then idle is warned
+(jobs.use.reclaim) run as the beat runs it. A job busy for two minutes and then idle is warned
 and reclaimed (its Workload deactivated on the cluster, its pods gone); a busy job beside it
 runs on; Prometheus stopped mid-grace pauses reclaim, and it resumes when Prometheus is back."""
 
@@ -9,9 +9,9 @@ import time
 
 import pytest
 
-from jobs import reclaim
 from jobs.lifecycle import State
 from jobs.models import IdleWatch
+from jobs.use import reclaim
 from workloads import kueue
 from workloads.pods import object_name
 

@@ -8,7 +8,7 @@ from django.test import Client
 from django.urls import reverse
 
 from jobs.lifecycle import State
-from jobs.logs import job_pods
+from jobs.watch.logs import job_pods
 from tenants.models import Membership
 
 from ..support.cluster import reaches, submit, wait_until

@@ -20,11 +20,11 @@ from django.utils import timezone
 
 from cluster import PermanentError
 from core.owners import run
-from jobs import reclaim
 from jobs.lifecycle import State
 from jobs.manifests import render_job
 from jobs.models import Job, Volume
 from jobs.tasks import TEAM_VOLUMES, sync_job
+from jobs.use import reclaim
 from quotas.models import Cohort, StorageQuota
 from quotas.tasks import sync_team_quotas
 from tenants.models import Membership, Team

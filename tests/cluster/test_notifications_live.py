@@ -7,7 +7,7 @@ import threading
 import pytest
 
 from jobs.lifecycle import State
-from jobs.watcher import StatusWatcher
+from jobs.watch.watcher import StatusWatcher
 from notifications import tasks
 from notifications.models import Event, Kind, Notification, Preference, Webhook, WebhookDelivery
 from quotas.models import PriorityClass

@@ -20,7 +20,7 @@ from cluster.prometheus import (
     timeout_text,
 )
 from cluster.prometheus_standin import duration_seconds
-from jobs import gpu_use
+from jobs.use import gpu_use
 
 # The client's timeout where the test is not about time: the stand-in answers at once, but a
 # loaded machine (make test runs three pytests and a build) may take seconds to let it.

@@ -14,9 +14,9 @@ import uuid
 
 import pytest
 
-from jobs import estimates, reservations
 from jobs.lifecycle import BEHIND_RESERVATION, FINAL_STATES, State
 from jobs.models import Job
+from jobs.outlook import estimates, reservations
 from jobs.tasks import reconcile_job, release_reserved, sync_job
 from tenants.models import Membership
 

@@ -1,6 +1,6 @@
 """GPU telemetry on the local cluster: jobs submitted through the platform run on fake GPU
 nodes, the dcgm-format exporter (deploy/local-cluster/modules/gpu-exporter) reports what
-their env says, the local Prometheus scrapes it, and jobs.telemetry finds each job's GPUs by
+their env says, the local Prometheus scrapes it, and jobs.use.telemetry finds each job's GPUs by
 the names the real controllers gave its pods. And with Prometheus stopped, the one
 PrometheusUnavailable with its reason, in time."""
 
@@ -12,9 +12,9 @@ import pytest
 from django.utils import timezone
 
 from cluster.prometheus import Prometheus, PrometheusUnavailable
-from jobs import telemetry
 from jobs.lifecycle import State
 from jobs.models import Job
+from jobs.use import telemetry
 
 from ..support.cluster import CLUSTER_SH, reaches, submit, wait_until
 

@@ -12,11 +12,11 @@ import uuid
 
 import pytest
 
-from jobs import feasibility
-from jobs.feasibility import Feasibility
 from jobs.lifecycle import State
-from jobs.logs import job_pods, landed, pod_view
 from jobs.manifests import object_name, render_job
+from jobs.outlook import feasibility
+from jobs.outlook.feasibility import Feasibility
+from jobs.watch.logs import job_pods, landed, pod_view
 
 from ..builders import build_job, make_flavor, make_quota
 from ..support.cluster import TAINT, TOLERATION, on_the_cluster, reaches, submit, team_of_its_own, wait_until

@@ -13,8 +13,8 @@ import uuid
 import pytest
 
 from jobs.lifecycle import State
-from jobs.logs import job_pods, landed, pod_view
 from jobs.manifests import object_name
+from jobs.watch.logs import job_pods, landed, pod_view
 from quotas.models import Scheduler
 
 from ..builders import make_flavor, make_quota

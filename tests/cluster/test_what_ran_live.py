@@ -13,12 +13,12 @@ can never start is nobody's "ahead".
 import pytest
 
 from console.capacity import overview
-from jobs import feasibility, pending
-from jobs.feasibility import Feasibility
 from jobs.lifecycle import State
 from jobs.manifests import object_name
 from jobs.models import GpuInterval, Job
-from jobs.usage import usage_for
+from jobs.outlook import feasibility, pending
+from jobs.outlook.feasibility import Feasibility
+from jobs.use.usage import usage_for
 from quotas.models import PriorityClass
 from quotas.tasks import sync_cluster_objects
 from workloads import EXCEEDS_QUOTA

@@ -21,7 +21,7 @@ from console.accounting import (
     usage_summary,
 )
 from jobs.lifecycle import State
-from jobs.usage import admitted_intervals
+from jobs.use.usage import admitted_intervals
 
 from ..builders import make_flavor, make_job
 

@@ -1,4 +1,4 @@
-"""Used and idle GPU-hours: the rule (jobs.gpu_use.use_of), the sampler against a real HTTP
+"""Used and idle GPU-hours: the rule (jobs.use.gpu_use.use_of), the sampler against a real HTTP
 server standing in for Prometheus (cluster/prometheus_standin.py), and the accounting's
 columns (rows, CSV, page, per flavor), scoped to the teams a person sees."""
 
@@ -12,9 +12,9 @@ from django.urls import reverse
 
 from cluster.prometheus import PrometheusUnavailable
 from console.accounting import CSV_HEADER, flavor_totals, month_window, usage_rows, usage_summary
-from jobs import gpu_use, idle
 from jobs.lifecycle import State
 from jobs.models import GpuInterval, GpuUse
+from jobs.use import gpu_use, idle
 from tests.standin import gpus_of
 
 from ..builders import make_job

@@ -1,4 +1,4 @@
-"""The quota console says when idle reclaim is paused and why (jobs.reclaim.paused on the
+"""The quota console says when idle reclaim is paused and why (jobs.use.reclaim.paused on the
 capacity page): the sweep runs on the in-memory cluster against the Prometheus stand-in
 (cluster/prometheus_standin.py, a real HTTP server), then a quota manager reads the page."""
 
@@ -9,9 +9,9 @@ from django.urls import reverse
 from django.utils import timezone
 
 from cluster.prometheus import Prometheus
-from jobs import reclaim
 from jobs.lifecycle import State
 from jobs.models import Job
+from jobs.use import reclaim
 from tests.builders import make_job
 from workloads.pods import object_name
 

@@ -86,7 +86,7 @@ def test_the_platform_identity_converges_teams_quotas_and_jobs_without_a_403(wor
     assert outcome.writes == 0, outcome.lines()  # converged, and every read allowed
     import threading
 
-    from jobs.watcher import StatusWatcher
+    from jobs.watch.watcher import StatusWatcher
 
     watcher = StatusWatcher(as_platform, resync_seconds=5, retry_seconds=0.5)
     thread = threading.Thread(target=watcher.run, daemon=True)
@@ -122,7 +122,7 @@ def test_the_platform_identity_reconciles_sweeps_and_watches_with_its_watch_cach
     served and watched like every other kind."""
     from gpuplatform.celery import app
     from gpuplatform.tasks import sweep
-    from jobs.watcher import StatusWatcher
+    from jobs.watch.watcher import StatusWatcher
 
     cluster = as_platform_worker
     team, h100, a100 = world

@@ -160,7 +160,7 @@ def test_a_transient_error_counts_a_retry_and_a_reconcile_error(fake, team):
 def test_the_watcher_counts_job_updates_and_its_lag(fake, team, flavor):
     import threading
 
-    from jobs.watcher import StatusWatcher
+    from jobs.watch.watcher import StatusWatcher
 
     lag = value("gpuplatform_watcher_lag_seconds_count")
     watcher = StatusWatcher(fake, resync_seconds=3600, retry_seconds=0.05)

@@ -1,9 +1,9 @@
-"""The reservation for a team's first waiting job and who may start before it (`jobs.backfill`,
+"""The reservation for a team's first waiting job and who may start before it (`jobs.queue.backfill`,
 pure): the time it surely fits, the spare GPUs beside it, and each waiting job's decision."""
 
 import pytest
 
-from jobs.backfill import Candidate, Decision, Reservation, reserve, walk
+from jobs.queue.backfill import Candidate, Decision, Reservation, reserve, walk
 
 HOUR = 3600.0
 

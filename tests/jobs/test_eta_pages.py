@@ -8,9 +8,10 @@ import pytest
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from jobs import estimates, eta
 from jobs.lifecycle import State
 from jobs.models import EtaEstimate, Job
+from jobs.outlook import estimates
+from jobs.queue import eta
 from tests.builders import make_flavor, make_job, make_quota
 
 pytestmark = pytest.mark.django_db

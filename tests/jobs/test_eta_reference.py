@@ -7,7 +7,7 @@ import random
 import pytest
 
 from bench import eta as replay
-from jobs import eta
+from jobs.queue import eta
 
 HOUR = 3600.0
 

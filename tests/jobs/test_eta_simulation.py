@@ -1,9 +1,9 @@
-"""The start-time simulation (`jobs.eta`), fed plain data: no database, no cluster."""
+"""The start-time simulation (`jobs.queue.eta`), fed plain data: no database, no cluster."""
 
 import pytest
 
-from jobs import eta
-from jobs.eta import Calibration, Eta, Queue, Runner, Waiter
+from jobs.queue import eta
+from jobs.queue.eta import Calibration, Eta, Queue, Runner, Waiter
 
 HOUR = 3600.0
 

@@ -5,10 +5,10 @@ job that does not fit blocks no one behind it, and a job that can never start is
 
 import pytest
 
-from jobs import feasibility
-from jobs.feasibility import Feasibility
 from jobs.lifecycle import State
 from jobs.models import Job
+from jobs.outlook import feasibility
+from jobs.outlook.feasibility import Feasibility
 from quotas.models import Cohort, PriorityClass
 from tenants.models import Team
 from workloads import EXCEEDS_QUOTA

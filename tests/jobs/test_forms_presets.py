@@ -8,7 +8,7 @@ import pytest
 
 from jobs.forms import PRESETS, JobForm
 from jobs.manifests import render_job
-from jobs.views import _yaml
+from jobs.web.views import _yaml
 from quotas.models import PriorityClass, Scheduler
 from workloads.kinds import by_name
 from workloads.pods import pod_templates_of

@@ -5,10 +5,10 @@ import pytest
 from django.contrib.admin.sites import site
 from rest_framework.test import APIClient
 
-from jobs.api import LIST_ROW, JobSerializer
+from jobs.api.views import LIST_ROW, JobSerializer
 from jobs.forms import JobForm, clone_initial
 from jobs.models import Job
-from jobs.views import LIST_COLUMNS
+from jobs.web.views import LIST_COLUMNS
 from quotas.models import PriorityClass, Scheduler
 from workloads import spec
 from workloads.kinds import by_name

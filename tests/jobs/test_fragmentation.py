@@ -9,9 +9,9 @@ from django.utils import timezone
 
 from cluster import FakeCluster
 from core.ownership import JOB_LABEL, TEAM_LABEL
-from jobs import feasibility, fragmentation
-from jobs.feasibility import Feasibility
 from jobs.lifecycle import State
+from jobs.outlook import feasibility, fragmentation
+from jobs.outlook.feasibility import Feasibility
 
 from ..builders import build_job, make_flavor, make_job, make_quota
 

@@ -13,7 +13,7 @@ from django.db import connection
 
 from jobs.lifecycle import TRANSITIONS, State
 from jobs.models import GpuInterval, Job, JobEvent
-from jobs.usage import admitted_intervals
+from jobs.use.usage import admitted_intervals
 
 from ..builders import make_job
 

@@ -1,14 +1,14 @@
-"""The idle rule (jobs/idle.py): fixed windows, every GPU of every pod, paused when unsure."""
+"""The idle rule (jobs/use/idle.py): fixed windows, every GPU of every pod, paused when unsure."""
 
 from datetime import UTC, datetime
 
 import pytest
 
 from cluster.prometheus import Prometheus
-from jobs import idle
-from jobs.idle import Window
 from jobs.lifecycle import State
 from jobs.models import Job
+from jobs.use import idle
+from jobs.use.idle import Window
 from tests.builders import make_flavor, make_job
 from workloads.pods import object_name
 

@@ -4,10 +4,10 @@ jobs that can never start left out; counted from the database when Kueue cannot 
 import pytest
 from django.urls import reverse
 
-from jobs import feasibility
 from jobs.lifecycle import State
 from jobs.models import Job
-from jobs.pending import pending_path
+from jobs.outlook import feasibility
+from jobs.outlook.pending import pending_path
 from quotas.models import Scheduler
 from workloads import EXCEEDS_QUOTA, queue_name
 from workloads.pods import object_name

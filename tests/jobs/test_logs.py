@@ -5,9 +5,9 @@ while its pod still exists (a failed job's pods do not stay)."""
 import pytest
 
 from cluster import FakeCluster, NotFound, PermanentError, TransientError
-from jobs.logs import failures_of, keep_failed, pod_view, problem_of
 from jobs.models.logtails import MAX_TAIL_BYTES, MAX_TAIL_LINES, MAX_TAILS_PER_JOB, LogTail, bounded_tail
-from jobs.watcher import POD, StatusWatcher
+from jobs.watch.logs import failures_of, keep_failed, pod_view, problem_of
+from jobs.watch.watcher import POD, StatusWatcher
 
 from ..builders import make_flavor, make_job, make_team
 

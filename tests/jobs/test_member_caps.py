@@ -10,11 +10,11 @@ from django.core.exceptions import ValidationError
 from django.db import connection, connections, transaction
 
 from jobs import actions
-from jobs.caps import RELEASED
 from jobs.lifecycle import AT_PERSONAL_CAP, State
 from jobs.models import Job
+from jobs.queue.caps import RELEASED
 from jobs.tasks import reconcile_job, release_at_cap
-from jobs.usage import usage_of
+from jobs.use.usage import usage_of
 from quotas.models import MemberCap, PriorityClass
 
 from ..builders import make_flavor, make_job, make_quota

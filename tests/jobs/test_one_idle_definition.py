@@ -1,4 +1,4 @@
-"""One idle definition (jobs.idle): the quota console's "idle GPUs now" and the reclaim read
+"""One idle definition (jobs.use.idle): the quota console's "idle GPUs now" and the reclaim read
 the same threshold (`idle.threshold_percent`) and the same windows' rule
 (`idle.activity_promql`), so changing IDLE_GPU_THRESHOLD_PERCENT moves both. Against the
 Prometheus stand-in (cluster/prometheus_standin.py, a real HTTP server evaluating the PromQL
@@ -11,9 +11,9 @@ from django.urls import reverse
 from django.utils import timezone
 
 from cluster.prometheus import prometheus_from_settings
-from jobs import gpu_use, idle, reclaim
 from jobs.lifecycle import State
 from jobs.models import Job
+from jobs.use import gpu_use, idle, reclaim
 from quotas.models import IdlePolicy
 from tests.builders import make_job
 from tests.standin import training_pod

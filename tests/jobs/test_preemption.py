@@ -15,7 +15,7 @@ from core.ownership import JOB_LABEL
 from jobs.lifecycle import State
 from jobs.manifests import pod_templates_of, render_job
 from jobs.models import GpuInterval, Job, Preemption
-from jobs.watcher import StatusWatcher
+from jobs.watch.watcher import StatusWatcher
 from quotas.manifests import render_cluster
 from quotas.models import PriorityClass, Scheduler
 from workloads import kueue
@@ -358,7 +358,7 @@ def test_a_preemptor_that_is_not_ours_is_charged_to_no_team(running_victim):
 
 def test_the_watcher_asks_for_a_reconcile_when_the_protection_starts_and_ends(running_victim, monkeypatch):
     asked = []
-    monkeypatch.setattr("jobs.watcher.reconcile_soon", lambda job: asked.append(job.pk))
+    monkeypatch.setattr("jobs.watch.watcher.reconcile_soon", lambda job: asked.append(job.pk))
 
     def fresh():
         return Job.objects.select_related("team", "flavor", "priority").get(pk=running_victim.pk)
@@ -391,13 +391,13 @@ def test_the_watcher_asks_for_a_reconcile_when_the_protection_starts_and_ends(ru
 
 def test_labels_found_in_place_are_not_rendered_again_until_the_protection_changes(running_victim, monkeypatch):
     asked = []
-    monkeypatch.setattr("jobs.watcher.reconcile_soon", lambda job: asked.append(job.pk))
+    monkeypatch.setattr("jobs.watch.watcher.reconcile_soon", lambda job: asked.append(job.pk))
     Job.objects.filter(pk=running_victim.pk).update(run_admitted_at=timezone.now() - timedelta(minutes=20))
     job = Job.objects.select_related("team", "flavor", "priority").get(pk=running_victim.pk)
     watcher = watching(kueue_objects(job, "a", [{"type": "Admitted", "status": "True"}]))
     watcher.evaluate([job.pk])
     with monkeypatch.context() as patched:  # each resync of every live job
-        patched.setattr("jobs.status.render_job", lambda job: pytest.fail("rendered again"))
+        patched.setattr("jobs.watch.status.render_job", lambda job: pytest.fail("rendered again"))
         watcher.evaluate([job.pk])
     Job.objects.filter(pk=job.pk).update(run_admitted_at=timezone.now())  # admitted again: protected
     watcher.evaluate([job.pk])
@@ -406,5 +406,5 @@ def test_labels_found_in_place_are_not_rendered_again_until_the_protection_chang
 
 def test_a_class_without_a_minimum_runtime_costs_the_watcher_no_render(h100, monkeypatch):
     job = job_in(make_team("team-a"), h100, state=State.RUNNING, run_admitted_at=at(0))
-    monkeypatch.setattr("jobs.status.render_job", lambda job: pytest.fail("rendered"))
+    monkeypatch.setattr("jobs.watch.status.render_job", lambda job: pytest.fail("rendered"))
     watching(kueue_objects(job, "a", [{"type": "Admitted", "status": "True"}])).evaluate([job.pk])

@@ -5,9 +5,9 @@ become the job's state ("head ready, 3/4 workers", Ray's own job status)."""
 import pytest
 from django.core.exceptions import ValidationError
 
-from jobs import feasibility
 from jobs.manifests import job_fields, render_job
 from jobs.models import Job
+from jobs.outlook import feasibility
 from quotas.models import Scheduler
 from workloads import Phase
 from workloads.kinds import for_job

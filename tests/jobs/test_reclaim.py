@@ -1,4 +1,4 @@
-"""The idle sweep (jobs/reclaim.py) on the in-memory cluster: warned, withdrawn, reclaimed,
+"""The idle sweep (jobs/use/reclaim.py) on the in-memory cluster: warned, withdrawn, reclaimed,
 paused; how each scheduler's workload is stopped; who may exempt a job. The live test is
 tests/cluster/test_idle_reclaim_live.py."""
 
@@ -9,11 +9,11 @@ from django.core.exceptions import PermissionDenied, ValidationError
 
 from cluster import FakeCluster, TransientError
 from cluster.prometheus import Prometheus
-from jobs import reclaim
 from jobs.lifecycle import State
 from jobs.manifests import render_job
 from jobs.models import Job, JobEvent
 from jobs.models.idle import CLEARED, EXEMPTED, RECLAIMED, WARNED, IdleWatch
+from jobs.use import reclaim
 from notifications.models import Event, Kind
 from quotas.models import Action, IdlePolicy, Scheduler, Sharing
 from tests.builders import make_flavor, make_job

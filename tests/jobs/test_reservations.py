@@ -12,10 +12,11 @@ from django.core.exceptions import ValidationError
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from jobs import actions, estimates, feasibility, reservations
+from jobs import actions
 from jobs.lifecycle import BEHIND_RESERVATION, State
 from jobs.models import Job
-from jobs.reservations import RELEASED
+from jobs.outlook import estimates, feasibility, reservations
+from jobs.outlook.reservations import RELEASED
 from jobs.tasks import reconcile_job, release_reserved
 from quotas.models.flavors import Scheduler
 from tests.builders import build_job, make_flavor, make_quota

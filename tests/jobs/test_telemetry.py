@@ -1,4 +1,4 @@
-"""jobs.telemetry: a job's GPUs found among dcgm-exporter's series by namespace and the pod
+"""jobs.use.telemetry: a job's GPUs found among dcgm-exporter's series by namespace and the pod
 names its kind gives, one query for many jobs, against a real HTTP server speaking
 Prometheus's API (cluster/prometheus_standin.py, tests/standin.py). The live test against the local cluster's
 Prometheus: tests/cluster/test_telemetry_live.py."""
@@ -10,9 +10,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from cluster.prometheus import Prometheus, PrometheusUnavailable
-from jobs import telemetry
 from jobs.manifests import object_name
 from jobs.models import Job
+from jobs.use import telemetry
 from quotas.models import GpuFlavor, Scheduler
 from tenants.models import Team
 from workloads.kinds import for_job

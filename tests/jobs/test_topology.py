@@ -120,7 +120,7 @@ def test_the_admission_policy_reads_the_topology_levels_as_labels_kueue_may_add(
 
 def test_the_job_page_says_which_racks_the_pods_landed_in(team):
     from cluster import FakeCluster
-    from jobs.logs import PodView, landed
+    from jobs.watch.logs import PodView, landed
 
     flavor = make_flavor("h100", **RACKED)
     fake = FakeCluster()

@@ -1,4 +1,4 @@
-"""What a team uses and waits for has one definition (jobs/usage.py): the dashboard's usage
+"""What a team uses and waits for has one definition (jobs/use/usage.py): the dashboard's usage
 bars, the team API and the managers' console say the same numbers for the same team."""
 
 import csv
@@ -13,7 +13,7 @@ from console.accounting import month_window, usage_rows, write_csv
 from console.capacity import overview
 from jobs.lifecycle import State
 from jobs.models import Job
-from jobs.usage import job_gpus, usage_for
+from jobs.use.usage import job_gpus, usage_for
 from tenants.models import Team
 from workloads import EXCEEDS_QUOTA
 

@@ -8,7 +8,7 @@ before it takes the cache's lock, instead of a query per job under the lock.
 import pytest
 
 from jobs.models import Job
-from jobs.watcher import Ceilings, StatusWatcher, gpu_ceilings
+from jobs.watch.watcher import Ceilings, StatusWatcher, gpu_ceilings
 from quotas.models import Cohort, Scheduler
 
 from ..builders import make_flavor, make_job, make_quota, make_team

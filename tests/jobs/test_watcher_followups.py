@@ -14,7 +14,7 @@ from jobs import tasks
 from jobs.lifecycle import State
 from jobs.models import GpuInterval, Job
 from jobs.tasks import _record
-from jobs.watcher import POD, StatusWatcher
+from jobs.watch.watcher import POD, StatusWatcher
 
 from ..builders import make_flavor, make_job, make_team
 from .test_watcher_transform import deployment, pod

@@ -1,5 +1,5 @@
 """The heal (`gpuplatform.heal`) runs once for the platform: in the status watcher that leads
-(`jobs.watcher.leading`, sent by `manage.py watch_cluster`), not in every worker process."""
+(`jobs.watch.watcher.leading`, sent by `manage.py watch_cluster`), not in every worker process."""
 
 import threading
 
@@ -10,7 +10,7 @@ from django.core.management import call_command
 from cluster.cache import WatchCache
 from gpuplatform import heal
 from jobs.management.commands import watch_cluster
-from jobs.watcher import StatusWatcher, leading
+from jobs.watch.watcher import StatusWatcher, leading
 from tenants.tasks import sync_team
 
 pytestmark = pytest.mark.django_db

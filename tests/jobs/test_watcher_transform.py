@@ -1,4 +1,4 @@
-"""The watcher keeps only what it reads (`jobs.watcher.slim`, its watch transform).
+"""The watcher keeps only what it reads (`jobs.watch.watcher.slim`, its watch transform).
 
 Each scenario feeds full objects (managedFields, pod templates, annotations, as the API
 server sends them) to a watcher's cache and observes the job; every field the watcher and
@@ -15,7 +15,7 @@ from cluster.fake import FakeCluster
 from cluster.watch import WatchStream
 from jobs.manifests import object_name
 from jobs.models import Job
-from jobs.watcher import EVENT, POD, StatusWatcher, slim
+from jobs.watch.watcher import EVENT, POD, StatusWatcher, slim
 from quotas.models import Scheduler
 from workloads.kueue import BATCH_JOB, WORKLOAD
 from workloads.pods import DEPLOYMENT

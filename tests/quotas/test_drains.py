@@ -8,8 +8,8 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.utils import timezone
 
-from jobs import drains, feasibility
 from jobs.models import Job
+from jobs.outlook import drains, feasibility
 from notifications.actions import notice_drains
 from notifications.models import Event, Kind
 from quotas import actions

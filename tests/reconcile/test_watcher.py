@@ -9,7 +9,7 @@ from jobs.lifecycle import State
 from jobs.manifests import object_name
 from jobs.models import Job
 from jobs.tasks import reconcile_job
-from jobs.watcher import StatusWatcher
+from jobs.watch.watcher import StatusWatcher
 
 from ..builders import make_job, make_quota
 

@@ -5,7 +5,7 @@ import threading
 
 import pytest
 
-from jobs.watcher import MAX_WARNINGS, StatusWatcher
+from jobs.watch.watcher import MAX_WARNINGS, StatusWatcher
 
 from .test_watcher import wait_for
 

@@ -176,7 +176,7 @@ def test_finding_06_live_the_web_serves_its_pages_as_its_own_identity(identities
     from cluster import Cluster
     from core import reconcile
     from jobs.lifecycle import State
-    from jobs.pending import kueue_order
+    from jobs.outlook.pending import kueue_order
 
     from ..builders import make_user
     from ..support.cluster import reaches, submit

@@ -9,7 +9,7 @@ import pytest
 from django.urls import reverse
 
 from cluster.prometheus import prometheus_from_settings
-from jobs import gpu_use
+from jobs.use import gpu_use
 from tests.standin import gpus_of
 
 from ..support.htmx import htmx

@@ -9,7 +9,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from jobs.views import PAGE_SIZE
+from jobs.web.views import PAGE_SIZE
 from tenants.models import Membership
 from tenants.picker import TEAM_SELECT_MAX
 

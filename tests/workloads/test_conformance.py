@@ -18,11 +18,11 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
 from gpuplatform.rbac import required
-from jobs import reclaim
 from jobs.gpus import START_GPUS, TOTAL_GPUS
 from jobs.manifests import JOB_KINDS
 from jobs.models import IdleWatch, Job
-from jobs.watcher import WATCHED
+from jobs.use import reclaim
+from jobs.watch.watcher import WATCHED
 from quotas.models import IdlePolicy
 from workloads.kinds import KINDS, inference, integrations, ray_cluster, ray_job
 
@@ -113,7 +113,7 @@ django.setup()
 from drf_spectacular.generators import SchemaGenerator
 from gpuplatform.rbac import required
 from jobs import forms, gpus, manifests, reclaim, watcher
-from jobs.api import JobSerializer
+from jobs.api.views import JobSerializer
 from jobs.models import Job
 from quotas.models import GpuFlavor
 from tenants.models import Team

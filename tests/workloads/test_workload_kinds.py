@@ -1,7 +1,7 @@
 """The kinds of work, registered once (`workloads.kinds.KINDS`), each on the schedulers it runs
 on (`Integration`): each renders only what it declares, in objects the real schemas accept;
 and every kind it renders or watches is granted to the platform (`gpuplatform.rbac.required`)
-and followed by the status watcher (`jobs.watcher.WATCHED`). The rest of the conformance
+and followed by the status watcher (`jobs.watch.watcher.WATCHED`). The rest of the conformance
 suite (shapes, stops, idle words, the test-only kind): `test_conformance.py`."""
 
 import pytest
@@ -10,7 +10,7 @@ import workloads
 from gpuplatform.rbac import APPLY, WATCH, group, required, resource
 from jobs.manifests import JOB_KINDS, job_fields, pod_templates_of, render_job
 from jobs.models import Job
-from jobs.watcher import OURS, WATCHED
+from jobs.watch.watcher import OURS, WATCHED
 from tenants import admission
 from workloads import spec
 from workloads.kinds import (

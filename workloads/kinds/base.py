@@ -50,7 +50,7 @@ class Integration:
     observe: Callable[[object, Seen], Observation | None]
     # The names its pods get from the controllers that make them, as a regular expression
     # (Python's and Prometheus's RE2 alike, matched whole) that matches this job's pods and no
-    # other job's (job "a" never "a-b"'s): how `jobs.telemetry` finds a job's GPUs among
+    # other job's (job "a" never "a-b"'s): how `jobs.use.telemetry` finds a job's GPUs among
     # dcgm-exporter's series, which carry the pod's name and namespace, not our labels.
     pod_pattern: Callable[[object], str]
     # Optional: where the job answers, for its page: {"service", "namespace", "port",

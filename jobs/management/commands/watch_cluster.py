@@ -5,7 +5,7 @@ chart sets it) several copies may run: the one holding the Lease watches, the ot
 wait and take over within seconds when it stops. A new leader starts with a full LIST
 of every watched kind and re-checks every live job, so a change that happened while
 nobody was watching still reaches the database. The leader, and only it, also runs what
-must run once for the platform (`jobs.watcher.leading`: the heal). A leader that cannot renew its Lease
+must run once for the platform (`jobs.watch.watcher.leading`: the heal). A leader that cannot renew its Lease
 stops and exits non-zero (Kubernetes restarts it as a standby).
 """
 
@@ -21,7 +21,7 @@ from django.core.management.base import BaseCommand, CommandError
 from cluster.lease import LeaderElector, Leases
 from core.metrics import LEADER, LEADER_TRANSITIONS
 from core.reconcile import NoCluster, current_cluster
-from jobs.watcher import StatusWatcher, leading
+from jobs.watch.watcher import StatusWatcher, leading
 
 LEASE_NAME = "gpuplatform-watcher"
 

@@ -3,7 +3,7 @@
 Pure: fed plain data (`Queue`), imports nothing of Django, so the job page, the API, the
 submit verdict, the tests and the offline replay (`bench/eta.py`) run the same code.
 
-The model is the scheduler's (`jobs.queueing`): the GPUs the team may use now (its nominal
+The model is the scheduler's (`jobs.queue.queueing`): the GPUs the team may use now (its nominal
 quota plus what the cohort lends it now, at most its ceiling); the running jobs end at a
 runtime drawn from the history of similar jobs (same team and shape, the platform's own
 records) that is longer than what they have run so far, capped by their maximum runtime (and,
@@ -11,7 +11,7 @@ for a job with one, drawn as the share of their maximum that similar jobs used);
 jobs are considered in the scheduler's order (Kueue's pending order when it answers) and each
 takes what is free when it fits, one that does not fit blocking nobody (BestEffortFIFO). On a
 flavor that reserves (`Queue.reserves`) the platform's reservation is played too
-(`jobs.backfill.walk`): the first job that does not fit is reserved for, and a later one
+(`jobs.queue.backfill.walk`): the first job that does not fit is reserved for, and a later one
 starts before it only if it cannot delay it, so there a shorter maximum runtime can start a
 job sooner. The draws are repeated (`DRAWS`, a fixed seed: same input, same answer) and the
 target's start times give p10, p50 and p90. `calibrate` then corrects them by what past
@@ -34,7 +34,7 @@ SEED = 33
 NO_END = None
 # Similar ended jobs with a maximum runtime needed before their used share is drawn from.
 MIN_USED = 5
-# A team's last ended jobs of a size on the flavor read for runtimes (`jobs.estimates`, the
+# A team's last ended jobs of a size on the flavor read for runtimes (`jobs.outlook.estimates`, the
 # replay); of any size as many, for a size none of which ended.
 HISTORY = 50
 
@@ -59,7 +59,7 @@ class Waiter:
     history: tuple[float, ...] = ()
     target: bool = False
     used: tuple[float, ...] = ()
-    on_cluster: bool = False  # let go to the scheduler already (`jobs.backfill`)
+    on_cluster: bool = False  # let go to the scheduler already (`jobs.queue.backfill`)
 
 
 @dataclass(frozen=True)
@@ -68,7 +68,7 @@ class Queue:
     ceiling: int  # the most it can ever hold
     running: tuple[Runner, ...] = ()
     waiting: tuple[Waiter, ...] = ()  # in order, the target among them
-    reserves: bool = False  # the platform reserves for the head (`GpuFlavor.backfill`, `jobs.backfill`)
+    reserves: bool = False  # the platform reserves for the head (`GpuFlavor.backfill`, `jobs.queue.backfill`)
 
 
 @dataclass(frozen=True)

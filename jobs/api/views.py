@@ -41,15 +41,17 @@ from tenants.tokens import Scope
 from workloads import spec
 from workloads.kinds import by_name as kind_named
 
-from . import actions, feasibility, gpu_use, telemetry
-from .eta_api import EtaSerializer, eta_of
-from .filters import JobFilter
-from .gpus import total_gpus
-from .logs import problem_of
-from .manifests import render_job
-from .models import LIVE_NAME_TAKEN, MAX_CPU_PER_WORKER, IdleWatch, Job, JobEvent, Preemption
-from .models.idempotency import KeyConflict
-from .models.idle import MAX_EXEMPT_REASON
+from .. import actions
+from ..filters import JobFilter
+from ..gpus import total_gpus
+from ..manifests import render_job
+from ..models import LIVE_NAME_TAKEN, MAX_CPU_PER_WORKER, IdleWatch, Job, JobEvent, Preemption
+from ..models.idempotency import KeyConflict
+from ..models.idle import MAX_EXEMPT_REASON
+from ..outlook import feasibility
+from ..use import gpu_use, telemetry
+from ..watch.logs import problem_of
+from .eta import EtaSerializer, eta_of
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 MAX_LOG_LINES = 5000
@@ -512,7 +514,7 @@ class JobViewSet(TeamScopedViewSet, mixins.CreateModelMixin, mixins.ListModelMix
                 for pod in sorted(pods, key=lambda p: p["metadata"]["name"])
             ]
         except ClusterError as err:
-            # In words, as on the job page (`jobs.logs`), never the transport's error text.
+            # In words, as on the job page (`jobs.watch.logs`), never the transport's error text.
             raise Unavailable(f"Logs are unavailable: {problem_of(err)}", code="logs_unavailable") from err
         message = "" if logs else "The job has no pods (not started yet, or already removed)."
         return Response({"message": message, "pods": logs})

@@ -13,8 +13,8 @@ from workloads import Observation, Phase, Seen, placed_gpus
 from workloads.kinds import for_job
 from workloads.pods import last_checkpoint
 
-from .manifests import render_job
-from .models import Job
+from ..manifests import render_job
+from ..models import Job
 
 
 def observe(job: Job, seen: Seen) -> Observation | None:

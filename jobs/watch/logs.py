@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from cluster import ClusterError, NotFound, TransientError
 from core.ownership import job_selector
 
-from .manifests import object_name
-from .models import Job
-from .models.logtails import MAX_TAIL_BYTES, MAX_TAIL_LINES, LogTail
+from ..manifests import object_name
+from ..models import Job
+from ..models.logtails import MAX_TAIL_BYTES, MAX_TAIL_LINES, LogTail
 
 # The last lines the page shows (and follows); a download is the whole log, up to a bound that
 # keeps one request from filling the web process's memory.

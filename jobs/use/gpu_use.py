@@ -22,7 +22,7 @@ same seconds twice.
 
 ``idle_gpus_now`` counts, per team, the GPUs of its pods that are idle now (one query):
 what the team page and the quota managers' console show. Idle is the reclaim's one
-definition (`jobs.idle`): the same threshold (``idle_threshold``, `idle.threshold_percent`)
+definition (`jobs.use.idle`): the same threshold (``idle_threshold``, `idle.threshold_percent`)
 and, for "now", the same rule on the latest window of ``IDLE_GPU_WINDOW_SECONDS``.
 """
 
@@ -43,8 +43,8 @@ from django.utils import timezone
 from cluster.prometheus import Prometheus, PrometheusUnavailable, configured_prometheus
 from tenants.models import Team
 
+from ..models import GpuInterval, GpuUse
 from . import idle
-from .models import GpuInterval, GpuUse
 from .telemetry import GPU_UTIL, PodIndex
 
 log = logging.getLogger(__name__)
@@ -183,7 +183,7 @@ def sample_quietly(now: datetime | None = None) -> dict:
 
 
 def idle_gpus_now(teams=None, *, prometheus: Prometheus | None = None) -> dict:
-    """Team slug -> GPUs of its pods idle now (`jobs.idle`'s rule on the latest window:
+    """Team slug -> GPUs of its pods idle now (`jobs.use.idle`'s rule on the latest window:
     below the threshold all window long), teams with none left out; one query. ``teams``:
     those to ask about (None: every team). Raises ``PrometheusUnavailable``."""
     prometheus = prometheus or configured_prometheus()

@@ -1,5 +1,5 @@
 """One look at a team's queue: within `one_look()`, what a page or an answer reads about it
-(Kueue's pending list, `jobs.pending`; the reservation's walk, `jobs.reservations`) is read
+(Kueue's pending list, `jobs.outlook.pending`; the reservation's walk, `jobs.outlook.reservations`) is read
 once, however many of its parts ask (the position, the verdict, the estimate, the naive figure
 beside it, the start-sooner advice). Outside a look every read is fresh."""
 

@@ -2,31 +2,31 @@
 
 Model-level rules the web UI asks before a submission and on job pages; computed from
 the team's quota (nominal and what it can borrow), the GPUs its jobs' pods hold now
-(`jobs.usage`), the queue of its waiting jobs as the scheduler orders it (`jobs.queueing`),
+(`jobs.use.usage`), the queue of its waiting jobs as the scheduler orders it (`jobs.queue.queueing`),
 and the flavor's node size; then from the free GPUs per node (and per rack or block), which a
-quota's free GPUs may not match (`jobs.fragmentation`). The scheduler has the last word; this is the honest estimate a
+quota's free GPUs may not match (`jobs.outlook.fragmentation`). The scheduler has the last word; this is the honest estimate a
 researcher sees before pressing Submit.
 
 The queues are BestEffortFIFO: the jobs ahead are considered first, and each that fits what
 is free takes it, but one that does not fit blocks no one behind it. So a job that fits
 what the jobs ahead leave starts now, however many wait ahead of it, unless its flavor
-reserves for the first waiting job and it would delay that one (`jobs.reservations`); a job
+reserves for the first waiting job and it would delay that one (`jobs.outlook.reservations`); a job
 that can never start is never ahead of anyone.
 """
 
 from dataclasses import dataclass, replace
 from datetime import datetime
 
+from ..lifecycle import WAITING_FOR_QUOTA
+from ..models import Job
+from ..use.usage import usage_of
 from . import fragmentation, pending, reservations
-from .lifecycle import WAITING_FOR_QUOTA
-from .models import Job
-from .usage import usage_of
 
 
 def queue_position(job: Job, cluster=None) -> int | None:
     """How many of the team's jobs the scheduler considers before ``job`` on its flavor, of
     those that may start; None if it does not wait or can never start. In Kueue's own order
-    when its visibility API answers (`jobs.pending`), else in the same order from the
+    when its visibility API answers (`jobs.outlook.pending`), else in the same order from the
     database (`Job.queue_position`)."""
     counted = job.queue_position()
     if counted is None:
@@ -62,7 +62,7 @@ def _sizes_ahead(job: Job, usage) -> list[int]:
 
 def assess(job: Job, cluster=None) -> Feasibility:
     """Whether an unsaved (or waiting) ``job`` starts now, queues, or can never run: the
-    quota's answer, then the nodes' (`jobs.fragmentation`, when the cluster can be read)."""
+    quota's answer, then the nodes' (`jobs.outlook.fragmentation`, when the cluster can be read)."""
     verdict = _by_quota(job)
     if verdict.verdict == Feasibility.NEVER or (job.pk and job.at_personal_cap):
         return verdict

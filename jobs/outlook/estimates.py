@@ -1,16 +1,16 @@
 """A waiting job's start estimate from the platform's records, its start-sooner advice, and
-the published accuracy of past estimates. The simulation itself is `jobs.eta` (pure); this
+the published accuracy of past estimates. The simulation itself is `jobs.queue.eta` (pure); this
 module reads what it needs (one team's queue on one flavor) and records every estimate it
 gives (`EtaEstimate`), so the error is known once the job starts.
 
 What the simulation is fed:
 - capacity: what the team holds now or its nominal quota, whichever is more (a job that fits
-  what the cohort lends now is told "starts now" by `jobs.feasibility` before any simulation);
+  what the cohort lends now is told "starts now" by `jobs.outlook.feasibility` before any simulation);
 - running jobs: their GPUs, time since admission, maximum runtime, and the runtimes of the
   team's ended jobs of the same size on the flavor (any size when none of that size ended),
   with the share of their maximum runtime those used;
-- waiting jobs: in Kueue's pending order when its visibility API answers (`jobs.pending`),
-  else the database's (`jobs.queueing`), each with its maximum runtime and history.
+- waiting jobs: in Kueue's pending order when its visibility API answers (`jobs.outlook.pending`),
+  else the database's (`jobs.queue.queueing`), each with its maximum runtime and history.
 """
 
 from dataclasses import dataclass
@@ -27,11 +27,12 @@ from quotas.models import Quota
 from workloads.kueue import KUEUE
 from workloads.pods import object_name
 
-from . import eta, feasibility, looks, pending, reservations
-from .lifecycle import FINAL_STATE_VALUES, HOLDING_QUOTA, WAITING_FOR_QUOTA, State
-from .models import EtaEstimate, Job
-from .queueing import START_GPUS
-from .usage import usage_of
+from ..lifecycle import FINAL_STATE_VALUES, HOLDING_QUOTA, WAITING_FOR_QUOTA, State
+from ..models import EtaEstimate, Job
+from ..queue import eta, looks
+from ..queue.queueing import START_GPUS
+from ..use.usage import usage_of
+from . import feasibility, pending, reservations
 
 RECORD_EVERY = timedelta(minutes=5)  # one recorded estimate per job per this, however often asked
 CALIBRATION_WINDOW = 400  # past estimates of a flavor the calibration learns from
@@ -119,7 +120,7 @@ def _kueue_order(job: Job) -> list[str] | None:
 
 
 def queue_for(job: Job, now=None) -> eta.Queue:
-    """``job``'s queue as plain data for `jobs.eta`."""
+    """``job``'s queue as plain data for `jobs.queue.eta`."""
     now = now or timezone.now()
     usage = usage_of(job.team, job.flavor)
     histories = _histories(job.team, job.flavor)
@@ -207,7 +208,7 @@ def _clone_url(job: Job, **change) -> str:
 def _sooner(job: Job, queue: eta.Queue, current: eta.Eta):
     """Changes that would start the job at least a minute and a fifth sooner, best first: a
     shorter maximum runtime that ends before the GPUs its flavor reserves for another job are
-    needed (backfill, `jobs.reservations`), fewer GPUs (half the workers, or half the GPUs per
+    needed (backfill, `jobs.outlook.reservations`), fewer GPUs (half the workers, or half the GPUs per
     worker), another flavor where the team has the GPUs free now. Kueue itself never reads a
     maximum runtime when it admits (docs/eta.md), so a shorter one is only advised where the
     platform reserves."""

@@ -5,7 +5,7 @@ through the API server's aggregation layer: deploy/local-cluster/cluster.sh), in
 Kueue's own positions count every pending workload, the inadmissible too (its ClusterQueue
 snapshot adds the workloads it set aside to its heap), so a job that can never start would
 still be "ahead" of the jobs after it. The platform takes Kueue's order and counts, of the
-jobs before this one, those that may start (`jobs.queueing`). When Kueue cannot say (no
+jobs before this one, those that may start (`jobs.queue.queueing`). When Kueue cannot say (no
 cluster, a flavor governed by another scheduler, a cluster without the visibility API, a job
 Kueue does not list yet), the position is counted from the database in the same order
 (`Job.queue_position`).
@@ -19,9 +19,9 @@ from workloads import queue_name
 from workloads.kueue import KUEUE
 from workloads.pods import object_name
 
-from . import looks
-from .models import Job
-from .queueing import ceiling_of
+from ..models import Job
+from ..queue import looks
+from ..queue.queueing import ceiling_of
 
 log = logging.getLogger(__name__)
 

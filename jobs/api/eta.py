@@ -1,10 +1,10 @@
 """The start estimate in the API (docs/eta.md): its serializers and who gets its advice; the
-job detail and the 201 body of a submission (`jobs.api`) carry it."""
+job detail and the 201 body of a submission (`jobs.api.views`) carry it."""
 
 from rest_framework import serializers
 
-from . import estimates
-from .models import Job
+from ..models import Job
+from ..outlook import estimates
 
 
 class AdviceSerializer(serializers.Serializer):

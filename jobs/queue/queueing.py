@@ -5,7 +5,7 @@ Kueue's ClusterQueues are BestEffortFIFO (`workloads.kueue`): workloads are cons
 priority, then by creation, and one that does not fit is set aside without blocking those
 behind it; one that can never fit (more than the team can ever use) is only ever set aside.
 Volcano orders its queue's jobs the same way. So a job that can never start is nobody's
-"ahead", and is not queued demand (`jobs.usage`): only the jobs that may start count.
+"ahead", and is not queued demand (`jobs.use.usage`): only the jobs that may start count.
 """
 
 from django.db.models import F, Q, QuerySet
@@ -13,12 +13,12 @@ from django.db.models.functions import Coalesce
 
 from quotas.models import Quota
 
-from .gpus import FITS_A_NODE, START_GPUS
-from .lifecycle import AT_PERSONAL_CAP, NEVER_STARTS_REASONS, WAITING_FOR_QUOTA, State
+from ..gpus import FITS_A_NODE, START_GPUS
+from ..lifecycle import AT_PERSONAL_CAP, NEVER_STARTS_REASONS, WAITING_FOR_QUOTA, State
 
 # Waiting, and not known never to start: the scheduler has not said so (ExceedsQuota) and a
 # worker fits a node. What the team's ceiling says is checked against START_GPUS. A job held
-# back at its submitter's cap (`jobs.caps`) is in no scheduler's queue: not ahead of anyone.
+# back at its submitter's cap (`jobs.queue.caps`) is in no scheduler's queue: not ahead of anyone.
 MAY_START = (Q(state__in=WAITING_FOR_QUOTA) & ~Q(reason__in=sorted(NEVER_STARTS_REASONS))
              & FITS_A_NODE
              & ~Q(state=State.SUBMITTED, reason=AT_PERSONAL_CAP))

@@ -27,8 +27,8 @@ from django.utils import timezone
 from quotas.models import MemberCap
 from tenants.models import Team
 
-from .gpus import TOTAL_GPUS
-from .lifecycle import AT_PERSONAL_CAP, FINAL_STATE_VALUES, State
+from ..gpus import TOTAL_GPUS
+from ..lifecycle import AT_PERSONAL_CAP, FINAL_STATE_VALUES, State
 
 WAITING_AT_CAP = Q(state=State.SUBMITTED, reason=AT_PERSONAL_CAP)
 # Let onto the cluster (or about to be) and not finished: what a person holds.

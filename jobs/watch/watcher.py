@@ -4,7 +4,7 @@ One informer per watched kind (`cluster.informer`, on a thread of its own) keeps
 in-memory copy of what the cluster shows, through `slim`; every event marks the job it
 belongs to as dirty; the main loop
 re-reads dirty jobs from the database, maps the cached objects to an observation
-(``jobs.status``) and writes it only when something changed. Watches resume from their
+(``jobs.watch.status``) and writes it only when something changed. Watches resume from their
 last resourceVersion and relist after 410 Gone (``cluster.watch``), failures are retried
 with the informer's one backoff, and a periodic
 resync re-checks every live job, so API server restarts and disconnects lose nothing.
@@ -28,13 +28,13 @@ from quotas.models import Quota
 from workloads import Kind
 from workloads.kinds import integrations
 
-from .actions import reconcile_soon
-from .lifecycle import NOT_STARTED, State
+from ..actions import reconcile_soon
+from ..lifecycle import NOT_STARTED, State
+from ..manifests import object_name
+from ..models import Job, Preemption
+from .cache import EVENT, JOB_PODS, OWNERS, POD, UIDS, job_key, owner_keys, slim, uid_key
 from .logs import failures_of, keep_failed
-from .manifests import object_name
-from .models import Job, Preemption
 from .status import labels_due, leaving_gpus, observe
-from .watch_cache import EVENT, JOB_PODS, OWNERS, POD, UIDS, job_key, owner_keys, slim, uid_key
 
 log = logging.getLogger(__name__)
 
@@ -196,7 +196,7 @@ class StatusWatcher:
             self._tails_due[key] = (job_id, pod, [failure])
 
     def keep_failed_tails(self) -> int:
-        """Keep the last lines of the failed runs marked since the last call (`jobs.logs`)."""
+        """Keep the last lines of the failed runs marked since the last call (`jobs.watch.logs`)."""
         with self._lock:
             due, self._tails_due = self._tails_due, {}
         kept = 0
@@ -309,7 +309,7 @@ class StatusWatcher:
 
     def _give_back(self, job: Job) -> int:
         """A job being cancelled whose workload is gone: its pods give its GPUs back as the
-        garbage collector deletes them (`jobs.status.leaving_gpus`), so its GPU-hours end with
+        garbage collector deletes them (`jobs.watch.status.leaving_gpus`), so its GPU-hours end with
         its pods, not when the cancel's reconcile records the end (seconds later when that
         task is retried). Not before every watch has listed: an empty cache proves nothing."""
         if job.state != State.CANCELLING or not all(i.synced.is_set() for i in self._informers.values()):
@@ -346,7 +346,7 @@ class StatusWatcher:
 
     def _labels_due(self, job: Job) -> bool:
         """Whether the job's objects on the cluster carry other labels than it renders now
-        (`jobs.status.labels_due`): a job whose class has a minimum runtime only."""
+        (`jobs.watch.status.labels_due`): a job whose class has a minimum runtime only."""
         if not job.minimum_runtime_seconds:
             return False
         # What the labels it renders depend on: checked again only when that changes.

@@ -1,4 +1,4 @@
-"""The platform's side of a flavor's reservations (`GpuFlavor.backfill`, `jobs.backfill`):
+"""The platform's side of a flavor's reservations (`GpuFlavor.backfill`, `jobs.queue.backfill`):
 which of a team's waiting jobs on the flavor the platform keeps back so that the first one
 that does not fit (the head) surely starts when the jobs holding its GPUs reach their maximum
 runtime, and letting them go when they can start without delaying it.
@@ -8,7 +8,7 @@ cluster (Kueue would admit it whenever it fits), still in the team's queue (its 
 its start estimate). It is let go (`jobs.tasks.release_reserved`) by the on-commit trigger of a
 job of the team on the flavor that is admitted or ends (`jobs.receivers`), or by the sweep's
 reconcile of the held job itself. Every decision is taken with the team's row locked
-(`jobs.caps.lock_team`), as the personal caps' are.
+(`jobs.queue.caps.lock_team`), as the personal caps' are.
 """
 
 from dataclasses import dataclass
@@ -17,11 +17,11 @@ from datetime import datetime
 from django.db.models import Q
 from django.utils import timezone
 
-from . import backfill, eta, looks
-from .lifecycle import BEHIND_RESERVATION, HOLDING_QUOTA, State
-from .models import Job
-from .queueing import START_GPUS
-from .usage import usage_of
+from ..lifecycle import BEHIND_RESERVATION, HOLDING_QUOTA, State
+from ..models import Job
+from ..queue import backfill, eta, looks
+from ..queue.queueing import START_GPUS
+from ..use.usage import usage_of
 
 BEHIND = Q(state=State.SUBMITTED, reason=BEHIND_RESERVATION)
 RELEASED = {"reason": "Submitted", "message": "It can start without delaying the reserved job: sent to the cluster."}
@@ -65,7 +65,7 @@ def _sure_end(job: Job, now: datetime) -> float | None:
 
 def walk(team, flavor, *, adding: Job | None = None, now: datetime | None = None) -> Walk:
     """What becomes of the team's waiting jobs on ``flavor`` now, ``adding`` (a job not saved
-    yet) among them after those of its priority or above. Walked once per look (`jobs.looks`)."""
+    yet) among them after those of its priority or above. Walked once per look (`jobs.queue.looks`)."""
     if now is not None:
         return _walk(team, flavor, adding, now)
     return looks.remembered(("walk", team.pk, flavor.pk, id(adding)),

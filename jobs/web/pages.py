@@ -5,10 +5,10 @@ One view answers the page and, for htmx, the partial it swaps (`job-status`; `jo
 `log-body` for the logs). Pods and logs are loaded after the page, and every live part polls
 until the job reaches a final state. Rules are the models' (`job.can_cancel`,
 `job.can_submit_draft`, `job.queue_wait`, `job.gpu_hours`, ...); what a pod and its logs say,
-in plain words, is `jobs.logs`. Only the pods, logs and download views talk to the cluster,
+in plain words, is `jobs.watch.logs`. Only the pods, logs and download views talk to the cluster,
 and only about pods labelled with the job's id: a pod name in a URL reaches nothing else.
 The GPU panel (`job_gpus`) asks Prometheus, once, for the job's GPUs over time
-(`jobs.telemetry`), loaded after the page like the pods, and says in one line when it cannot.
+(`jobs.use.telemetry`), loaded after the page like the pods, and says in one line when it cannot.
 """
 
 from datetime import timedelta
@@ -33,9 +33,13 @@ from quotas.models import IdlePolicy
 from quotas.models.flavors import UNATTRIBUTABLE
 from workloads.kinds import for_job
 
-from . import actions, estimates, feasibility, gpu_use, logs, looks, telemetry
-from .manifests import render_job
-from .models import IdleWatch, Job
+from .. import actions
+from ..manifests import render_job
+from ..models import IdleWatch, Job
+from ..outlook import estimates, feasibility
+from ..queue import looks
+from ..use import gpu_use, telemetry
+from ..watch import logs
 
 # The status poll's event when it finds the job ended: every panel listening refreshes once
 # more and comes back without its poll (templates/jobs/partials/job_*.html).

@@ -12,8 +12,8 @@ from datetime import datetime, timedelta
 
 from django.utils import timezone
 
-from .lifecycle import State
-from .models import Job
+from ..lifecycle import State
+from ..models import Job
 
 # On the pool's nodes now (or about to be): what keeps it from being empty.
 ON_THE_POOL = (State.ADMITTED, State.RUNNING, State.CANCELLING)

@@ -15,8 +15,8 @@ BestEffortFIFO does. So the head itself is let onto the cluster (Kueue's pending
 so is any job when there is no reservation; only the jobs behind a reserved head that may
 not start now stay with the platform (`walk`).
 
-Pure (no Django): the platform's release (`jobs.reservations`), the start estimate's
-simulation (`jobs.eta`) and the offline replay (`bench/eta.py`) decide with the same code.
+Pure (no Django): the platform's release (`jobs.outlook.reservations`), the start estimate's
+simulation (`jobs.queue.eta`) and the offline replay (`bench/eta.py`) decide with the same code.
 Times are seconds from "now".
 """
 

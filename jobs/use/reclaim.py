@@ -1,7 +1,7 @@
 """Idle-GPU reclaim: the worker's sweep (Celery beat, every ``IDLE_GPU_SWEEP_SECONDS``).
 
 For each running job its policy watches (``quotas.models.idle``: the settings' defaults, the
-flavor's, a team's override), the sweep reads what its GPUs did (`jobs.idle`, one range
+flavor's, a team's override), the sweep reads what its GPUs did (`jobs.use.idle`, one range
 query for all jobs) and moves it on:
 
 1. idle for the policy's idle time -> warned once (the timeline, email and webhook through
@@ -53,10 +53,10 @@ from core.reconcile import RETRY_POLICY, NoCluster, current_cluster
 from quotas.models import IdlePolicy, say_seconds
 from workloads.kinds import KINDS, NotStopped, for_job, integrations
 
+from ..lifecycle import HOLDING_QUOTA, State
+from ..models import RETAIN_FINISHED, Job
+from ..models.idle import IdleWatch
 from . import idle
-from .lifecycle import HOLDING_QUOTA, State
-from .models import RETAIN_FINISHED, Job
-from .models.idle import IdleWatch
 
 log = logging.getLogger(__name__)
 

@@ -18,8 +18,8 @@ from core.ownership import JOB_LABEL, TEAM_LABEL
 from core.reconcile import NoCluster, current_cluster
 from quotas.models.hardware import node_gpus, node_selector, selects_node
 
-from .lifecycle import HOLDING_QUOTA
-from .models import Job
+from ..lifecycle import HOLDING_QUOTA
+from ..models import Job
 
 NOW, WAIT, NEVER = "now", "wait", "never"
 # Pods in these phases hold nothing (a pod being deleted still does, until it is gone).

@@ -15,7 +15,7 @@ from workloads import Kind
 POD = ("v1", "Pod")
 EVENT = ("v1", "Event")
 
-# What it keeps: what the watcher and its observers read (`jobs.status`,
+# What it keeps: what the watcher and its observers read (`jobs.watch.status`,
 # `workloads.*.observe_*`), nothing more.
 # - every kind: metadata name, namespace, resourceVersion (the stream's position, relist
 #   diffs), labels (JOB_LABEL), ownerReferences (`_owner_job`, `_owned_by`), plus uid and

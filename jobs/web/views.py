@@ -1,5 +1,5 @@
 """Job pages: list with filters, submission with preview and feasibility (the job's own page,
-with its pods and logs, is `jobs.pages`).
+with its pods and logs, is `jobs.web.pages`).
 
 Each view answers the full page and, for htmx requests, the named partial it swaps.
 Rules (who may see, submit, cancel) are asked of the models; views only render.
@@ -23,11 +23,13 @@ from tenants import picker
 from tenants.models import Team
 from workloads import kinds, spec
 
-from . import actions, estimates, feasibility, gpu_use, telemetry, usage
-from .filters import JobFilter
-from .forms import PRESETS, JobForm, clone_initial, first_preset
-from .manifests import render_job
-from .models import LIVE_NAME_TAKEN, Job
+from .. import actions
+from ..filters import JobFilter
+from ..forms import PRESETS, JobForm, clone_initial, first_preset
+from ..manifests import render_job
+from ..models import LIVE_NAME_TAKEN, Job
+from ..outlook import estimates, feasibility
+from ..use import gpu_use, telemetry, usage
 
 PAGE_SIZE = 25
 # Placeholder id for a job not saved yet: object names end in "-<id>".
@@ -167,7 +169,7 @@ def _initial(request) -> dict:
         if not clone_id.isdigit():
             raise Http404("No such job to clone.")
         job = get_object_or_404(Job.objects.visible_to(request.user), pk=clone_id)
-        # The start-sooner advice (`jobs.estimates`) links here with the one change it suggests.
+        # The start-sooner advice (`jobs.outlook.estimates`) links here with the one change it suggests.
         return {**clone_initial(job), **{name: request.GET[name] for name in CLONE_CHANGES
                                          if request.GET.get(name, "").isdigit()}}
     # A tab (?kind=) starts from that kind's first preset; ?preset= picks one by name.

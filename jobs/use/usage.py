@@ -9,7 +9,7 @@ The dashboard and quota list (`usage_for`), the team API and the managers' conso
   back for the replicas it may scale to (the schedulers reserve none: Kueue admits each
   replica's pod on its own, Volcano places pods one by one), so there is no reservation to
   show beside it;
-- waiting: what its waiting jobs that may start need to start (`jobs.queueing`): a job that
+- waiting: what its waiting jobs that may start need to start (`jobs.queue.queueing`): a job that
   can never start (more than the team can ever use, or a worker bigger than a node) is not
   demand on anyone's quota;
 - borrowed: what is in use beyond the nominal quota.
@@ -22,9 +22,9 @@ from django.db.models import Case, Count, IntegerField, Q, Sum, Value, When
 
 from quotas.models import GpuFlavor, Quota
 
-from .lifecycle import HOLDING_QUOTA, WAITING_FOR_QUOTA, State
-from .models import Job
-from .queueing import MAY_START, START_GPUS
+from ..lifecycle import HOLDING_QUOTA, WAITING_FOR_QUOTA, State
+from ..models import Job
+from ..queue.queueing import MAY_START, START_GPUS
 
 # Every state a job can hold GPUs or wait in: cancelling holds what it held until it ends.
 _COUNTED_STATES = (*HOLDING_QUOTA, *WAITING_FOR_QUOTA, State.CANCELLING)
