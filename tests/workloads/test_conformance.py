@@ -112,7 +112,9 @@ django.setup()
 
 from drf_spectacular.generators import SchemaGenerator
 from gpuplatform.rbac import required
-from jobs import forms, gpus, manifests, reclaim, watcher
+from jobs import forms, gpus, manifests
+from jobs.use import reclaim
+from jobs.watch import watcher
 from jobs.api.views import JobSerializer
 from jobs.models import Job
 from quotas.models import GpuFlavor
