@@ -47,10 +47,10 @@ def admitted_by_the_team_policy(obj: dict) -> bool:
     and admits the kind: a kind the policy does not match would run unguarded; one it matches
     but does not admit never runs."""
     api_group = group(obj["apiVersion"])
-    matched = resource(obj["kind"]) in admission.MATCHED_RESOURCES.get(api_group, [])
+    matched = resource(obj["kind"]) in admission.matched_resources().get(api_group, [])
     if pod_templates_of(obj) and not matched:
         return False
-    return not matched or obj["kind"] in admission.ADMITTED_KINDS
+    return not matched or obj["kind"] in admission.fragments().kinds()
 
 
 CASES = [(kind, integration) for kind in KINDS for integration in kind.integrations]

@@ -8,7 +8,8 @@ What only some kinds have is optional, as Kueue's job framework keeps `JobWithCu
 apart from `GenericJob`: an integration without `stop` is never reclaimed (its kind says why
 in `idle_words`), one without `endpoint` answers nowhere. Nothing elsewhere keeps a table
 keyed by a kind's name: choices, forms, the API, reclaim, the idle words, gpuctl (through the
-API), and RBAC are derived from the registry.
+API), RBAC, the team namespaces' admission policy and the soak's plan are derived from the
+registry.
 
 Pure declarations: jobs are read by attribute, no app is imported.
 """
@@ -21,6 +22,7 @@ from workloads import Kind as ObjectKind
 from workloads import Observation, Seen
 
 from .. import spec
+from .admission import Admitted
 
 
 class NotStopped(Exception):
@@ -53,6 +55,10 @@ class Integration:
     # other job's (job "a" never "a-b"'s): how `jobs.telemetry` finds a job's GPUs among
     # dcgm-exporter's series, which carry the pod's name and namespace, not our labels.
     pod_pattern: Callable[[object], str]
+    # What it puts in a team namespace, as the team namespaces' admission policy knows it
+    # (`tenants.admission`): what it renders that makes pods or is a Service, what their
+    # controllers make in turn, and the team queue each names (`admission.Admitted`).
+    admits: tuple[Admitted, ...] = ()
     # Optional: where the job answers, for its page: {"service", "namespace", "port",
     # "local_port", "address", "port_forward"}, or None (a batch job answers nowhere).
     endpoint: Callable[[object], dict | None] = lambda job: None

@@ -16,6 +16,7 @@ from workloads.pods import (
 )
 
 from .. import spec
+from .admission import PODS, SERVICES, Admitted, Queue
 from .base import GpuShape, Integration, Preset, WorkKind
 
 NAME = "inference"
@@ -80,6 +81,11 @@ def scaling_available(job, flavor) -> dict[str, str]:
     return {}
 
 
+# How the shared Deployment waits in the team's queue on each scheduler (`Scheduler.inference_placement`).
+QUEUES = {spec.KUEUE: Queue.KUEUE, spec.VOLCANO: Queue.VOLCANO_PODS}
+REPLICA_SET = ("apps/v1", "ReplicaSet")
+
+
 def _integration(scheduler: str) -> Integration:
     return Integration(
         name=NAME,
@@ -90,6 +96,8 @@ def _integration(scheduler: str) -> Integration:
         render=_render,
         observe=_observe,
         pod_pattern=_pods,
+        admits=(Admitted(DEPLOYMENT, queue=(QUEUES[scheduler],), makes=(Admitted(REPLICA_SET, makes=(PODS,)),)),
+                SERVICES),
         endpoint=_endpoint,
     )
 

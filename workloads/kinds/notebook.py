@@ -11,6 +11,7 @@ from workloads import kueue, notebook
 from workloads.pods import object_name
 
 from .. import spec
+from .admission import PODS, SERVICES, Admitted, Queue
 from .base import Integration, Preset, WorkKind
 
 NAME = "notebook"
@@ -79,6 +80,7 @@ KIND = WorkKind(
         render=_render,
         observe=_observe,
         pod_pattern=_pods,
+        admits=(Admitted(notebook.STATEFULSET, queue=(Queue.KUEUE,), makes=(PODS,)), SERVICES),
         endpoint=_endpoint,
         stop=scale_to_nothing,
     ),),

@@ -6,6 +6,7 @@ from workloads import kueue, ray
 from workloads.pods import SERVICE, SERVICE_FIELDS, object_name
 
 from .. import spec
+from .admission import PODS, SERVICES, Admitted, Queue
 from .base import Integration, Preset, WorkKind
 from .ray_job import RAY_IMAGE, RAY_SHAPE, ray_worker
 
@@ -41,6 +42,8 @@ KIND = WorkKind(
         render=ray.render_ray_cluster,
         observe=_observe,
         pod_pattern=_pods,
+        # KubeRay makes its pods and Services; the dashboard's Service is ours.
+        admits=(Admitted(ray.RAY_CLUSTER, queue=(Queue.KUEUE,), makes=(PODS, SERVICES)), SERVICES),
         endpoint=_endpoint,
     ),),
     takes=("workers",),

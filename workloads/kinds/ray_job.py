@@ -10,6 +10,7 @@ from workloads import kueue, ray
 from workloads.pods import object_name
 
 from .. import spec
+from .admission import PODS, SERVICES, Admitted, Queue
 from .base import GpuShape, Integration, Preset, WorkKind
 
 NAME = "ray-job"
@@ -76,6 +77,10 @@ KIND = WorkKind(
         render=ray.render_ray_job,
         observe=_observe,
         pod_pattern=_pods,
+        # KubeRay makes its cluster (with its labels, queue included), the cluster's pods and
+        # Services, and a Service of the RayJob's own.
+        admits=(Admitted(ray.RAY_JOB, queue=(Queue.KUEUE,), makes=(
+            Admitted(ray.RAY_CLUSTER, queue=(Queue.KUEUE,), labelled=True, makes=(PODS, SERVICES)), SERVICES)),),
     ),),
     takes=("workers", "ray_entrypoint", "ray_runtime_env"),
     requires=("ray_entrypoint",),
