@@ -24,6 +24,7 @@ from jobs.manifests import JOB_KINDS
 from jobs.models import IdleWatch, Job
 from jobs.watcher import WATCHED
 from quotas.models import IdlePolicy
+from tenants.admission import matched_resources, render_admission
 from workloads.kinds import KINDS, inference, integrations, ray_cluster, ray_job
 
 from ..builders import build_job, make_flavor, make_team
@@ -117,6 +118,7 @@ from jobs.api import JobSerializer
 from jobs.models import Job
 from quotas.models import GpuFlavor
 from tenants.models import Team
+from tenants.admission import fragments, matched_resources, render_admission
 
 schema = SchemaGenerator().get_schema(request=None, public=True)
 enums = [s.get("enum", []) for s in schema["components"]["schemas"].values()]
@@ -133,6 +135,9 @@ print(json.dumps({
     "sql": str(gpus.START_GPUS),
     "gpus": [job.total_gpus, job.gpus_to_start, job.size_words],
     "api": JobSerializer(context={}).to_representation(job)["runs_until_cancelled"],
+    "matched": matched_resources(),
+    "admitted": fragments().kinds(),
+    "validations": render_admission()[0]["spec"]["validations"],
 }))
 """
 
@@ -168,3 +173,24 @@ def test_a_registered_kind_is_reclaimed_counted_and_told_to_gpuctl(with_the_samp
     assert "sweep" in facts["sql"]
     assert facts["gpus"] == [8, 2, "2–8 trials"]
     assert facts["api"] == "sweeping"
+
+
+SWEEP_OWNS = "(o.kind == 'Sweep' && o.apiVersion.startsWith('sweep.example.org/'))"
+IS_A_SWEEP = "(object.kind == 'Sweep' && object.apiVersion.startsWith('sweep.example.org/'))"
+
+
+def test_a_registered_kind_is_matched_and_admitted_with_its_owner_chain_and_queue(with_the_sample_kind):
+    facts = with_the_sample_kind
+    assert facts["matched"]["sweep.example.org"] == ["sweeps"] and "Sweep" in facts["admitted"]
+    # Its Pods may be owned by a Sweep, and nothing else may (the Sweep itself: by nothing).
+    [owners] = [rule["expression"] for rule in facts["validations"] if rule["message"].startswith("Owner references")]
+    pods, rest = owners.split("object.kind == 'Pod' ? ", 1)[1].split(" : ", 1)
+    assert SWEEP_OWNS in pods and SWEEP_OWNS not in rest
+    # It waits in one of the team's Kueue queues, in the rule of the other Kueue-queued kinds.
+    [queued] = [rule for rule in facts["validations"] if IS_A_SWEEP in rule["expression"]]
+    assert "(object.kind == 'StatefulSet'" in queued["expression"]
+    assert "Sweep in a team namespace waits in one of the team's own Kueue queues" in queued["message"]
+    assert "Sweep: a Sweep" in facts["validations"][0]["message"]
+    # None of the registered kinds makes Sweeps: the sample kind brought them.
+    assert "sweep.example.org" not in matched_resources()
+    assert not any("Sweep" in rule["expression"] for rule in render_admission()[0]["spec"]["validations"])
