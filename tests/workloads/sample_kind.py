@@ -2,11 +2,11 @@
 fewest trials and grows to its workers, renders a Sweep (an operator's kind, queued by Kueue's
 label, whose controller makes the trials' Pods) plus a PodTemplate (kinds no other kind renders,
 so RBAC, prune and the team namespaces' admission policy must learn them from here), runs until
-cancelled, and is stopped by the idle sweep the way Kueue training is. `test_conformance.py` registers it, and
+cancelled, is stopped by the idle sweep the way Kueue training is, and has a place in the soak. `test_conformance.py` registers it, and
 only it, and sees it reach every derived place."""
 
 from workloads import kueue
-from workloads.kinds import GpuShape, Integration, Preset, WorkKind, training
+from workloads.kinds import GpuShape, Integration, Preset, Soak, WorkKind, training
 from workloads.kinds.admission import PODS, Admitted, Queue
 from workloads.pods import job_owned, object_name
 
@@ -46,4 +46,5 @@ KIND = WorkKind(
         name="sweep", image="ghcr.io/example/sweep:1", command="python", args="sweep.py", workers=8,
         min_replicas=2, gpus_per_worker=1)),),
     runs_until_cancelled="sweeping",
+    soak=Soak(flavors={"kueue": "h100"}, fields=lambda workers, replicas: {"workers": workers, "min_replicas": 1}),
 )

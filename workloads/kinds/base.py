@@ -98,6 +98,22 @@ class Preset:
 
 
 @dataclass(frozen=True)
+class Soak:
+    """Its place in the soak (`bench/soak/plan.py`): the local cluster's flavor it runs on per
+    scheduler (each a variant of the mix, "<scheduler>-<kind>"), the fields of its own a soak
+    job sets, and whether it lives until cancelled there (then a quarter as many, at least 2,
+    cancelled after a while; ``early``: all at the start, as a notebook must fit the team's own
+    free quota). How a variant's jobs end, by themselves or by a cancel, is its kind's
+    `runs_until_cancelled`."""
+
+    flavors: Mapping[str, str]
+    # (workers, most replicas) -> the kind's own fields of a soak job.
+    fields: Callable[[int, int], Mapping[str, object]] = lambda workers, replicas: {}
+    long_lived: bool = False
+    early: bool = False
+
+
+@dataclass(frozen=True)
 class WorkKind:
     """A kind of work a person submits (a value of `Job.kind`)."""
 
@@ -136,6 +152,8 @@ class WorkKind:
     across_nodes: bool = False
     # Waits for a max runtime: a default and a cap from its flavor and priority class.
     has_max_runtime: bool = False
+    # Optional: its place in the soak's mix; none, the soak leaves it out.
+    soak: Soak | None = None
 
     @property
     def schedulers(self) -> tuple[str, ...]:

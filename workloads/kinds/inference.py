@@ -17,7 +17,7 @@ from workloads.pods import (
 
 from .. import spec
 from .admission import PODS, SERVICES, Admitted, Queue
-from .base import GpuShape, Integration, Preset, WorkKind
+from .base import GpuShape, Integration, Preset, Soak, WorkKind
 
 NAME = "inference"
 # A port-forward to a local port below 1024 needs root; a server on one is reached on this.
@@ -121,4 +121,8 @@ KIND = WorkKind(
     autoscaled=True,
     idle_words="Inference servers are never reclaimed: their GPUs wait for traffic by design, and the "
                "autoscaler scales them.",
+    # A time-sliced T4 and a MIG slice: servers share GPUs.
+    soak=Soak(flavors={spec.KUEUE: "t4-shared", spec.VOLCANO: "mig-1g-10gb"}, fields=lambda workers, replicas: dict(
+        args=["serve.py"], port=8080, min_replicas=1, max_replicas=replicas, readiness_path="/healthz",
+        readiness_initial_delay_seconds=0)),
 )

@@ -12,7 +12,7 @@ from workloads.pods import object_name
 
 from .. import spec
 from .admission import PODS, SERVICES, Admitted, Queue
-from .base import Integration, Preset, WorkKind
+from .base import Integration, Preset, Soak, WorkKind
 
 NAME = "notebook"
 
@@ -96,4 +96,7 @@ KIND = WorkKind(
     runs_until_cancelled="ready (its port-forward line: see the job page)",
     stoppable=True,
     has_max_runtime=True,
+    # It fits its team's own free quota or is refused: the T4 pool, early, one GPU.
+    soak=Soak(flavors={spec.KUEUE: "t4-shared"}, long_lived=True, early=True,
+              fields=lambda workers, replicas: {"port": 8888}),
 )

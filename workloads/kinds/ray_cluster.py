@@ -7,7 +7,7 @@ from workloads.pods import SERVICE, SERVICE_FIELDS, object_name
 
 from .. import spec
 from .admission import PODS, SERVICES, Admitted, Queue
-from .base import Integration, Preset, WorkKind
+from .base import Integration, Preset, Soak, WorkKind
 from .ray_job import RAY_IMAGE, RAY_SHAPE, ray_worker
 
 NAME = "ray-cluster"
@@ -56,4 +56,5 @@ KIND = WorkKind(
     runs_until_cancelled="up (its dashboard: see the job page)",
     idle_words="Ray clusters are never reclaimed: they are interactive and hold their state in memory; cancel "
                "yours when you are done with it.",
+    soak=Soak(flavors={spec.KUEUE: "h100"}, long_lived=True, fields=lambda workers, replicas: {"workers": workers}),
 )

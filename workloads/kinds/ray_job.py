@@ -11,7 +11,7 @@ from workloads.pods import object_name
 
 from .. import spec
 from .admission import PODS, SERVICES, Admitted, Queue
-from .base import GpuShape, Integration, Preset, WorkKind
+from .base import GpuShape, Integration, Preset, Soak, WorkKind
 
 NAME = "ray-job"
 RAY_IMAGE = "rayproject/ray:2.52.0-py312-gpu"
@@ -94,4 +94,7 @@ KIND = WorkKind(
     checks=(entrypoint_and_environment,),
     idle_words="Ray jobs are never reclaimed: the platform cannot stop a Ray job's workload and keep its "
                "results; cancel it yourself when it is idle.",
+    # Nothing runs inside the local cluster's fake pods: it ends only by a cancel.
+    soak=Soak(flavors={spec.KUEUE: "h100"}, long_lived=True,
+              fields=lambda workers, replicas: {"ray_entrypoint": "python train.py", "workers": workers}),
 )

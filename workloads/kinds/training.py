@@ -16,7 +16,7 @@ from workloads.pods import SERVICE, SERVICE_FIELDS, object_name
 
 from .. import spec
 from .admission import PODS, SERVICES, Admitted, Queue
-from .base import Integration, NotStopped, Preset, WorkKind
+from .base import Integration, NotStopped, Preset, Soak, WorkKind
 
 NAME = "training"
 COMMAND = ("bus.volcano.sh/v1alpha1", "Command")
@@ -160,4 +160,5 @@ KIND = WorkKind(
     checks=(needs_fabric,),
     has_max_runtime=True,
     across_nodes=True,
+    soak=Soak(flavors={spec.KUEUE: "h100", spec.VOLCANO: "a100"}, fields=lambda workers, replicas: {"workers": workers}),
 )
