@@ -157,8 +157,9 @@ def _words(items: list[str], last: str = "and") -> str:
 
 def _runs() -> str:
     """What each kind of work runs in a team namespace, by its label: "Training: a Job or ..."."""
-    return "; ".join(f"{kind.label}: a " + _words(list(dict.fromkeys(
-        a.words for i in kind.integrations for a in i.admits if a.makes)), "or a") for kind in KINDS)
+    runs = {kind.label: list(dict.fromkeys(a.words for i in kind.integrations for a in i.admits if a.makes))
+            for kind in KINDS}
+    return "; ".join(f"{label}: a {_words(words, 'or a')}" for label, words in runs.items() if words)
 
 
 # How an object names a team queue (`Queue`): the CEL, what the queues are called, and where it names one.

@@ -1,10 +1,12 @@
 """The conformance suite of the kinds of work (`workloads.kinds.KINDS`), parametrized over the
 registry: a kind that lacks or contradicts a capability fails here instead of shipping. Its
-objects (valid against the CRDs, granted, pruned, watched): `test_workload_kinds.py`; each
+objects (valid against the CRDs, granted, pruned, watched, declared in its admission fragment
+and so matched and admitted by the team namespaces' policy): `test_workload_kinds.py`; each
 preset validates: `tests/jobs/test_forms_presets.py`. Here: the GPU shape in Python and SQL
 agree, the idle words match the reclaim policy, a stop is granted, every error is reported;
 and a kind defined only in the tests (`sample_kind`), registered alone, reaches every place
-derived from the registry with no other file touched."""
+derived from the registry with no other file touched, the admission policy and the soak's
+mix included."""
 
 import json
 import os
