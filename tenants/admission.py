@@ -12,18 +12,20 @@ RBAC already keeps members to reading (``tenants.manifests``). The policy holds 
 writes into a team namespace, a person or a controller someone else gave rights there, to
 what the platform itself renders:
 
-- every kind that makes pods is matched, and only the platform's are admitted: Jobs,
-  Deployments, Volcano Jobs, RayJobs, RayClusters and StatefulSets (notebooks, queued by
-  Kueue, without claims of their own), and the Pods, ReplicaSets, RayClusters and Services
-  their controllers make (DaemonSets, ReplicationControllers, CronJobs and RayServices are
-  refused);
-- workloads carry the platform's labels; owner references name only kinds the platform makes
-  (a Pod: a Job, a Volcano Job or a ReplicaSet, as its controller; a ReplicaSet: a Deployment;
-  a Service: a Volcano Job's, for its pods' host names; a Job, Deployment or Volcano Job:
-  none), so a bare Pod or ReplicaSet cannot pass for a controller's;
-- a batch Job, a RayJob or a RayCluster names one of the team's Kueue LocalQueues (a LocalQueue is named after its
-  flavor, and the team's flavors are listed in the namespace's parameters ConfigMap); a
-  Volcano Job, or a Deployment that Volcano schedules, names one of the team's Volcano queues;
+- what the kinds of work put there is matched and admitted, and nothing else that makes pods
+  (DaemonSets, ReplicationControllers, CronJobs and RayServices are refused). Each kind's
+  integrations declare it (`Integration.admits`, `workloads.kinds.admission`): the objects they
+  render, the objects their controllers make in turn (a batch Job's Pods, a Deployment's
+  ReplicaSet and its Pods, a RayJob's RayCluster, a Volcano Job's Service), and the team queue
+  each names; the policy's kinds, owner rules and queue rules are built from the registry;
+- workloads carry the platform's labels (what controllers make need not); owner references
+  name only what makes the object (a Pod: its Job, Volcano Job, ReplicaSet, RayCluster or
+  StatefulSet, as its controller; what the platform renders: none), so a bare Pod or
+  ReplicaSet cannot pass for a controller's;
+- an object that waits in a queue names one of the team's: Kueue's queue label names a
+  LocalQueue (named after its flavor; the team's flavors are listed in the namespace's
+  parameters ConfigMap), a Volcano Job's ``spec.queue`` or a Volcano-scheduled Deployment's
+  pod annotation one of the team's Volcano queues; notebooks' StatefulSets make no claims;
 - pod templates keep the hardened rules: the workload ServiceAccount, no host namespaces, no
   host ports, no privileged containers, no hostPath volumes, none of the variables the GPU
   runtime reads, no ``envFrom`` (a ConfigMap's keys could be those variables), no ephemeral
@@ -51,6 +53,8 @@ included. Refusing an unqueued Job at admission closes the same door and says wh
 
 from cluster import MANAGED_BY_LABEL, MANAGED_BY_VALUE
 from core.ownership import TEAM_LABEL, WORKLOAD_SERVICE_ACCOUNT, owned
+from workloads.kinds import KINDS, integrations
+from workloads.kinds.admission import Admitted, Fragments, Queue
 from workloads.kueue import QUEUE_LABEL
 from workloads.pods import GPU_RUNTIME_ENV_NAMES, GPU_RUNTIME_ENV_PREFIXES
 from workloads.volcano import QUEUE_ANNOTATION
@@ -61,17 +65,11 @@ PARAMS_NAME = "gpuplatform-admission"  # a ConfigMap in each team namespace: que
 # ...and "_placement.<flavor>" -> the flavor's placement, as tokens between '|' (no queue name
 # starts with '_', and no label or toleration field holds '|').
 PLACEMENT_PREFIX = "_placement."
-# What the policy matches: every built-in kind that makes pods, and Volcano's Job.
-MATCHED_RESOURCES = {"": ["pods", "pods/ephemeralcontainers", "replicationcontrollers", "services"],
-                     "apps": ["daemonsets", "deployments", "replicasets", "statefulsets"],
-                     "batch": ["cronjobs", "jobs"], "batch.volcano.sh": ["jobs"],
-                     "ray.io": ["rayclusters", "rayjobs", "rayservices"]}
-# Of those, the kinds admitted at all (a Volcano Job is a "Job" too; no RayService: docs/ray.md).
-ADMITTED_KINDS = ["Deployment", "Job", "Pod", "RayCluster", "RayJob", "ReplicaSet", "Service", "StatefulSet"]
-# KubeRay's pods and Services are its RayClusters' (a RayJob's cluster is a RayCluster the
-# RayJob owns; the RayJob owns its head's Service too).
-_RAY_CLUSTER_OWNER = "(o.kind == 'RayCluster' && o.apiVersion.startsWith('ray.io/'))"
-_RAY_JOB_OWNER = "(o.kind == 'RayJob' && o.apiVersion.startsWith('ray.io/'))"
+# What the policy matches beyond what the kinds of work put in team namespaces (each
+# integration's `admits`, `workloads.kinds.admission`): the other kinds that make pods, to
+# refuse them (no RayService: docs/ray.md), and the pods' ephemeral containers, to check them.
+ALSO_MATCHED = {"": ["pods/ephemeralcontainers", "replicationcontrollers"], "apps": ["daemonsets"],
+                "batch": ["cronjobs"], "ray.io": ["rayservices"]}
 # Tolerations Kubernetes puts on pods itself (DefaultTolerationSeconds).
 SYSTEM_TOLERATION_KEYS = ["node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"]
 
@@ -120,14 +118,73 @@ def placement(flavor) -> str:
     return "|" + "|".join(tokens) + "|"
 
 
-def _owner_allowed() -> str:
-    volcano_job = "(o.kind == 'Job' && o.apiVersion.startsWith('batch.volcano.sh/'))"
-    return ("object.kind == 'Pod' ? ((o.kind == 'Job' && o.apiVersion == 'batch/v1') || "
-            f"{volcano_job} || (o.kind == 'ReplicaSet' && o.apiVersion == 'apps/v1') || {_RAY_CLUSTER_OWNER} || "
-            "(o.kind == 'StatefulSet' && o.apiVersion == 'apps/v1')) : "
-            "object.kind == 'ReplicaSet' ? (o.kind == 'Deployment' && o.apiVersion == 'apps/v1') : "
-            f"object.kind == 'Service' ? ({volcano_job} || {_RAY_CLUSTER_OWNER} || {_RAY_JOB_OWNER}) : "
-            f"object.kind == 'RayCluster' ? {_RAY_JOB_OWNER} : false")
+def fragments() -> Fragments:
+    """What every kind of work puts in team namespaces, from the registry."""
+    return Fragments.of(integrations())
+
+
+def matched_resources() -> dict[str, list[str]]:
+    """API group -> the resources the policy matches: what the kinds put there, and ALSO_MATCHED."""
+    found = {group: set(names) for group, names in ALSO_MATCHED.items()}
+    for group, names in fragments().resources().items():
+        found.setdefault(group, set()).update(names)
+    return {group: sorted(found[group]) for group in sorted(found)}
+
+
+def _is(admitted: Admitted, who: str = "o") -> str:
+    """Whether ``who`` is of ``admitted``'s kind. The object under review: at any version of its
+    group. An owner reference: Kubernetes' own kinds at the version the platform writes, an
+    operator's (a group with a dot: a CRD) at any version."""
+    any_version = "." in admitted.group or (who == "object" and admitted.group)
+    version = (f"{who}.apiVersion.startsWith({_cel(admitted.group + '/')})" if any_version
+               else f"{who}.apiVersion == {_cel(admitted.api_version)}")
+    return f"({who}.kind == {_cel(admitted.name)} && {version})"
+
+
+def _any(alternatives: list[str]) -> str:
+    return alternatives[0] if len(alternatives) == 1 else "(" + " || ".join(alternatives) + ")"
+
+
+def _owner_allowed(owners: dict[str, list[Admitted]]) -> str:
+    """Each kind a controller makes may be owned by what makes it; the others by nothing."""
+    return "".join(f"object.kind == {_cel(kind)} ? {_any([_is(o) for o in made_by])} : "
+                   for kind, made_by in owners.items()) + "false"
+
+
+def _words(items: list[str], last: str = "and") -> str:
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} {last} {items[-1]}"
+
+
+def _runs() -> str:
+    """What each kind of work runs in a team namespace, by its label: "Training: a Job or ..."."""
+    runs = {kind.label: list(dict.fromkeys(a.words for i in kind.integrations for a in i.admits if a.makes))
+            for kind in KINDS}
+    return "; ".join(f"{label}: a {_words(words, 'or a')}" for label, words in runs.items() if words)
+
+
+# How an object names a team queue (`Queue`): the CEL, what the queues are called, and where it names one.
+_VOLCANO_PODS = ("variables.templates.all(s, has(s.schedulerName) && s.schedulerName == 'volcano')"
+                 " && variables.annotations.all(a, " + _cel(QUEUE_ANNOTATION) + " in a"
+                 " && a[" + _cel(QUEUE_ANNOTATION) + "] in variables.queues)")
+QUEUES = {
+    Queue.KUEUE: (f"({_has_label(QUEUE_LABEL)} && variables.kueueQueue in variables.teamFlavors)",
+                  "Kueue queues", f"Kueue's {QUEUE_LABEL} label"),
+    Queue.VOLCANO: ("(has(object.spec.queue) && object.spec.queue in variables.queues)",
+                    "queues", "Volcano's spec.queue"),
+    Queue.VOLCANO_PODS: (f"({_VOLCANO_PODS})", "queues", f"Volcano with {QUEUE_ANNOTATION}"),
+}
+
+
+def _queue_rules(found: Fragments) -> list[dict]:
+    """Each object that waits in a queue names one of the team's, one rule per way of naming it."""
+    rules = []
+    for queues, objects in found.queues().items():
+        called = QUEUES[queues[0]][1] if len(queues) == 1 else "queues"
+        rules.append(_rule(
+            f"!{_any([_is(o, 'object') for o in objects])} || " + " || ".join(QUEUES[q][0] for q in queues),
+            f"A {_words([o.words for o in objects], 'or')} in a team namespace waits in one of the team's own "
+            f"{called} ({_words([QUEUES[q][2] for q in queues], 'or')}): {_SUBMIT}."))
+    return rules
 
 
 def _validations() -> list[dict]:
@@ -137,41 +194,27 @@ def _validations() -> list[dict]:
 def _workload_rules() -> list[dict]:
     """What may be written at all: the kinds, their labels and owners, the queues they name,
     and Services that stay inside the cluster."""
+    found = fragments()
     ours = f"{_has_label(MANAGED_BY_LABEL)} && object.metadata.labels[{_cel(MANAGED_BY_LABEL)}] == {_cel(MANAGED_BY_VALUE)}"
-    volcano_template = ("variables.templates.all(s, has(s.schedulerName) && s.schedulerName == 'volcano')"
-                        " && variables.annotations.all(a, " + _cel(QUEUE_ANNOTATION) + " in a"
-                        " && a[" + _cel(QUEUE_ANNOTATION) + "] in variables.queues)")
+    owners, controlled = found.owners(), found.controlled()
+    makers = list(dict.fromkeys(o.words + "s" for kind in controlled for o in owners[kind]))
+    owned = "; ".join(f"a {kind}'s: its {_words([o.words for o in made_by], 'or')}" for kind, made_by in owners.items())
     return [
-        _rule(f"variables.volcano || object.kind in {_cel(ADMITTED_KINDS)}",
-              "The platform runs Jobs, Deployments, Volcano Jobs, RayJobs, RayClusters and notebooks' StatefulSets "
-              "in team namespaces, and nothing else that makes pods (no DaemonSet, ReplicationController, CronJob "
-              f"or RayService): {_SUBMIT}."),
-        _rule(f"object.kind in ['Pod', 'ReplicaSet', 'Service'] || ({ours})",
+        _rule(f"variables.volcano || object.kind in {_cel(found.kinds())}",
+              f"The platform runs its kinds of work in team namespaces ({_runs()}), and nothing else that makes "
+              f"pods (no DaemonSet, ReplicationController, CronJob or RayService): {_SUBMIT}."),
+        _rule(f"object.kind in {_cel(found.unlabelled())} || ({ours})",
               f"Workloads in team namespaces are the platform's: {_SUBMIT}."),
-        _rule("!(object.kind in ['Pod', 'ReplicaSet']) || variables.owners.exists(o, has(o.controller) && o.controller)",
-              f"Pods in team namespaces are made by the platform's Jobs and Deployments: {_SUBMIT}."),
-        _rule(f"variables.owners.all(o, {_owner_allowed()})",
-              "Owner references in team namespaces name only what the platform makes (a Pod's: its Job, "
-              f"Volcano Job, ReplicaSet or StatefulSet; a ReplicaSet's: its Deployment): {_SUBMIT}."),
-        _rule(f"!(object.kind == 'Job' && !variables.volcano) || ({_has_label(QUEUE_LABEL)} && "
-              "variables.kueueQueue in variables.teamFlavors)",
-              f"A Job in a team namespace waits in one of the team's own Kueue queues ({QUEUE_LABEL}): {_SUBMIT}."),
-        _rule(f"!variables.ray || ({_has_label(QUEUE_LABEL)} && variables.kueueQueue in variables.teamFlavors)",
-              f"A RayJob or RayCluster in a team namespace waits in one of the team's own Kueue queues ({QUEUE_LABEL}): "
-              f"{_SUBMIT}."),
-        _rule(f"object.kind != 'StatefulSet' || ({_has_label(QUEUE_LABEL)} && variables.kueueQueue in variables.teamFlavors)",
-              f"A StatefulSet (a notebook) in a team namespace waits in one of the team's own Kueue queues "
-              f"({QUEUE_LABEL}): {_SUBMIT}."),
+        _rule(f"!(object.kind in {_cel(controlled)}) || variables.owners.exists(o, has(o.controller) && o.controller)",
+              f"{_words([kind + 's' for kind in controlled])} in team namespaces are made by the platform's "
+              f"{_words(makers)}: {_SUBMIT}."),
+        _rule(f"variables.owners.all(o, {_owner_allowed(owners)})",
+              f"Owner references in team namespaces name only what the platform makes ({owned}): {_SUBMIT}."),
+        *_queue_rules(found),
         _rule("object.kind != 'StatefulSet' || !has(object.spec.volumeClaimTemplates) || "
               "size(object.spec.volumeClaimTemplates) == 0",
               "A StatefulSet in a team namespace makes no claims of its own (volumeClaimTemplates): it mounts the "
               "team's volumes, which owners create on the team's page."),
-        _rule("!variables.volcano || (has(object.spec.queue) && object.spec.queue in variables.queues)",
-              "A Volcano Job in a team namespace names one of the team's own queues."),
-        _rule(f"object.kind != 'Deployment' || ({_has_label(QUEUE_LABEL)} && variables.kueueQueue in variables.teamFlavors)"
-              f" || ({volcano_template})",
-              "A Deployment in a team namespace waits in one of the team's own queues "
-              f"(Kueue's {QUEUE_LABEL} label, or Volcano with {QUEUE_ANNOTATION})."),
         _rule("object.kind != 'Service' || !has(object.spec.type) || object.spec.type == 'ClusterIP'",
               "Services in team namespaces are ClusterIP: nothing outside the cluster reaches a team's workloads."),
         _rule("object.kind != 'Service' || !has(object.spec.externalIPs) || size(object.spec.externalIPs) == 0",
@@ -286,7 +329,7 @@ def _variables() -> list[dict]:
 
 def _resource_rules() -> list[dict]:
     return [{"apiGroups": [group], "apiVersions": ["*"], "resources": names, "operations": ["CREATE", "UPDATE"]}
-            for group, names in MATCHED_RESOURCES.items()]
+            for group, names in matched_resources().items()]
 
 
 def render_admission() -> list[dict]:

@@ -1,9 +1,12 @@
 """What the CI pipelines of the soak submit, when, and what happens to each job later.
 
 A plan is a list of ``Planned`` jobs, fixed by the seed, with times in seconds from the
-start of the run. Seven kinds (below), at least ``wanted`` each: training on Kueue (H100)
-and on Volcano (A100), inference on Kueue (time-sliced T4) and on Volcano (MIG slices).
-On top of jobs at random times, scenes make sure the run exercises what it claims:
+start of the run. The mix is the registry's: each kind of work says its place in the soak
+(`WorkKind.soak`: a flavor of the local cluster per scheduler, each a variant labelled
+"<scheduler>-<kind>", the fields of its own, whether it lives until cancelled), at least
+``wanted`` of each variant: today training on Kueue (H100) and on Volcano (A100), inference on
+Kueue (time-sliced T4) and on Volcano (MIG slices), Ray jobs, Ray clusters and notebooks on
+Kueue. On top of jobs at random times, scenes make sure the run exercises what it claims:
 
 - borrow: team vision fills its H100 quota and borrows the idle part of nlp's (cohort);
 - preempt: high-priority vision jobs arrive while low-priority ones hold every GPU, and
@@ -27,24 +30,43 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-from workloads.kinds import inference, notebook, ray_cluster, ray_job, training
+import workloads.kinds
+from workloads import Kind as ObjectKind
+from workloads.kinds import WorkKind
+from workloads.kinds.admission import Queue
+from workloads.spec import KUEUE
 
 from .profile import Profile
 
-KINDS = {
-    # label: (job kind, flavor)
-    "kueue-training": (training.NAME, "h100"),
-    "volcano-training": (training.NAME, "a100"),
-    "kueue-inference": (inference.NAME, "t4-shared"),
-    "volcano-inference": (inference.NAME, "mig-1g-10gb"),
-    # Kinds that run until cancelled (issue 31): Ray on the KubeRay operator and notebooks,
-    # fewer of each (`wanted`); nothing runs inside kwok's pods, so they end only by a cancel.
-    "kueue-rayjob": (ray_job.NAME, "h100"),
-    "kueue-raycluster": (ray_cluster.NAME, "h100"),
-    # A notebook fits its team's own free quota or is refused: the T4 pool, early, one GPU.
-    "kueue-notebook": (notebook.NAME, "t4-shared"),
-}
-LONG_LIVED = {"kueue-rayjob", "kueue-raycluster", "kueue-notebook"}
+
+@dataclass(frozen=True)
+class Variant:
+    """A kind of work on one scheduler, as the soak runs it (``label``: "kueue-training")."""
+
+    label: str
+    kind: WorkKind
+    scheduler: str
+    flavor: str
+
+    @property
+    def queued(self) -> ObjectKind:
+        """The object of it Kueue queues (what a long-lived variant's account reads)."""
+        integration = self.kind.on(self.scheduler)
+        return next(a.kind for a in integration.admits if Queue.KUEUE in a.queue and a.makes)
+
+
+def variants(kinds: tuple[WorkKind, ...]) -> dict[str, Variant]:
+    """Each kind's place in the soak (`WorkKind.soak`), on each scheduler it names, in the registry's order."""
+    return {v.label: v for v in (
+        Variant(f"{i.scheduler}-{kind.name.replace('-', '')}", kind, i.scheduler, kind.soak.flavors[i.scheduler])
+        for kind in kinds if kind.soak for i in kind.integrations if i.scheduler in kind.soak.flavors)}
+
+
+VARIANTS = variants(workloads.kinds.KINDS)
+KINDS = {label: (v.kind.name, v.flavor) for label, v in VARIANTS.items()}  # label: (job kind, flavor)
+# Kinds that run until cancelled (issue 31), fewer of each (`wanted`): nothing runs inside
+# kwok's pods, so they end only by a cancel.
+LONG_LIVED = {label for label, v in VARIANTS.items() if v.kind.soak.long_lived}
 
 
 def wanted(label: str, profile: Profile) -> int:
@@ -113,30 +135,21 @@ def _duration(seconds: float) -> str:
 
 def _body(team: str, label: str, name: str, rng: random.Random, *, seconds: float, priority: str = "normal",
           workers: int = 1, gpus: int = 1, max_replicas: int = 1, max_runtime: int | None = None) -> dict:
-    kind, flavor = KINDS[label]
+    variant = VARIANTS[label]
+    fields = variant.kind.soak.fields(workers, max_replicas)
     body = {
-        "team": team, "name": name, "kind": kind, "flavor": flavor, "image": IMAGE,
-        "command": ["python"], "args": ["serve.py" if kind == inference.NAME else "train.py"],
+        "team": team, "name": name, "kind": variant.kind.name, "flavor": variant.flavor, "image": IMAGE,
+        "command": ["python"], "args": ["train.py"],
         # The kwok fake pods end after this (run-to-completion pods only).
         "env": {"GPUPLATFORM_FAKE_DURATION": _duration(seconds), "SOAK": "1"},
         "gpus_per_worker": gpus, "cpu_per_worker": "1", "memory_per_worker_gib": 4,
     }
     if label in LONG_LIVED:  # they run until cancelled: no fake end, the image's own entrypoint
         body.update(command=[], args=[], env={"SOAK": "1"}, priority=priority)
-        if kind == ray_job.NAME:
-            body.update(ray_entrypoint="python train.py", workers=workers)
-        elif kind == ray_cluster.NAME:
-            body["workers"] = workers
-        else:
-            body["port"] = 8888
-        return body
-    if not label.startswith("volcano"):  # priorities are Kueue's: the API refuses one on Volcano
+        return {**body, **fields}
+    if variant.scheduler == KUEUE:  # priorities are Kueue's: the API refuses one on Volcano
         body["priority"] = priority
-    if kind == training.NAME:
-        body["workers"] = workers
-    else:
-        body.update(port=8080, min_replicas=1, max_replicas=max_replicas, readiness_path="/healthz",
-                    readiness_initial_delay_seconds=0)
+    body.update(fields)
     if max_runtime:
         body["max_runtime_seconds"] = max_runtime
     return body
@@ -199,15 +212,15 @@ def build(profile: Profile) -> list[Planned]:
     # Ray jobs and clusters, and notebooks: early, cancelled after a while (their pods never end).
     for label in sorted(LONG_LIVED):
         for i in range(wanted(label, profile)):
-            at = profile.at(0.02) + 2 * i + (0 if label == "kueue-notebook" else rng.uniform(0, profile.at(0.3)))
+            at = profile.at(0.02) + 2 * i + (0 if VARIANTS[label].kind.soak.early else rng.uniform(0, profile.at(0.3)))
             add(label, ("vision", "nlp")[i % 2], at, "random", cancel_after=rng.uniform(20, max(30, profile.at(0.3))),
                 seconds=1, workers=1, gpus=1)
     # The rest at random times until SUBMIT_UNTIL.
-    for label, (kind, _) in KINDS.items():
+    for label, variant in VARIANTS.items():
         while counts[label] < wanted(label, profile):
             at = rng.uniform(profile.at(0.02), profile.at(SUBMIT_UNTIL))
             team = rng.choice(("vision", "nlp"))
-            if kind == training.NAME:
+            if not variant.kind.runs_until_cancelled:  # it ends by itself
                 short = rng.random() < 0.6
                 seconds = rng.uniform(3, 20) if short else rng.uniform(20, profile.at(0.25))
                 priority = rng.choices(("low", "normal", "high"), weights=(2, 7, 1))[0]

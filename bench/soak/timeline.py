@@ -18,7 +18,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .observer import BATCH_JOB, DEPLOYMENT, RAY_CLUSTER, RAY_JOB, STATEFULSET, VOLCANO_JOB, WORKLOAD, Observer, PodInfo
+from .observer import BATCH_JOB, DEPLOYMENT, VOLCANO_JOB, WORKLOAD, Observer, PodInfo
+from .plan import LONG_LIVED as PLANNED_LONG_LIVED
+from .plan import VARIANTS
 
 VOLCANO_FINAL = {"Completed": "succeeded", "Failed": "failed", "Aborted": "failed", "Terminated": "failed"}
 
@@ -182,9 +184,9 @@ def inference(account: Account, job: dict, deployments, workloads, pods: list[Po
     _restarts(account, pods, per_run=1, expected=max(asked, need) + account.evictions)
 
 
-# Long-lived kinds (plan.LONG_LIVED): the object Kueue queues, and the pods one run starts
-# (a Ray head and its workers; a notebook's one pod).
-LONG_LIVED = {"kueue-rayjob": RAY_JOB, "kueue-raycluster": RAY_CLUSTER, "kueue-notebook": STATEFULSET}
+# Long-lived kinds (plan.LONG_LIVED): the object Kueue queues (RayJob, RayCluster, a notebook's
+# StatefulSet), and the pods one run starts (a Ray head and its workers; a notebook's one pod).
+LONG_LIVED = {label: VARIANTS[label].queued for label in sorted(PLANNED_LONG_LIVED)}
 
 
 def kueue_long_lived(account: Account, job: dict, workloads, pods: list[PodInfo], per_run: int) -> None:

@@ -1,10 +1,12 @@
 """The conformance suite of the kinds of work (`workloads.kinds.KINDS`), parametrized over the
 registry: a kind that lacks or contradicts a capability fails here instead of shipping. Its
-objects (valid against the CRDs, granted, pruned, watched): `test_workload_kinds.py`; each
+objects (valid against the CRDs, granted, pruned, watched, declared in its admission fragment
+and so matched and admitted by the team namespaces' policy): `test_workload_kinds.py`; each
 preset validates: `tests/jobs/test_forms_presets.py`. Here: the GPU shape in Python and SQL
 agree, the idle words match the reclaim policy, a stop is granted, every error is reported;
 and a kind defined only in the tests (`sample_kind`), registered alone, reaches every place
-derived from the registry with no other file touched."""
+derived from the registry with no other file touched, the admission policy and the soak's
+mix included."""
 
 import json
 import os
@@ -24,6 +26,7 @@ from jobs.models import IdleWatch, Job
 from jobs.use import reclaim
 from jobs.watch.watcher import WATCHED
 from quotas.models import IdlePolicy
+from tenants.admission import matched_resources, render_admission
 from workloads.kinds import KINDS, inference, integrations, ray_cluster, ray_job
 
 from ..builders import build_job, make_flavor, make_team
@@ -119,6 +122,7 @@ from jobs.api.views import JobSerializer
 from jobs.models import Job
 from quotas.models import GpuFlavor
 from tenants.models import Team
+from tenants.admission import fragments, matched_resources, render_admission
 
 schema = SchemaGenerator().get_schema(request=None, public=True)
 enums = [s.get("enum", []) for s in schema["components"]["schemas"].values()]
@@ -135,7 +139,15 @@ print(json.dumps({
     "sql": str(gpus.START_GPUS),
     "gpus": [job.total_gpus, job.gpus_to_start, job.size_words],
     "api": JobSerializer(context={}).to_representation(job)["runs_until_cancelled"],
+    "matched": matched_resources(),
+    "admitted": fragments().kinds(),
+    "validations": render_admission()[0]["spec"]["validations"],
 }))
+
+from bench.soak import plan
+from bench.soak.profile import load
+planned = plan.build(load({"SOAK_MINUTES": "2"}))
+print(json.dumps({"soak": plan.KINDS, "planned": [[p.label, p.body] for p in planned if p.label == "kueue-sweep"]}))
 """
 
 
@@ -145,7 +157,8 @@ def with_the_sample_kind() -> dict:
     done = subprocess.run([sys.executable, "-c", REGISTER_AND_REPORT], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    facts, soak = done.stdout.strip().splitlines()[-2:]
+    return {**json.loads(facts), **json.loads(soak)}
 
 
 def test_a_registered_kind_is_a_choice_of_the_model_the_form_and_the_api_schema(with_the_sample_kind):
@@ -170,3 +183,38 @@ def test_a_registered_kind_is_reclaimed_counted_and_told_to_gpuctl(with_the_samp
     assert "sweep" in facts["sql"]
     assert facts["gpus"] == [8, 2, "2–8 trials"]
     assert facts["api"] == "sweeping"
+
+
+SWEEP_OWNS = "(o.kind == 'Sweep' && o.apiVersion.startsWith('sweep.example.org/'))"
+IS_A_SWEEP = "(object.kind == 'Sweep' && object.apiVersion.startsWith('sweep.example.org/'))"
+
+
+def test_a_registered_kind_is_matched_and_admitted_with_its_owner_chain_and_queue(with_the_sample_kind):
+    facts = with_the_sample_kind
+    assert facts["matched"]["sweep.example.org"] == ["sweeps"] and "Sweep" in facts["admitted"]
+    # Its Pods may be owned by a Sweep, and nothing else may (the Sweep itself: by nothing).
+    [owners] = [rule["expression"] for rule in facts["validations"] if rule["message"].startswith("Owner references")]
+    pods, rest = owners.split("object.kind == 'Pod' ? ", 1)[1].split(" : ", 1)
+    assert SWEEP_OWNS in pods and SWEEP_OWNS not in rest
+    # It waits in one of the team's Kueue queues, in the rule of the other Kueue-queued kinds.
+    [queued] = [rule for rule in facts["validations"] if IS_A_SWEEP in rule["expression"]]
+    assert "(object.kind == 'StatefulSet'" in queued["expression"]
+    assert "Sweep in a team namespace waits in one of the team's own Kueue queues" in queued["message"]
+    assert "Sweep: a Sweep" in facts["validations"][0]["message"]
+    # None of the registered kinds makes Sweeps: the sample kind brought them.
+    assert "sweep.example.org" not in matched_resources()
+    assert not any("Sweep" in rule["expression"] for rule in render_admission()[0]["spec"]["validations"])
+
+
+def test_a_registered_kind_has_its_place_in_the_soak(with_the_sample_kind):
+    from bench.soak import plan  # the soak's plan, as the subprocess read it with the sample kind
+    from bench.soak.profile import load
+
+    facts = with_the_sample_kind
+    assert facts["soak"]["kueue-sweep"] == ["sweep", "h100"]
+    assert {label: list(kind) for label, kind in plan.KINDS.items()} == {
+        label: kind for label, kind in facts["soak"].items() if label != "kueue-sweep"}
+    # As many as every kind that is not long-lived, with the fields it declared; it runs until
+    # cancelled, so most are cancelled after a while.
+    assert len(facts["planned"]) == load({"SOAK_MINUTES": "2"}).jobs_per_kind
+    assert all(body["kind"] == "sweep" and body["min_replicas"] == 1 and body["priority"] for _, body in facts["planned"])

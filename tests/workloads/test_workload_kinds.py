@@ -24,6 +24,8 @@ from workloads.kinds import (
     rendered_kinds,
     training,
 )
+from workloads.kinds.admission import Queue
+from workloads.kueue import QUEUE_LABEL
 
 from ..builders import make_flavor, make_job, make_quota, make_team
 from ..schemas import validate
@@ -42,15 +44,27 @@ SHAPES = {
     ray_cluster.NAME: [dict(workers=2, gpus_per_worker=4)],
     notebook.NAME: [dict(command=[], args=[]), dict(gpus_per_worker=2, port=8080, max_runtime_seconds=3600)],
 }
-def admitted_by_the_team_policy(obj: dict) -> bool:
-    """Whether the team namespaces' admission policy (`tenants.admission`) matches what makes pods
-    and admits the kind: a kind the policy does not match would run unguarded; one it matches
-    but does not admit never runs."""
-    api_group = group(obj["apiVersion"])
-    matched = resource(obj["kind"]) in admission.MATCHED_RESOURCES.get(api_group, [])
-    if pod_templates_of(obj) and not matched:
-        return False
-    return not matched or obj["kind"] in admission.ADMITTED_KINDS
+def admitted_by_the_team_policy(obj: dict, integration) -> bool:
+    """Whether the team namespaces' admission policy (`tenants.admission`) holds what makes pods
+    (or is a Service) to the integration's own fragment (`Integration.admits`): declared there
+    as rendered, with the queue it names, and so matched and admitted; a kind the policy does
+    not match would run unguarded, one it matches but does not admit never runs."""
+    declared = {admitted.kind: admitted for admitted in integration.admits}
+    if not pod_templates_of(obj) and obj["kind"] != "Service":
+        return (obj["apiVersion"], obj["kind"]) not in declared
+    admitted = declared.get((obj["apiVersion"], obj["kind"]))
+    return (admitted is not None and (not admitted.queue or any(_names_queue(obj, queue) for queue in admitted.queue))
+            and resource(obj["kind"]) in admission.matched_resources().get(group(obj["apiVersion"]), [])
+            and obj["kind"] in admission.fragments().kinds())
+
+
+def _names_queue(obj: dict, queue: Queue) -> bool:
+    """Whether ``obj`` names a queue the way its fragment says (the policy checks it is the team's)."""
+    if queue == Queue.KUEUE:
+        return bool(obj["metadata"].get("labels", {}).get(QUEUE_LABEL))
+    if queue == Queue.VOLCANO:
+        return bool(obj["spec"].get("queue"))
+    return all(t["spec"].get("schedulerName") == "volcano" for t in pod_templates_of(obj))
 
 
 CASES = [(kind, integration) for kind in KINDS for integration in kind.integrations]
@@ -85,11 +99,13 @@ def test_each_kind_renders_only_its_declared_kinds_in_objects_the_schemas_accept
         assert job_fields(job) == kind.fields
         for obj in objects:
             validate(obj)
-            assert admitted_by_the_team_policy(obj), f"{obj['kind']}: the admission policy would refuse it"
+            assert admitted_by_the_team_policy(obj, kind), f"{obj['kind']}: the admission policy would refuse it"
             assert (obj["apiVersion"], obj["kind"]) in kind.renders, obj["kind"]
             made.add((obj["apiVersion"], obj["kind"]))
         assert assert_hardened(objects, job) >= 1
     assert made == set(kind.renders)
+    # What its fragment says it renders, it renders.
+    assert {admitted.kind for admitted in kind.admits} <= made
     # What it watches by our labels is what a job renders (a RayJob's RayCluster is KubeRay's,
     # labelled like its RayJob: it is a kind the ray-cluster kind renders); its field rules name
     # kinds it renders.

@@ -3,14 +3,15 @@ Kueue batch Job or a Volcano gang), inference (Deployment + Service + autoscaler
 scheduler), Ray jobs and clusters and notebooks (Kueue flavors). Each is one module with one
 complete declaration (`base.WorkKind`); everything else derives from this list: the model's
 choices, the form and its presets, the API's enum, what the job owner prunes and the watcher
-watches, the platform's RBAC, the idle sweep's stoppers and words. A new kind is one module
-here and one line in `KINDS` (docs/architecture.md, "How to add a kind").
+watches, the platform's RBAC, the idle sweep's stoppers and words, the team namespaces'
+admission policy, the soak's mix. A new kind is one module here and one line in `KINDS`
+(docs/architecture.md, "How to add a kind").
 """
 
 from workloads import Kind
 
 from . import inference, notebook, ray_cluster, ray_job, training
-from .base import GpuShape, Integration, NotStopped, Preset, WorkKind
+from .base import GpuShape, Integration, NotStopped, Preset, Soak, WorkKind
 
 KINDS: tuple[WorkKind, ...] = (
     training.KIND,
@@ -20,7 +21,7 @@ KINDS: tuple[WorkKind, ...] = (
     notebook.KIND,
 )
 
-__all__ = ["KINDS", "GpuShape", "Integration", "NotStopped", "Preset", "WorkKind", "by_name", "choices",
+__all__ = ["KINDS", "GpuShape", "Integration", "NotStopped", "Preset", "Soak", "WorkKind", "by_name", "choices",
            "for_job", "integrations", "presets", "rendered_kinds"]
 
 

@@ -8,7 +8,8 @@ What only some kinds have is optional, as Kueue's job framework keeps `JobWithCu
 apart from `GenericJob`: an integration without `stop` is never reclaimed (its kind says why
 in `idle_words`), one without `endpoint` answers nowhere. Nothing elsewhere keeps a table
 keyed by a kind's name: choices, forms, the API, reclaim, the idle words, gpuctl (through the
-API), and RBAC are derived from the registry.
+API), RBAC, the team namespaces' admission policy and the soak's plan are derived from the
+registry.
 
 Pure declarations: jobs are read by attribute, no app is imported.
 """
@@ -21,6 +22,7 @@ from workloads import Kind as ObjectKind
 from workloads import Observation, Seen
 
 from .. import spec
+from .admission import Admitted
 
 
 class NotStopped(Exception):
@@ -53,6 +55,10 @@ class Integration:
     # other job's (job "a" never "a-b"'s): how `jobs.use.telemetry` finds a job's GPUs among
     # dcgm-exporter's series, which carry the pod's name and namespace, not our labels.
     pod_pattern: Callable[[object], str]
+    # What it puts in a team namespace, as the team namespaces' admission policy knows it
+    # (`tenants.admission`): what it renders that makes pods or is a Service, what their
+    # controllers make in turn, and the team queue each names (`admission.Admitted`).
+    admits: tuple[Admitted, ...] = ()
     # Optional: where the job answers, for its page: {"service", "namespace", "port",
     # "local_port", "address", "port_forward"}, or None (a batch job answers nowhere).
     endpoint: Callable[[object], dict | None] = lambda job: None
@@ -89,6 +95,22 @@ class Preset:
     key: str
     label: str
     values: Mapping[str, object]
+
+
+@dataclass(frozen=True)
+class Soak:
+    """Its place in the soak (`bench/soak/plan.py`): the local cluster's flavor it runs on per
+    scheduler (each a variant of the mix, "<scheduler>-<kind>"), the fields of its own a soak
+    job sets, and whether it lives until cancelled there (then a quarter as many, at least 2,
+    cancelled after a while; ``early``: all at the start, as a notebook must fit the team's own
+    free quota). How a variant's jobs end, by themselves or by a cancel, is its kind's
+    `runs_until_cancelled`."""
+
+    flavors: Mapping[str, str]
+    # (workers, most replicas) -> the kind's own fields of a soak job.
+    fields: Callable[[int, int], Mapping[str, object]] = lambda workers, replicas: {}
+    long_lived: bool = False
+    early: bool = False
 
 
 @dataclass(frozen=True)
@@ -130,6 +152,8 @@ class WorkKind:
     across_nodes: bool = False
     # Waits for a max runtime: a default and a cap from its flavor and priority class.
     has_max_runtime: bool = False
+    # Optional: its place in the soak's mix; none, the soak leaves it out.
+    soak: Soak | None = None
 
     @property
     def schedulers(self) -> tuple[str, ...]:

@@ -16,7 +16,8 @@ from workloads.pods import (
 )
 
 from .. import spec
-from .base import GpuShape, Integration, Preset, WorkKind
+from .admission import PODS, SERVICES, Admitted, Queue
+from .base import GpuShape, Integration, Preset, Soak, WorkKind
 
 NAME = "inference"
 # A port-forward to a local port below 1024 needs root; a server on one is reached on this.
@@ -80,6 +81,11 @@ def scaling_available(job, flavor) -> dict[str, str]:
     return {}
 
 
+# How the shared Deployment waits in the team's queue on each scheduler (`Scheduler.inference_placement`).
+QUEUES = {spec.KUEUE: Queue.KUEUE, spec.VOLCANO: Queue.VOLCANO_PODS}
+REPLICA_SET = ("apps/v1", "ReplicaSet")
+
+
 def _integration(scheduler: str) -> Integration:
     return Integration(
         name=NAME,
@@ -90,6 +96,8 @@ def _integration(scheduler: str) -> Integration:
         render=_render,
         observe=_observe,
         pod_pattern=_pods,
+        admits=(Admitted(DEPLOYMENT, queue=(QUEUES[scheduler],), makes=(Admitted(REPLICA_SET, makes=(PODS,)),)),
+                SERVICES),
         endpoint=_endpoint,
     )
 
@@ -113,4 +121,8 @@ KIND = WorkKind(
     autoscaled=True,
     idle_words="Inference servers are never reclaimed: their GPUs wait for traffic by design, and the "
                "autoscaler scales them.",
+    # A time-sliced T4 and a MIG slice: servers share GPUs.
+    soak=Soak(flavors={spec.KUEUE: "t4-shared", spec.VOLCANO: "mig-1g-10gb"}, fields=lambda workers, replicas: dict(
+        args=["serve.py"], port=8080, min_replicas=1, max_replicas=replicas, readiness_path="/healthz",
+        readiness_initial_delay_seconds=0)),
 )

@@ -11,7 +11,8 @@ from workloads import kueue, notebook
 from workloads.pods import object_name
 
 from .. import spec
-from .base import Integration, Preset, WorkKind
+from .admission import PODS, SERVICES, Admitted, Queue
+from .base import Integration, Preset, Soak, WorkKind
 
 NAME = "notebook"
 
@@ -79,6 +80,7 @@ KIND = WorkKind(
         render=_render,
         observe=_observe,
         pod_pattern=_pods,
+        admits=(Admitted(notebook.STATEFULSET, queue=(Queue.KUEUE,), makes=(PODS,)), SERVICES),
         endpoint=_endpoint,
         stop=scale_to_nothing,
     ),),
@@ -94,4 +96,7 @@ KIND = WorkKind(
     runs_until_cancelled="ready (its port-forward line: see the job page)",
     stoppable=True,
     has_max_runtime=True,
+    # It fits its team's own free quota or is refused: the T4 pool, early, one GPU.
+    soak=Soak(flavors={spec.KUEUE: "t4-shared"}, long_lived=True, early=True,
+              fields=lambda workers, replicas: {"port": 8888}),
 )

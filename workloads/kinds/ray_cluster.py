@@ -6,7 +6,8 @@ from workloads import kueue, ray
 from workloads.pods import SERVICE, SERVICE_FIELDS, object_name
 
 from .. import spec
-from .base import Integration, Preset, WorkKind
+from .admission import PODS, SERVICES, Admitted, Queue
+from .base import Integration, Preset, Soak, WorkKind
 from .ray_job import RAY_IMAGE, RAY_SHAPE, ray_worker
 
 NAME = "ray-cluster"
@@ -41,6 +42,8 @@ KIND = WorkKind(
         render=ray.render_ray_cluster,
         observe=_observe,
         pod_pattern=_pods,
+        # KubeRay makes its pods and Services; the dashboard's Service is ours.
+        admits=(Admitted(ray.RAY_CLUSTER, queue=(Queue.KUEUE,), makes=(PODS, SERVICES)), SERVICES),
         endpoint=_endpoint,
     ),),
     takes=("workers",),
@@ -53,4 +56,5 @@ KIND = WorkKind(
     runs_until_cancelled="up (its dashboard: see the job page)",
     idle_words="Ray clusters are never reclaimed: they are interactive and hold their state in memory; cancel "
                "yours when you are done with it.",
+    soak=Soak(flavors={spec.KUEUE: "h100"}, long_lived=True, fields=lambda workers, replicas: {"workers": workers}),
 )

@@ -10,7 +10,8 @@ from workloads import kueue, ray
 from workloads.pods import object_name
 
 from .. import spec
-from .base import GpuShape, Integration, Preset, WorkKind
+from .admission import PODS, SERVICES, Admitted, Queue
+from .base import GpuShape, Integration, Preset, Soak, WorkKind
 
 NAME = "ray-job"
 RAY_IMAGE = "rayproject/ray:2.52.0-py312-gpu"
@@ -76,6 +77,10 @@ KIND = WorkKind(
         render=ray.render_ray_job,
         observe=_observe,
         pod_pattern=_pods,
+        # KubeRay makes its cluster (with its labels, queue included), the cluster's pods and
+        # Services, and a Service of the RayJob's own.
+        admits=(Admitted(ray.RAY_JOB, queue=(Queue.KUEUE,), makes=(
+            Admitted(ray.RAY_CLUSTER, queue=(Queue.KUEUE,), labelled=True, makes=(PODS, SERVICES)), SERVICES)),),
     ),),
     takes=("workers", "ray_entrypoint", "ray_runtime_env"),
     requires=("ray_entrypoint",),
@@ -89,4 +94,7 @@ KIND = WorkKind(
     checks=(entrypoint_and_environment,),
     idle_words="Ray jobs are never reclaimed: the platform cannot stop a Ray job's workload and keep its "
                "results; cancel it yourself when it is idle.",
+    # Nothing runs inside the local cluster's fake pods: it ends only by a cancel.
+    soak=Soak(flavors={spec.KUEUE: "h100"}, long_lived=True,
+              fields=lambda workers, replicas: {"ray_entrypoint": "python train.py", "workers": workers}),
 )

@@ -15,7 +15,8 @@ from workloads import kueue, volcano
 from workloads.pods import SERVICE, SERVICE_FIELDS, object_name
 
 from .. import spec
-from .base import Integration, NotStopped, Preset, WorkKind
+from .admission import PODS, SERVICES, Admitted, Queue
+from .base import Integration, NotStopped, Preset, Soak, WorkKind
 
 NAME = "training"
 COMMAND = ("bus.volcano.sh/v1alpha1", "Command")
@@ -118,6 +119,8 @@ KUEUE = Integration(
     render=kueue.render_training,
     observe=_observe_kueue,
     pod_pattern=_kueue_pods,
+    # The batch Job's pods; the headless Service gives them host names.
+    admits=(Admitted(kueue.BATCH_JOB, queue=(Queue.KUEUE,), makes=(PODS,)), SERVICES),
     stop=deactivate_workload,
     # Find the Workload among the namespace's and apply its one field.
     stop_rights={(_group(kueue.WORKLOAD), "workloads"): frozenset({"list", "patch"})},
@@ -132,6 +135,8 @@ VOLCANO = Integration(
     render=volcano.render_training,
     observe=_observe_volcano,
     pod_pattern=_volcano_pods,
+    # Volcano makes the gang's pods and a Service for their host names.
+    admits=(Admitted(volcano.JOB, queue=(Queue.VOLCANO,), makes=(PODS, SERVICES), called="Volcano Job"),),
     stop=abort_volcano_job,
     # Read the Volcano Job's uid and create the Command.
     stop_rights={(_group(volcano.JOB), "jobs"): frozenset({"get"}),
@@ -155,4 +160,5 @@ KIND = WorkKind(
     checks=(needs_fabric,),
     has_max_runtime=True,
     across_nodes=True,
+    soak=Soak(flavors={spec.KUEUE: "h100", spec.VOLCANO: "a100"}, fields=lambda workers, replicas: {"workers": workers}),
 )
