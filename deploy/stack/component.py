@@ -3,19 +3,36 @@ is built, the ports it listens on and the URLs that say it is ready. One module 
 under deploy/stack/components/ declares one `Component`; the scripts read it with
 
     python3 -m deploy.stack.components env <name> [--offset N]     # NAME_VERSION=... lines
+    python3 -m deploy.stack.components env-all [--offset N]       # every component's, at once
     python3 -m deploy.stack.components ready <name> [--offset N] [--ca-bundle FILE]
 
 A binary is cached by version (<cache>/bin/<name>-<version>): a new version is a new build, the
-same version never builds twice.
+same version never builds twice. A module of this repository (gpuplatform.local/...) has no
+release: its version is a digest of its sources (`source_digest`), so an edit is a new build.
 """
 
 from __future__ import annotations
 
+import hashlib
 import ssl
 import urllib.request
 from dataclasses import dataclass, field
+from fnmatch import fnmatch
+from pathlib import Path
 
 from .profiles import cache_dir
+
+REPO = Path(__file__).resolve().parents[2]
+OWN_MODULES = "gpuplatform.local/"  # the wrapper modules' and our own Go modules' path
+
+
+def source_digest(wrapper: str) -> str:
+    """The version of a Go module of this repository: the first 12 hex digits of the sha256 of
+    its go.mod, go.sum and non-test .go files (the top directory), in byte order of name."""
+    names = sorted(p.name for p in (REPO / wrapper).iterdir() if p.is_file() and (
+        fnmatch(p.name, "go.*") or (fnmatch(p.name, "*.go") and not fnmatch(p.name, "*_test.go"))))
+    digest = hashlib.sha256(b"".join((REPO / wrapper / name).read_bytes() for name in names))
+    return digest.hexdigest()[:12]
 
 
 @dataclass(frozen=True)
@@ -38,10 +55,19 @@ class Component:
     build: Build
     ports: dict[str, int] = field(default_factory=dict)  # role -> port at offset 0, on 127.0.0.1
     readiness: tuple[str, ...] = ()  # URLs that answer when it is ready; {role} is that port
+    # Other modules the build needs at a version of their own (role -> "module@version"); the
+    # wrapper's go.mod pins the same (required or replaced), `cluster.sh probe` asks the proxy.
+    requires: dict[str, str] = field(default_factory=dict)
 
     @property
     def prefix(self) -> str:
         return self.name.upper().replace("-", "_")
+
+    @property
+    def pins(self) -> list[str]:
+        """The module versions the Go module proxy must serve to build it."""
+        own = [] if self.module.startswith(OWN_MODULES) else [f"{self.module}@{self.version}"]
+        return own + list(self.requires.values())
 
     def binary(self, which: str | None = None) -> str:
         """The cached binary (`which`: one of the build's, by default the one named as the component)."""
@@ -58,11 +84,14 @@ class Component:
         return [url.format(**ports) for url in self.readiness]
 
     def env(self, offset: int = 0) -> dict[str, str]:
-        """What a script reads: <PREFIX>_MODULE, _VERSION, the build's fields, a
-        <PREFIX>_<ROLE>_PORT per port, and <BINARY>_BIN and <BINARY>_PACKAGE per binary."""
+        """What a script reads: <PREFIX>_MODULE, _VERSION, the build's fields, _BINARIES and _PINS
+        (space-separated), a <PREFIX>_<ROLE>_PORT per port, a <PREFIX>_<ROLE>_PIN per required
+        module, and <BINARY>_BIN and <BINARY>_PACKAGE per binary."""
         values = {"MODULE": self.module, "VERSION": self.version, "WRAPPER": self.build.wrapper,
-                  "TAGS": self.build.tags, "LDFLAGS": self.build.ldflags.format(version=self.version)}
+                  "TAGS": self.build.tags, "LDFLAGS": self.build.ldflags.format(version=self.version),
+                  "BINARIES": " ".join(self.build.packages), "PINS": " ".join(self.pins)}
         values |= {f"{role.upper()}_PORT": str(self.port(role, offset)) for role in self.ports}
+        values |= {f"{role.upper()}_PIN": pin for role, pin in self.requires.items()}
         env = {f"{self.prefix}_{key}": value for key, value in values.items()}
         for binary, package in self.build.packages.items():
             prefix = binary.upper().replace("-", "_")

@@ -12,32 +12,52 @@ from pathlib import Path
 
 import pytest
 
-from deploy.stack import components
-from deploy.stack.component import Build, Component
+from deploy.stack import components, profiles
+from deploy.stack.component import OWN_MODULES, Build, Component, source_digest
 
 REPO = Path(__file__).resolve().parents[2]
 EVERY = list(components.COMPONENTS.values())
+RELEASED = [c for c in EVERY if not c.module.startswith(OWN_MODULES)]
+OURS = [c for c in EVERY if c.module.startswith(OWN_MODULES)]
 
 
 def test_every_component_module_is_registered():
     modules = {m.name for m in pkgutil.iter_modules(components.__path__) if not m.name.startswith("_")}
-    assert modules == set(components.COMPONENTS)
+    assert modules == {name.replace("-", "_") for name in components.COMPONENTS}
 
 
 @pytest.mark.parametrize("component", EVERY, ids=lambda c: c.name)
-def test_a_component_is_built_from_a_package_of_its_module_at_a_pinned_version(component):
+def test_a_component_is_built_from_packages_of_its_module(component):
     for package in component.build.packages.values():
         assert package == component.module or package.startswith(component.module + "/")
-    assert component.version.startswith("v") and component.version.count(".") == 2
 
 
-@pytest.mark.parametrize("component", [c for c in EVERY if c.build.wrapper], ids=lambda c: c.name)
-def test_a_wrapper_module_pins_the_declared_version(component):
-    # the build runs `go get -tool module@version` there; a wrapper pinning another version
-    # would change its committed go.mod on the next build
+@pytest.mark.parametrize("component", RELEASED, ids=lambda c: c.name)
+def test_a_released_component_is_pinned_to_a_release(component):
+    assert re.fullmatch(r"v\d+\.\d+\.\d+", component.version)
+    assert component.pins[0] == f"{component.module}@{component.version}"
+
+
+@pytest.mark.parametrize("component", OURS, ids=lambda c: c.name)
+def test_a_module_of_ours_is_versioned_by_its_sources(component, tmp_path):
+    assert component.version == source_digest(component.build.wrapper) and len(component.version) == 12
+    assert component.pins == list(component.requires.values())  # the proxy has nothing of ours
+
+
+def pinned_versions(go_mod: str, module: str) -> list[str]:
+    """The versions a go.mod builds `module` at: a replace's, else the require's."""
+    replaced = re.findall(rf"^\s*(?:replace\s+)?{re.escape(module)}\s+=>\s+{re.escape(module)}\s+(v\S+)", go_mod, re.M)
+    return replaced or re.findall(rf"^\s*(?:require\s+)?{re.escape(module)}\s+(v\S+)", go_mod, re.M)
+
+
+@pytest.mark.parametrize("component", [c for c in RELEASED if c.build.wrapper], ids=lambda c: c.name)
+def test_a_wrapper_module_pins_the_declared_versions(component):
+    # the build runs in the wrapper (Hydra's: `go get -tool module@version` there); a wrapper
+    # pinning another version would build another one, or change its committed go.mod
     go_mod = (REPO / component.build.wrapper / "go.mod").read_text()
-    pinned = re.findall(rf"^\s*(?:require\s+)?{re.escape(component.module)}\s+(v\S+)", go_mod, re.M)
-    assert pinned == [component.version]
+    for pin in component.pins:
+        module, version = pin.split("@")
+        assert pinned_versions(go_mod, module) == [version], pin
 
 
 @pytest.mark.parametrize("component", EVERY, ids=lambda c: c.name)
@@ -54,13 +74,50 @@ def test_readiness_names_only_declared_ports(component):
 
 @pytest.mark.parametrize("component", EVERY, ids=lambda c: c.name)
 def test_every_fact_a_script_reads_has_a_name_of_its_own(component):
-    fields, ports, binaries = 5, len(component.ports), len(component.build.packages)
-    assert len(component.env()) == fields + ports + 2 * binaries
+    fields, ports, binaries = 7, len(component.ports), len(component.build.packages)
+    assert len(component.env()) == fields + ports + len(component.requires) + 2 * binaries
 
 
-def test_no_two_components_listen_on_the_same_port():
-    ports = [port for c in EVERY for port in c.ports.values()]
-    assert len(ports) == len(set(ports)), ports
+def test_no_port_is_taken_twice_by_the_components_of_clusters_that_run_side_by_side():
+    # every port shifts with its cluster's offset; profiles that share a cluster share its ports
+    clusters = {(p.cluster, p.port_offset) for p in profiles.PROFILES.values() if p.cluster is not None}
+    taken = [(c.name, role, port + offset) for _, offset in clusters for c in EVERY for role, port in c.ports.items()]
+    ports = [port for *_, port in taken]
+    assert len(ports) == len(set(ports)), sorted(taken, key=lambda t: t[2])
+    assert max(ports) < 65536
+
+
+def components_cli(*args: str) -> subprocess.CompletedProcess:
+    """The command line as bash runs it: the system python3, no virtualenv."""
+    return subprocess.run(["python3", "-E", "-m", "deploy.stack.components", *args], cwd=REPO, capture_output=True,
+                          text=True, check=False, timeout=60)
+
+
+def parse_env(out: str) -> dict[str, str]:
+    lines = out.splitlines()
+    env = dict(line.split("=", 1) for line in lines)
+    assert len(env) == len(lines), "a name printed twice"
+    return env
+
+
+def test_env_all_prints_every_components_facts_once_each():
+    done = components_cli("env-all", "--offset", "3000")
+    assert done.returncode == 0, done.stderr
+    assert parse_env(done.stdout) == {k: v for c in EVERY for k, v in c.env(3000).items()}
+
+
+@pytest.mark.parametrize("component", EVERY, ids=lambda c: c.name)
+def test_env_prints_what_the_component_declares(component):
+    done = components_cli("env", component.name, "--offset", "5")
+    assert done.returncode == 0, done.stderr
+    assert parse_env(done.stdout) == component.env(5)
+
+
+@pytest.mark.parametrize("script", ["deploy/local-cluster/cluster.sh", "deploy/local-cluster/keda.sh"])
+def test_the_cluster_scripts_declare_no_version_and_no_port_of_their_own(script):
+    text = (REPO / script).read_text()
+    assert not re.findall(r"^\s*\w+_VERSION=", text, re.M)
+    assert not re.findall(r"\$\(\(\s*\d+\s*\+\s*\$?OFFSET", text)
 
 
 def test_the_env_a_script_reads_shifts_the_ports_and_stamps_the_version():
