@@ -334,7 +334,7 @@ start_telemetry() {
   local c
   for c in prometheus gpu-exporter; do component_built "$c" || { require_go; build_component "$c"; }; done
   stop_stale_gpu_exporters
-  start_current gpu-exporter "$(bin gpu-exporter)" --kubeconfig "$KUBECONFIG_PATH" --listen "127.0.0.1:$GPU_EXPORTER_HTTP_PORT"
+  run_declared start_current gpu-exporter
   wait_for "gpu-exporter" 60 components ready gpu-exporter
   write_prometheus_config
   # Prometheus reads its configuration at start: one running with another is started anew.
@@ -344,9 +344,7 @@ start_telemetry() {
     rm -f "$PIDS/prometheus.pid"
   fi
   mv -f "$CLUSTER_DIR/prometheus.yml.new" "$CLUSTER_DIR/prometheus.yml"
-  start_current prometheus "$(bin prometheus)" --config.file "$CLUSTER_DIR/prometheus.yml" \
-    --storage.tsdb.path "$CLUSTER_DIR/prometheus" --storage.tsdb.retention.time 7d \
-    --web.listen-address "127.0.0.1:$PROMETHEUS_HTTP_PORT" --log.level warn
+  run_declared start_current prometheus
   local deadline=$((SECONDS + 60))
   until components ready prometheus; do
     alive_or_die prometheus
@@ -393,6 +391,17 @@ start() { # start <name> <binary> args...
   log "$name: starting"
   setsid "$@" >>"$LOGS/$name.log" 2>&1 </dev/null 8>&- 9>&- &  # 8, 9: the locks, not for the children
   echo $! >"$PIDS/$name.pid"
+}
+
+# run_declared <start|start_current> <binary>: start it with the arguments its component
+# declares for this cluster (deploy/stack/components/, `Component.arguments`).
+run_declared() {
+  local how="$1" binary="$2" text
+  local -a args
+  text="$(components args "$binary" --cluster-dir "$CLUSTER_DIR" --config-dir "$CONFIG")" \
+    || die "no arguments declared for $binary (deploy/stack/components/)"
+  mapfile -t args <<<"$text"
+  "$how" "$binary" "$(bin "$binary")" "${args[@]}"
 }
 
 # start_current <name> <binary> args...: as start, but a process of ours running with other
@@ -455,12 +464,7 @@ secure_health() { # secure_health <port> <path>: health endpoints of components 
 }
 
 start_etcd() {
-  start etcd "$(bin etcd)" --name gpuplatform --data-dir "$CLUSTER_DIR/etcd" \
-    --listen-client-urls "http://127.0.0.1:$ETCD_CLIENT_PORT" --advertise-client-urls "http://127.0.0.1:$ETCD_CLIENT_PORT" \
-    --listen-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
-    --initial-advertise-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
-    --initial-cluster "gpuplatform=http://127.0.0.1:$ETCD_PEER_PORT" \
-    --unsafe-no-fsync --quota-backend-bytes 4294967296 --log-level warn
+  run_declared start etcd
   wait_for "etcd" 60 components ready etcd
 }
 
@@ -477,25 +481,7 @@ start_apiserver() {
   ensure_authn_config
   ensure_kubelet_pki
   ensure_visibility_pki
-  start_current kube-apiserver "$(bin kube-apiserver)" \
-    --authentication-config "$AUTHN_CONFIG" \
-    --etcd-servers "http://127.0.0.1:$ETCD_CLIENT_PORT" \
-    --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$KUBERNETES_APISERVER_PORT" \
-    --cert-dir "$PKI/apiserver-certdir" \
-    --tls-cert-file "$PKI/apiserver.crt" --tls-private-key-file "$PKI/apiserver.key" \
-    --client-ca-file "$PKI/ca.crt" \
-    --requestheader-client-ca-file "$PKI/ca.crt" --requestheader-allowed-names front-proxy-client \
-    --requestheader-username-headers X-Remote-User --requestheader-group-headers X-Remote-Group \
-    --requestheader-extra-headers-prefix X-Remote-Extra- \
-    --proxy-client-cert-file "$PKI/front-proxy-client.crt" --proxy-client-key-file "$PKI/front-proxy-client.key" \
-    --service-account-issuer https://kubernetes.default.svc.cluster.local \
-    --service-account-key-file "$PKI/sa.pub" --service-account-signing-key-file "$PKI/sa.key" \
-    --service-cluster-ip-range 10.96.0.0/16 --endpoint-reconciler-type none \
-    --authorization-mode Node,RBAC \
-    --kubelet-preferred-address-types InternalIP --kubelet-certificate-authority "$PKI/ca.crt" \
-    --kubelet-client-certificate "$PKI/apiserver-kubelet-client.crt" \
-    --kubelet-client-key "$PKI/apiserver-kubelet-client.key" \
-    --allow-privileged=true --profiling=false --v=1
+  run_declared start_current kube-apiserver
   local deadline=$((SECONDS + 120))
   until apiserver_ready >/dev/null 2>&1; do
     alive_or_die kube-apiserver
@@ -505,26 +491,13 @@ start_apiserver() {
 }
 
 start_controllers() {
-  start kube-controller-manager "$(bin kube-controller-manager)" \
-    --kubeconfig "$KUBECONFIG_PATH" --authentication-kubeconfig "$KUBECONFIG_PATH" \
-    --authorization-kubeconfig "$KUBECONFIG_PATH" \
-    --bind-address 127.0.0.1 --secure-port "$KUBERNETES_CONTROLLER_MANAGER_PORT" --leader-elect=false \
-    --service-account-private-key-file "$PKI/sa.key" --root-ca-file "$PKI/ca.crt" \
-    --cluster-name gpuplatform-local --profiling=false --v=1
-  start kube-scheduler "$(bin kube-scheduler)" \
-    --kubeconfig "$KUBECONFIG_PATH" --authentication-kubeconfig "$KUBECONFIG_PATH" \
-    --authorization-kubeconfig "$KUBECONFIG_PATH" \
-    --bind-address 127.0.0.1 --secure-port "$KUBERNETES_SCHEDULER_PORT" --leader-elect=false --profiling=false --v=1
+  run_declared start kube-controller-manager
+  run_declared start kube-scheduler
   # kwok also serves what a kubelet serves for its fake nodes (container logs, config/kwok-logs.yaml)
   # on 127.0.0.1:KWOK_KUBELET_PORT, the address and port its node stages write into every fake
   # node, with a certificate of our CA; the API server's kubelet client checks it.
   sed -e "s|@FAKE_LOGS@|$CONFIG/fake-logs|g" "$CONFIG/kwok-logs.yaml" >"$CLUSTER_DIR/kwok-logs.yaml"
-  start_current kwok "$(bin kwok)" --kubeconfig "$KUBECONFIG_PATH" --config "$CONFIG/kwok-stages.yaml" \
-    --config "$CLUSTER_DIR/kwok-logs.yaml" \
-    --manage-all-nodes=false --manage-nodes-with-annotation-selector kwok.x-k8s.io/node=fake \
-    --node-lease-duration-seconds 40 --cidr 10.244.0.1/16 --node-ip 127.0.0.1 \
-    --node-port "$KWOK_KUBELET_PORT" --server-address "127.0.0.1:$KWOK_KUBELET_PORT" \
-    --tls-cert-file "$PKI/kwok-kubelet.crt" --tls-private-key-file "$PKI/kwok-kubelet.key"
+  run_declared start_current kwok
 }
 
 apply_crds() {
@@ -584,10 +557,7 @@ apply_kuberay_crds() {
 # own are optional and off by default). Kueue suspends and admits Ray objects; KubeRay makes
 # their pods once admitted.
 start_kuberay() {
-  KUBECONFIG="$KUBECONFIG_PATH" start_current kuberay-operator "$(bin kuberay-operator)" \
-    --kubeconfig "$KUBECONFIG_PATH" --enable-leader-election=false --watch-namespace "" \
-    --metrics-addr "127.0.0.1:$KUBERAY_METRICS_PORT" --health-probe-bind-address "127.0.0.1:$KUBERAY_HEALTH_PORT" \
-    --log-stdout-encoder console
+  KUBECONFIG="$KUBECONFIG_PATH" run_declared start_current kuberay-operator
   wait_for "KubeRay operator health" 90 components ready kuberay
 }
 
@@ -657,8 +627,7 @@ start_kueue() {
     rm -f "$PIDS/kueue.pid"
   fi
   mv -f "$CLUSTER_DIR/kueue-config.yaml.new" "$CLUSTER_DIR/kueue-config.yaml"
-  KUBECONFIG="$KUBECONFIG_PATH" start kueue "$(bin kueue)" --config "$CLUSTER_DIR/kueue-config.yaml" \
-    --kubeconfig "$KUBECONFIG_PATH" --zap-log-level info
+  KUBECONFIG="$KUBECONFIG_PATH" run_declared start kueue
   local deadline=$((SECONDS + 120))
   until kueue_ready; do
     alive_or_die kueue
@@ -769,14 +738,8 @@ apply_volcano_controller_config() {
 }
 
 start_volcano() {
-  start vc-controller-manager "$(bin vc-controller-manager)" --kubeconfig "$KUBECONFIG_PATH" \
-    --leader-elect=false --scheduler-name volcano \
-    --enable-healthz=true --healthz-address "127.0.0.1:$VOLCANO_CONTROLLER_HEALTH_PORT" \
-    --listen-address "127.0.0.1:$VOLCANO_CONTROLLER_METRICS_PORT" --v=2
-  start vc-scheduler "$(bin vc-scheduler)" --kubeconfig "$KUBECONFIG_PATH" \
-    --leader-elect=false --scheduler-name volcano --scheduler-conf "$CONFIG/volcano-scheduler.conf" \
-    --enable-healthz=true --healthz-address "127.0.0.1:$VOLCANO_SCHEDULER_HEALTH_PORT" \
-    --listen-address "127.0.0.1:$VOLCANO_SCHEDULER_METRICS_PORT" --cache-dumper=false --v=2
+  run_declared start vc-controller-manager
+  run_declared start vc-scheduler
   wait_for "Volcano scheduler and controller health" 90 components ready volcano
   apply_volcano_controller_config
   # the scheduler creates the default queue; create it ourselves if it has not after a while

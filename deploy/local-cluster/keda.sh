@@ -124,18 +124,8 @@ keda_up() {
   # Both read the kubeconfig and KEDA's namespaces from the environment (all namespaces watched).
   export KUBECONFIG="$KUBECONFIG_PATH" POD_NAMESPACE="$KEDA_NAMESPACE" \
     KEDA_CLUSTER_OBJECT_NAMESPACE="$KEDA_NAMESPACE" WATCH_NAMESPACE=""
-  start_current keda-operator "$(bin keda-operator)" \
-    --metrics-bind-address "127.0.0.1:$KEDA_OPERATOR_METRICS_PORT" \
-    --health-probe-bind-address "127.0.0.1:$KEDA_OPERATOR_HEALTH_PORT" \
-    --metrics-service-bind-address "127.0.0.1:$KEDA_GRPC_PORT" \
-    --cert-dir "$KEDA_PKI" --ca-dir "$KEDA_PKI" --leader-elect=false --zap-log-level info
-  start_current keda-adapter "$(bin keda-adapter)" \
-    --secure-port "$KEDA_ADAPTER_PORT" --bind-address 127.0.0.1 --cert-dir "$KEDA_PKI" \
-    --tls-cert-file "$KEDA_PKI/tls.crt" --tls-private-key-file "$KEDA_PKI/tls.key" \
-    --lister-kubeconfig "$KUBECONFIG_PATH" --authentication-kubeconfig "$KUBECONFIG_PATH" \
-    --authorization-kubeconfig "$KUBECONFIG_PATH" \
-    --metrics-service-address "127.0.0.1:$KEDA_GRPC_PORT" --port "$KEDA_ADAPTER_METRICS_PORT" \
-    --zap-log-level info
+  run_declared start_current keda-operator
+  run_declared start_current keda-adapter
   local deadline=$((SECONDS + 120))
   until components ready keda \
       && kubectl_ get --raw "$KEDA_API" >/dev/null 2>&1; do

@@ -5,6 +5,7 @@ under deploy/stack/components/ declares one `Component`; the scripts read it wit
     python3 -m deploy.stack.components env <name> [--offset N]     # NAME_VERSION=... lines
     python3 -m deploy.stack.components env-all [--offset N]       # every component's, at once
     python3 -m deploy.stack.components ready <name> [--offset N] [--ca-bundle FILE]
+    python3 -m deploy.stack.components args <binary> --offset N --cluster-dir D --config-dir C
 
 A binary is cached by version (<cache>/bin/<name>-<version>): a new version is a new build, the
 same version never builds twice. A module of this repository (gpuplatform.local/...) has no
@@ -16,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import ssl
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from fnmatch import fnmatch
 from pathlib import Path
@@ -48,6 +50,25 @@ class Build:
 
 
 @dataclass(frozen=True)
+class Site:
+    """Where a component runs: its cluster's state directory (as the script spells it: the
+    arguments must be the running process's, byte for byte), the directory of the cluster's
+    configuration files (deploy/local-cluster/config) and the port offset."""
+
+    cluster_dir: str
+    config_dir: str
+    offset: int = 0
+
+    @property
+    def pki(self) -> str:
+        return f"{self.cluster_dir}/pki"
+
+    @property
+    def kubeconfig(self) -> str:
+        return f"{self.cluster_dir}/kubeconfig"
+
+
+@dataclass(frozen=True)
 class Component:
     name: str
     module: str
@@ -58,6 +79,8 @@ class Component:
     # Other modules the build needs at a version of their own (role -> "module@version"); the
     # wrapper's go.mod pins the same (required or replaced), `cluster.sh probe` asks the proxy.
     requires: dict[str, str] = field(default_factory=dict)
+    # The command line of each binary it runs (binary -> arguments), where it runs.
+    arguments: Callable[[Site], dict[str, list[str]]] | None = None
 
     @property
     def prefix(self) -> str:
@@ -75,6 +98,13 @@ class Component:
         if which not in self.build.packages:
             raise KeyError(f"{self.name} builds no binary {which!r}")
         return str(cache_dir() / "bin" / f"{which}-{self.version}")
+
+    def args(self, binary: str, site: Site) -> list[str]:
+        """The arguments `binary` runs with at `site`."""
+        declared = self.arguments(site) if self.arguments else {}
+        if binary not in declared:
+            raise KeyError(f"{self.name} declares no arguments for {binary!r}")
+        return declared[binary]
 
     def port(self, role: str, offset: int = 0) -> int:
         return self.ports[role] + offset

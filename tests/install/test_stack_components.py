@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from deploy.stack import components, profiles
-from deploy.stack.component import OWN_MODULES, Build, Component, source_digest
+from deploy.stack.component import OWN_MODULES, Build, Component, Site, source_digest
 
 REPO = Path(__file__).resolve().parents[2]
 EVERY = list(components.COMPONENTS.values())
@@ -175,3 +175,38 @@ def test_idp_sh_serves_on_the_declared_ports_shifted_by_its_offset(tmp_path):
     assert f"hydra {hydra.version}    stopped" in done.stdout
     assert f"issuer: https://127.0.0.1:{hydra.port('public', 9)} " in done.stdout
     assert f"admin: http://127.0.0.1:{hydra.port('admin', 9)}," in done.stdout
+
+
+SITE = Site("/state/cluster", "/repo/config", offset=3000)
+RUN = [(c, binary) for c in EVERY if c.arguments for binary in c.arguments(SITE)]
+
+
+@pytest.mark.parametrize(("component", "binary"), RUN, ids=lambda x: getattr(x, "name", x))
+def test_a_binary_runs_with_paths_of_its_site_only(component, binary):
+    assert binary in component.build.packages
+    paths = [arg.split("=", 1)[-1] for arg in component.args(binary, SITE) if "/" in arg and "://" not in arg]
+    stray = [p for p in paths if p.startswith("/") and not p.startswith(("/state/cluster/", "/repo/config/"))]
+    assert not stray
+
+
+# (Kueue's ports are in its configuration file, which cluster.sh renders)
+@pytest.mark.parametrize(("component", "binary"), [(c, b) for c, b in RUN if b != "kueue"], ids=lambda x: getattr(x, "name", x))
+def test_a_binary_names_declared_ports_shifted_by_the_offset(component, binary):
+    line = component.args(binary, SITE)
+    listens = [int(port) for arg in line for port in re.findall(r"127\.0\.0\.1:(\d+)", arg)]
+    listens += [int(value) for flag, value in zip(line, line[1:], strict=False) if flag.endswith("-port")]
+    assert listens and set(listens) <= {port + SITE.offset for c in EVERY for port in c.ports.values()}
+
+
+def test_every_process_the_cluster_starts_has_declared_arguments():
+    started = {binary for *_, binary in RUN}
+    script = (REPO / "deploy/local-cluster/cluster.sh").read_text() + (REPO / "deploy/local-cluster/keda.sh").read_text()
+    assert set(re.findall(r"run_declared start(?:_current)? ([\w-]+)", script)) == started
+
+
+def test_args_prints_one_argument_a_line_as_bash_reads_them():
+    done = components_cli("args", "kuberay-operator", "--offset", "3000", "--cluster-dir", SITE.cluster_dir,
+                          "--config-dir", SITE.config_dir)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == components.of_binary("kuberay-operator").args("kuberay-operator", SITE)
+    assert "" in done.stdout.splitlines()  # --watch-namespace "" (every namespace) survives

@@ -11,6 +11,14 @@ COMPONENTS: dict[str, Component] = {c.name: c for c in (
 )}
 
 
+def of_binary(binary: str) -> Component:
+    """The component that builds `binary`."""
+    for component in COMPONENTS.values():
+        if binary in component.build.packages:
+            return component
+    raise SystemExit(f"no component builds {binary!r}")
+
+
 def get(name: str) -> Component:
     try:
         return COMPONENTS[name]
