@@ -11,7 +11,6 @@ the other's objects set off in the controllers. Results are printed and written 
 bench/results/reconcile.md, ending with a RESULT line.
 """
 
-import glob
 import os
 import sys
 import tempfile
@@ -42,6 +41,7 @@ from bench.machine import machine, wait_for_idle  # noqa: E402
 from cluster import Cluster  # noqa: E402
 from core.owners import Scope, labelled_kinds, registered  # noqa: E402
 from core.ownership import selector  # noqa: E402
+from deploy.stack import components  # noqa: E402
 from quotas.manifests import render_cluster, render_team_quotas  # noqa: E402
 from quotas.models import GpuFlavor, Quota  # noqa: E402
 from quotas.tasks import sync_team_quotas  # noqa: E402
@@ -61,10 +61,10 @@ def progress(message: str) -> None:
 
 
 def kubectl_binary() -> str:
-    found = sorted(glob.glob(str(Path.home() / ".cache/gpuplatform/bin/kubectl-*")))
-    if not found:
+    kubectl = components.get("kubernetes").binary("kubectl")
+    if not Path(kubectl).exists():
         sys.exit("kubectl is not built: run make cluster-up first")
-    return found[-1]
+    return kubectl
 
 
 def make_teams(prefix: str, flavor: GpuFlavor, users) -> list[Team]:

@@ -23,20 +23,18 @@ import kubernetes_validate
 import yaml
 
 from cluster.names import is_dns1123_label, is_label_value, is_qualified_name
-from deploy.stack.components import keda
+from deploy.stack.components import keda, kuberay, kueue, volcano
 
 KUBERNETES_VERSION = "1.36"
 REPO = Path(__file__).resolve().parent.parent
 SHARED_CRDS = REPO.parent / "shared" / "crds"
-# The versions deploy/local-cluster builds; their module archives carry the CRD files.
+# The versions the local cluster builds (deploy/stack/components/); their module archives carry the CRD files.
 CRD_MODULES = {
-    "kueue.x-k8s.io": ("sigs.k8s.io/kueue", "v0.17.0", "config/components/crd/bases"),
-    "batch.volcano.sh": ("volcano.sh/volcano", "v1.15.1", "config/crd/volcano/bases"),
-    "scheduling.volcano.sh": ("volcano.sh/volcano", "v1.15.1", "config/crd/volcano/bases"),
-    # KEDA's operator and metrics server (deploy/stack/components/keda.py), CRDs from the same module.
-    "keda.sh": (keda.COMPONENT.module, keda.COMPONENT.version, "config/crd/bases"),
-    # deploy/local-cluster/cluster.sh: the KubeRay operator and its CRDs (docs/ray.md).
-    "ray.io": ("github.com/ray-project/kuberay/ray-operator", "v1.6.0", "config/crd/bases"),
+    "kueue.x-k8s.io": (kueue.COMPONENT, "config/components/crd/bases"),
+    "batch.volcano.sh": (volcano.COMPONENT, "config/crd/volcano/bases"),
+    "scheduling.volcano.sh": (volcano.COMPONENT, "config/crd/volcano/bases"),
+    "keda.sh": (keda.COMPONENT, "config/crd/bases"),
+    "ray.io": (kuberay.COMPONENT, "config/crd/bases"),  # the KubeRay operator's (docs/ray.md)
 }
 CORE_GROUPS = {"", "apps", "batch", "autoscaling", "networking.k8s.io", "rbac.authorization.k8s.io",
                "admissionregistration.k8s.io"}
@@ -62,8 +60,8 @@ def _crd_files(group: str) -> list[Path]:
     files = []
     if SHARED_CRDS.is_dir():
         files += sorted(SHARED_CRDS.glob(f"*/{group}_*.yaml"))
-    module, version, folder = CRD_MODULES[group]
-    module_dir = _module_dir(module, version)
+    component, folder = CRD_MODULES[group]
+    module_dir = _module_dir(component.module, component.version)
     if module_dir is not None:
         files += sorted((module_dir / folder).glob(f"{group}_*.yaml"))
     return files

@@ -19,54 +19,31 @@
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+ROOT="$(cd "$HERE/../.." && pwd)"
 MODULES="$HERE/modules"
 CONFIG="$HERE/config"
-
-# ---- pinned versions (the wrapper modules' go.mod files pin the same) -------------------------
-ETCD_VERSION=v3.6.16
-K8S_VERSION=v1.36.3          # staging modules (k8s.io/api, ...) pinned to v0.36.3
-KWOK_VERSION=v0.8.0
-KUEUE_VERSION=v0.17.0
-VOLCANO_VERSION=v1.15.1
-VOLCANO_APIS_VERSION=v1.14.0 # volcano.sh/apis v1.15.x is not served by the proxy (see README)
-KUBERAY_VERSION=v1.6.0       # github.com/ray-project/kuberay/ray-operator, the one Kueue v0.17.0 is built against
 
 # ---- profile: which cluster (deploy/stack/profiles.py) ------------------------------------------
 # GPUPLATFORM_PROFILE (default: the tests' cluster) names the cluster's state directory and
 # port offset; GPUPLATFORM_CLUSTER_DIR and GPUPLATFORM_CLUSTER_PORT_OFFSET, when set, override
 # them (a cluster of one's own beside the others).
-profile_env=$(cd "$HERE/../.." && python3 -E -m deploy.stack.profiles env "${GPUPLATFORM_PROFILE:-test}") || exit 2
+profile_env=$(cd "$ROOT" && python3 -E -m deploy.stack.profiles env "${GPUPLATFORM_PROFILE:-test}") || exit 2
 while IFS='=' read -r name value; do
   [[ -n ${!name:-} ]] || export "$name=$value"
 done <<<"$profile_env"
 
-# ---- ports (all on 127.0.0.1) ------------------------------------------------------------------
-# The profile's offset shifts them all, so that clusters with their own state directories run
-# side by side.
 OFFSET="$GPUPLATFORM_CLUSTER_PORT_OFFSET"
-ETCD_PORT=$((12379 + OFFSET))
-ETCD_PEER_PORT=$((12380 + OFFSET))
-APISERVER_PORT=$((16443 + OFFSET))
-KCM_PORT=$((16257 + OFFSET))
-SCHEDULER_PORT=$((16259 + OFFSET))
-KUEUE_WEBHOOK_PORT=$((16943 + OFFSET))
-KUEUE_HEALTH_PORT=$((16981 + OFFSET))
-KUEUE_METRICS_PORT=$((16980 + OFFSET))
-KUEUE_VISIBILITY_PORT=$((16982 + OFFSET))  # Kueue's visibility API, reached through the aggregator
-VC_SCHEDULER_METRICS_PORT=$((16880 + OFFSET))
-VC_SCHEDULER_HEALTH_PORT=$((16251 + OFFSET))
-VC_CONTROLLER_METRICS_PORT=$((16881 + OFFSET))
-VC_CONTROLLER_HEALTH_PORT=$((16252 + OFFSET))
-# The KubeRay operator's metrics and health endpoints.
-KUBERAY_METRICS_PORT=$((16890 + OFFSET))
-KUBERAY_HEALTH_PORT=$((16891 + OFFSET))
-# kwok's kubelet-like server (container logs): every fake node's kubeletEndpoint port.
-KWOK_KUBELET_PORT=$((16250 + OFFSET))
 
-# GPU telemetry (functions below): the dcgm-format exporter and Prometheus.
-GPU_EXPORTER_PORT=$((19400 + OFFSET))
-PROMETHEUS_PORT=$((19090 + OFFSET))
-PROMETHEUS_VERSION=v0.316.0  # the Go module version of Prometheus 3.16.0
+# ---- components: deploy/stack/components/ ---------------------------------------------------------
+# Each component's module, version, build (wrapper module, packages, tags, ldflags), binaries
+# (<BINARY>_BIN: cached by version) and ports (<COMPONENT>_<ROLE>_PORT, all on 127.0.0.1, shifted
+# by the profile's OFFSET so that clusters with their own state directories run side by side):
+# KUBERNETES_VERSION, KUBERNETES_APISERVER_PORT, KUBECTL_BIN, ... (deploy/stack/component.py env).
+components() { (cd "$ROOT" && python3 -E -m deploy.stack.components "$@" --offset "$OFFSET"); }
+components_env=$(components env-all) || exit 2
+while IFS= read -r line; do declare "${line?}"; done <<<"$components_env"
+# The components this script builds and runs, in build order (KEDA: keda.sh).
+CLUSTER_COMPONENTS="kubernetes etcd kwok kueue volcano kuberay prometheus gpu-exporter"
 
 CACHE_DIR="${GPUPLATFORM_CACHE_DIR:-$HOME/.cache/gpuplatform}"
 BIN_DIR="$CACHE_DIR/bin"
@@ -83,24 +60,16 @@ KUBECONFIG_PATH="$CLUSTER_DIR/kubeconfig"
 log() { printf '[cluster %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { printf '[cluster] ERROR: %s\n' "$*" >&2; exit 1; }
 
-# component -> binary path
-bin() { # bin <component>
-  case "$1" in
-    etcd) echo "$BIN_DIR/etcd-$ETCD_VERSION" ;;
-    kube-apiserver|kube-controller-manager|kube-scheduler|kubectl) echo "$BIN_DIR/$1-$K8S_VERSION" ;;
-    kwok) echo "$BIN_DIR/kwok-$KWOK_VERSION" ;;
-    kueue) echo "$BIN_DIR/kueue-$KUEUE_VERSION" ;;
-    vc-scheduler|vc-controller-manager) echo "$BIN_DIR/$1-$VOLCANO_VERSION" ;;
-    prometheus) echo "$BIN_DIR/prometheus-$PROMETHEUS_VERSION" ;;
-    kuberay-operator) echo "$BIN_DIR/kuberay-operator-$KUBERAY_VERSION" ;;
-    gpu-exporter) echo "$BIN_DIR/gpu-exporter-$(gpu_exporter_hash)" ;;
-    *) # a declared component's (deploy/stack/components/): <NAME>_BIN, read by the script that runs it
-      local declared="${1^^}_BIN"; declared="${declared//-/_}"
-      [[ -n "${!declared:-}" ]] || die "unknown component $1"
-      echo "${!declared}" ;;
-  esac
+# bin <binary>: its cached path (<BINARY>_BIN of its component)
+bin() { component_var "$1" BIN; }
+
+# component_var <component|binary> <FIELD>: a declared fact, e.g. `component_var kueue VERSION`
+# is $KUEUE_VERSION, `component_var kube-apiserver PACKAGE` is $KUBE_APISERVER_PACKAGE.
+component_var() {
+  local name="${1^^}_$2"; name="${name//-/_}"
+  [[ -v "$name" ]] || die "no component or binary $1 declares $2 (deploy/stack/components/)"
+  echo "${!name}"
 }
-ALL_BINARIES="etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok kueue vc-scheduler vc-controller-manager kuberay-operator prometheus gpu-exporter"
 
 kubectl_() { "$(bin kubectl)" --kubeconfig "$KUBECONFIG_PATH" "$@"; }
 
@@ -109,89 +78,74 @@ require_go() {
 }
 
 # ================================ probe ==========================================================
-# module@version pairs that must be served; each wrapper module's full graph is checked too.
-PINS=(
-  "go.etcd.io/etcd/server/v3@$ETCD_VERSION"
-  "k8s.io/kubernetes@$K8S_VERSION"
-  "k8s.io/api@v0.${K8S_VERSION#v1.}"
-  "sigs.k8s.io/kwok@$KWOK_VERSION"
-  "sigs.k8s.io/kueue@$KUEUE_VERSION"
-  "volcano.sh/volcano@$VOLCANO_VERSION"
-  "volcano.sh/apis@$VOLCANO_APIS_VERSION"
-  "github.com/ray-project/kuberay/ray-operator@$KUBERAY_VERSION"
-  "github.com/prometheus/prometheus@$PROMETHEUS_VERSION"
-)
-WRAPPERS="etcd kubernetes kwok kueue volcano kuberay prometheus gpu-exporter"
-
+# Every component's module@version (and the other modules it requires at a version of its
+# own) must be served; each wrapper module's full graph is checked too.
 cmd_probe() {
   require_go
-  local pin out mod
-  for pin in "${PINS[@]}"; do
-    if ! out=$(cd "${TMPDIR:-/tmp}" && go list -m -json "$pin" 2>&1 >/dev/null); then
-      die "probe: the Go module proxy does not serve $pin: $(echo "$out" | grep -v '^\s*$' | head -1)"
-    fi
+  local c pin out mod
+  for c in $CLUSTER_COMPONENTS; do
+    for pin in $(component_var "$c" PINS); do
+      if ! out=$(cd "${TMPDIR:-/tmp}" && go list -m -json "$pin" 2>&1 >/dev/null); then
+        die "probe: the Go module proxy does not serve $pin: $(echo "$out" | grep -v '^\s*$' | head -1)"
+      fi
+    done
   done
-  for mod in $WRAPPERS; do
-    log "probe: downloading the module graph of modules/$mod"
-    if ! out=$(cd "$MODULES/$mod" && go mod download 2>&1); then
-      die "probe: modules/$mod: $(echo "$out" | grep -E 'go: |error|403|404|not available' | head -1)"
+  for c in $CLUSTER_COMPONENTS; do
+    mod="$(component_var "$c" WRAPPER)"
+    log "probe: downloading the module graph of $mod"
+    if ! out=$(cd "$ROOT/$mod" && go mod download 2>&1); then
+      die "probe: $mod: $(echo "$out" | grep -E 'go: |error|403|404|not available' | head -1)"
     fi
   done
   log "probe: ok (every pinned module version is served)"
 }
 
 # ================================ build ==========================================================
-k8s_ldflags() {
-  local v="$K8S_VERSION" minor major ld="-s -w" p
-  major="${v#v}"; major="${major%%.*}"
-  minor="${v#v*.}"; minor="${minor%%.*}"
-  for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-    ld="$ld -X $p.gitVersion=$v -X $p.gitMajor=$major -X $p.gitMinor=$minor"
-    ld="$ld -X $p.gitTreeState=clean -X $p.buildDate=1970-01-01T00:00:00Z"
-  done
-  echo "$ld"
+component_built() { # component_built <component>: every binary of it is cached
+  local binary
+  for binary in $(component_var "$1" BINARIES); do [[ -x "$(bin "$binary")" ]] || return 1; done
 }
 
-# build_module <wrapper> <ldflags> <built-name>=<component> ...   (builds in $MODULES/<wrapper>,
-# or in $BUILD_DIR when set)
-build_module() {
-  local mod="$1" ld="$2"; shift 2
-  local dir="${BUILD_DIR:-$MODULES/$mod}"
-  local pair missing=0
-  for pair in "$@"; do [[ -x "$(bin "${pair#*=}")" ]] || missing=1; done
-  if [[ $missing == 0 ]]; then log "build: $mod is cached"; return 0; fi
+# build_component <component>: `go build` of each of its packages in its wrapper module, with
+# its tags and ldflags, into its cached path; nothing when every one is cached.
+build_component() {
+  local c="$1" binary exe dir
+  if component_built "$c"; then log "build: $c is cached"; return 0; fi
+  dir="$ROOT/$(component_var "$c" WRAPPER)"
+  [[ $c != volcano ]] || dir="$(prepare_volcano_build)"
   mkdir -p "$BIN_DIR" "$CACHE_DIR/build-logs"
-  local out; out="$(mktemp -d "$CACHE_DIR/build.XXXXXX")"
-  local blog="$CACHE_DIR/build-logs/$mod.log" start=$SECONDS
-  log "build: $mod (go build; this takes minutes on a cold cache; log: $blog)"
-  if ! (cd "$dir" && go build -buildvcs=false -p "${GPUPLATFORM_BUILD_P:-2}" -ldflags "$ld" -o "$out/" tool) >"$blog" 2>&1; then
-    tail -20 "$blog" >&2
-    rm -rf "$out"
-    die "build: $mod failed (see $blog)"
-  fi
-  for pair in "$@"; do
-    mv -f "$out/${pair%%=*}" "$(bin "${pair#*=}")"
+  local blog="$CACHE_DIR/build-logs/$c.log" start=$SECONDS
+  log "build: $c $(component_var "$c" VERSION) (go build; this takes minutes on a cold cache; log: $blog)"
+  : >"$blog"
+  for binary in $(component_var "$c" BINARIES); do
+    exe="$(bin "$binary")"
+    if ! (cd "$dir" && go build -buildvcs=false -p "${GPUPLATFORM_BUILD_P:-2}" -tags "$(component_var "$c" TAGS)" \
+        -ldflags "$(component_var "$c" LDFLAGS)" -o "$exe.tmp" "$(component_var "$binary" PACKAGE)") >>"$blog" 2>&1; then
+      tail -20 "$blog" >&2
+      rm -f "$exe.tmp"
+      die "build: $c failed (see $blog)"
+    fi
+    mv -f "$exe.tmp" "$exe"
   done
-  rm -rf "$out"
-  log "build: $mod done in $((SECONDS - start))s"
+  log "build: $c done in $((SECONDS - start))s"
 }
 
 # Volcano's go.mod replaces volcano.sh/apis with ./staging/src/volcano.sh/apis, which is not in
 # the module zip, and the proxy serves no volcano.sh/apis v1.15.x. So the Volcano build happens in
 # $CACHE_DIR/src/volcano-<version>: our wrapper go.mod/go.sum, plus a copy of volcano.sh/apis
-# v1.14.0 from the module cache with one file of ours (modules/volcano/apis-compat) declaring
-# the one identifier v1.15.1 needs that v1.14.0 lacks; go.mod replaces volcano.sh/apis with it.
+# (VOLCANO_APIS_PIN, v1.14.0) from the module cache with one file of ours (modules/volcano/apis-compat)
+# declaring the one identifier v1.15.1 needs that v1.14.0 lacks; go.mod replaces volcano.sh/apis with it.
 prepare_volcano_build() {
   local dir="$CACHE_DIR/src/volcano-$VOLCANO_VERSION" apis
-  apis="$(cd "$MODULES/volcano" && go mod download -json "volcano.sh/apis@$VOLCANO_APIS_VERSION" \
+  apis="$(cd "$MODULES/volcano" && go mod download -json "$VOLCANO_APIS_PIN" \
     | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')" \
-    || die "build: cannot download volcano.sh/apis@$VOLCANO_APIS_VERSION"
+    || die "build: cannot download $VOLCANO_APIS_PIN"
   rm -rf "$dir" && mkdir -p "$dir"
   cp "$MODULES/volcano/go.mod" "$MODULES/volcano/go.sum" "$dir/"
   cp -r "$apis" "$dir/apis" && chmod -R u+w "$dir/apis"
   cp "$MODULES/volcano/apis-compat/scheduling_v1beta1.go.in" \
     "$dir/apis/pkg/apis/scheduling/v1beta1/zz_gpuplatform_compat.go"
-  (cd "$dir" && go mod edit -replace volcano.sh/apis=./apis)
+  (cd "$dir" && go mod edit -replace "volcano.sh/apis=./apis")
   echo "$dir"
 }
 
@@ -199,7 +153,7 @@ keda_left_out() { [[ $KEDA_WHEN == later ]] && ! "$HERE/keda.sh" built; }
 
 all_built() {
   local c
-  for c in $ALL_BINARIES; do [[ -x "$(bin "$c")" ]] || return 1; done
+  for c in $CLUSTER_COMPONENTS; do component_built "$c" || return 1; done
 }
 
 cmd_build() {
@@ -209,18 +163,8 @@ cmd_build() {
 
 build_cluster() {
   require_go
-  build_module kubernetes "$(k8s_ldflags)" kube-apiserver=kube-apiserver \
-    kube-controller-manager=kube-controller-manager kube-scheduler=kube-scheduler kubectl=kubectl
-  build_module etcd "-s -w" server=etcd
-  build_module kwok "-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=${KWOK_VERSION#v}" kwok=kwok
-  build_module kueue "-s -w -X sigs.k8s.io/kueue/pkg/version.GitVersion=$KUEUE_VERSION" kueue=kueue
-  if [[ ! -x "$(bin vc-scheduler)" || ! -x "$(bin vc-controller-manager)" ]]; then
-    BUILD_DIR="$(prepare_volcano_build)" \
-      build_module volcano "-s -w -X volcano.sh/volcano/pkg/version.Version=$VOLCANO_VERSION" \
-      scheduler=vc-scheduler controller-manager=vc-controller-manager
-  fi
-  build_module kuberay "-s -w" ray-operator=kuberay-operator
-  build_telemetry
+  local c
+  for c in $CLUSTER_COMPONENTS; do build_component "$c"; done
   log "build: all binaries in $BIN_DIR"
 }
 
@@ -276,7 +220,7 @@ kind: Config
 clusters:
 - name: gpuplatform-local
   cluster:
-    server: https://127.0.0.1:$APISERVER_PORT
+    server: https://127.0.0.1:$KUBERNETES_APISERVER_PORT
     certificate-authority-data: $($b64 <"$PKI/ca.crt")
 users:
 - name: gpuplatform-admin
@@ -346,36 +290,7 @@ extendedKeyUsage=clientAuth"
 # service discovery plugins: static targets are all it needs) scrapes it every few seconds.
 # Both are fixtures of this cluster, never of the image or the chart.
 PROMETHEUS_SCRAPE_SECONDS="${GPUPLATFORM_PROMETHEUS_SCRAPE_SECONDS:-5}"
-PROMETHEUS_URL_="http://127.0.0.1:$PROMETHEUS_PORT"
-
-# The exporter's binary is keyed by a hash of its sources: an edit builds a new one.
-gpu_exporter_hash() {
-  if [[ -z "${GPU_EXPORTER_HASH:-}" ]]; then
-    GPU_EXPORTER_HASH="$(cd "$MODULES/gpu-exporter" && find . -maxdepth 1 -name 'go.*' -o -name '*.go' ! -name '*_test.go' \
-      | LC_ALL=C sort | xargs cat | sha256sum | cut -c1-12)"
-  fi
-  echo "$GPU_EXPORTER_HASH"
-}
-
-build_telemetry() {
-  # Prometheus's own version string: module v0.3MM.P is Prometheus 3.MM.P.
-  local v="${PROMETHEUS_VERSION#v0.}"
-  local ld="-s -w -X github.com/prometheus/common/version.Version=3.$((${v%%.*} - 300)).${v#*.}"
-  ld="$ld -X github.com/prometheus/common/version.Branch=gpuplatform-local-cluster"
-  GOFLAGS="${GOFLAGS:-} -tags=remove_all_sd" build_module prometheus "$ld" prometheus=prometheus
-  local exe; exe="$(bin gpu-exporter)"
-  if [[ -x "$exe" ]]; then log "build: gpu-exporter is cached"; return 0; fi
-  mkdir -p "$BIN_DIR" "$CACHE_DIR/build-logs"
-  local blog="$CACHE_DIR/build-logs/gpu-exporter.log" start=$SECONDS
-  log "build: gpu-exporter (log: $blog)"
-  if ! (cd "$MODULES/gpu-exporter" && go build -buildvcs=false -p "${GPUPLATFORM_BUILD_P:-2}" -ldflags "-s -w" \
-      -o "$exe.tmp" .) >"$blog" 2>&1; then
-    tail -20 "$blog" >&2
-    die "build: gpu-exporter failed (see $blog)"
-  fi
-  mv -f "$exe.tmp" "$exe"
-  log "build: gpu-exporter done in $((SECONDS - start))s"
-}
+PROMETHEUS_URL_="http://127.0.0.1:$PROMETHEUS_HTTP_PORT"
 
 # Exporters of this cluster built from older sources (another hash), still running.
 stale_gpu_exporters() {
@@ -411,16 +326,16 @@ scrape_configs:
   # ServiceMonitor of docs/telemetry.md does.
   honor_labels: true
   static_configs:
-  - targets: ["127.0.0.1:$GPU_EXPORTER_PORT"]
+  - targets: ["127.0.0.1:$GPU_EXPORTER_HTTP_PORT"]
 PROMETHEUS_YML
 }
 
 start_telemetry() {
-  local exe; exe="$(bin gpu-exporter)"
-  if [[ ! -x "$exe" || ! -x "$(bin prometheus)" ]]; then require_go; build_telemetry; fi
+  local c
+  for c in prometheus gpu-exporter; do component_built "$c" || { require_go; build_component "$c"; }; done
   stop_stale_gpu_exporters
-  start_current gpu-exporter "$exe" --kubeconfig "$KUBECONFIG_PATH" --listen "127.0.0.1:$GPU_EXPORTER_PORT"
-  wait_for "gpu-exporter" 60 http_ok "http://127.0.0.1:$GPU_EXPORTER_PORT/health"
+  run_declared start_current gpu-exporter
+  wait_for "gpu-exporter" 60 components ready gpu-exporter
   write_prometheus_config
   # Prometheus reads its configuration at start: one running with another is started anew.
   if ! cmp -s "$CLUSTER_DIR/prometheus.yml.new" "$CLUSTER_DIR/prometheus.yml" && is_running prometheus; then
@@ -429,11 +344,9 @@ start_telemetry() {
     rm -f "$PIDS/prometheus.pid"
   fi
   mv -f "$CLUSTER_DIR/prometheus.yml.new" "$CLUSTER_DIR/prometheus.yml"
-  start_current prometheus "$(bin prometheus)" --config.file "$CLUSTER_DIR/prometheus.yml" \
-    --storage.tsdb.path "$CLUSTER_DIR/prometheus" --storage.tsdb.retention.time 7d \
-    --web.listen-address "127.0.0.1:$PROMETHEUS_PORT" --log.level warn
+  run_declared start_current prometheus
   local deadline=$((SECONDS + 60))
-  until http_ok "$PROMETHEUS_URL_/-/ready"; do
+  until components ready prometheus; do
     alive_or_die prometheus
     ((SECONDS < deadline)) || die "timed out waiting for Prometheus (log: $LOGS/prometheus.log)"
     sleep 0.5
@@ -478,6 +391,17 @@ start() { # start <name> <binary> args...
   log "$name: starting"
   setsid "$@" >>"$LOGS/$name.log" 2>&1 </dev/null 8>&- 9>&- &  # 8, 9: the locks, not for the children
   echo $! >"$PIDS/$name.pid"
+}
+
+# run_declared <start|start_current> <binary>: start it with the arguments its component
+# declares for this cluster (deploy/stack/components/, `Component.arguments`).
+run_declared() {
+  local how="$1" binary="$2" text
+  local -a args
+  text="$(components args "$binary" --cluster-dir "$CLUSTER_DIR" --config-dir "$CONFIG")" \
+    || die "no arguments declared for $binary (deploy/stack/components/)"
+  mapfile -t args <<<"$text"
+  "$how" "$binary" "$(bin "$binary")" "${args[@]}"
 }
 
 # start_current <name> <binary> args...: as start, but a process of ours running with other
@@ -534,20 +458,14 @@ except urllib.error.HTTPError:
     sys.exit(0 if expect == "any" else 1)
 PY
 }
-http_ok() { url_check "$1" 2xx; }
 apiserver_ready() { "$(bin kubectl)" --kubeconfig "$KUBECONFIG_PATH" get --raw /readyz --request-timeout=3s; }
 secure_health() { # secure_health <port> <path>: health endpoints of components (admin client cert)
   url_check "https://127.0.0.1:$1$2" 2xx - "$PKI/admin.crt" "$PKI/admin.key"
 }
 
 start_etcd() {
-  start etcd "$(bin etcd)" --name gpuplatform --data-dir "$CLUSTER_DIR/etcd" \
-    --listen-client-urls "http://127.0.0.1:$ETCD_PORT" --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
-    --listen-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
-    --initial-advertise-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
-    --initial-cluster "gpuplatform=http://127.0.0.1:$ETCD_PEER_PORT" \
-    --unsafe-no-fsync --quota-backend-bytes 4294967296 --log-level warn
-  wait_for "etcd" 60 http_ok "http://127.0.0.1:$ETCD_PORT/health"
+  run_declared start etcd
+  wait_for "etcd" 60 components ready etcd
 }
 
 # Structured authentication configuration: no JWT issuer until someone writes one in. The
@@ -563,25 +481,7 @@ start_apiserver() {
   ensure_authn_config
   ensure_kubelet_pki
   ensure_visibility_pki
-  start_current kube-apiserver "$(bin kube-apiserver)" \
-    --authentication-config "$AUTHN_CONFIG" \
-    --etcd-servers "http://127.0.0.1:$ETCD_PORT" \
-    --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$APISERVER_PORT" \
-    --cert-dir "$PKI/apiserver-certdir" \
-    --tls-cert-file "$PKI/apiserver.crt" --tls-private-key-file "$PKI/apiserver.key" \
-    --client-ca-file "$PKI/ca.crt" \
-    --requestheader-client-ca-file "$PKI/ca.crt" --requestheader-allowed-names front-proxy-client \
-    --requestheader-username-headers X-Remote-User --requestheader-group-headers X-Remote-Group \
-    --requestheader-extra-headers-prefix X-Remote-Extra- \
-    --proxy-client-cert-file "$PKI/front-proxy-client.crt" --proxy-client-key-file "$PKI/front-proxy-client.key" \
-    --service-account-issuer https://kubernetes.default.svc.cluster.local \
-    --service-account-key-file "$PKI/sa.pub" --service-account-signing-key-file "$PKI/sa.key" \
-    --service-cluster-ip-range 10.96.0.0/16 --endpoint-reconciler-type none \
-    --authorization-mode Node,RBAC \
-    --kubelet-preferred-address-types InternalIP --kubelet-certificate-authority "$PKI/ca.crt" \
-    --kubelet-client-certificate "$PKI/apiserver-kubelet-client.crt" \
-    --kubelet-client-key "$PKI/apiserver-kubelet-client.key" \
-    --allow-privileged=true --profiling=false --v=1
+  run_declared start_current kube-apiserver
   local deadline=$((SECONDS + 120))
   until apiserver_ready >/dev/null 2>&1; do
     alive_or_die kube-apiserver
@@ -591,26 +491,13 @@ start_apiserver() {
 }
 
 start_controllers() {
-  start kube-controller-manager "$(bin kube-controller-manager)" \
-    --kubeconfig "$KUBECONFIG_PATH" --authentication-kubeconfig "$KUBECONFIG_PATH" \
-    --authorization-kubeconfig "$KUBECONFIG_PATH" \
-    --bind-address 127.0.0.1 --secure-port "$KCM_PORT" --leader-elect=false \
-    --service-account-private-key-file "$PKI/sa.key" --root-ca-file "$PKI/ca.crt" \
-    --cluster-name gpuplatform-local --profiling=false --v=1
-  start kube-scheduler "$(bin kube-scheduler)" \
-    --kubeconfig "$KUBECONFIG_PATH" --authentication-kubeconfig "$KUBECONFIG_PATH" \
-    --authorization-kubeconfig "$KUBECONFIG_PATH" \
-    --bind-address 127.0.0.1 --secure-port "$SCHEDULER_PORT" --leader-elect=false --profiling=false --v=1
+  run_declared start kube-controller-manager
+  run_declared start kube-scheduler
   # kwok also serves what a kubelet serves for its fake nodes (container logs, config/kwok-logs.yaml)
   # on 127.0.0.1:KWOK_KUBELET_PORT, the address and port its node stages write into every fake
   # node, with a certificate of our CA; the API server's kubelet client checks it.
   sed -e "s|@FAKE_LOGS@|$CONFIG/fake-logs|g" "$CONFIG/kwok-logs.yaml" >"$CLUSTER_DIR/kwok-logs.yaml"
-  start_current kwok "$(bin kwok)" --kubeconfig "$KUBECONFIG_PATH" --config "$CONFIG/kwok-stages.yaml" \
-    --config "$CLUSTER_DIR/kwok-logs.yaml" \
-    --manage-all-nodes=false --manage-nodes-with-annotation-selector kwok.x-k8s.io/node=fake \
-    --node-lease-duration-seconds 40 --cidr 10.244.0.1/16 --node-ip 127.0.0.1 \
-    --node-port "$KWOK_KUBELET_PORT" --server-address "127.0.0.1:$KWOK_KUBELET_PORT" \
-    --tls-cert-file "$PKI/kwok-kubelet.crt" --tls-private-key-file "$PKI/kwok-kubelet.key"
+  run_declared start_current kwok
 }
 
 apply_crds() {
@@ -670,11 +557,8 @@ apply_kuberay_crds() {
 # own are optional and off by default). Kueue suspends and admits Ray objects; KubeRay makes
 # their pods once admitted.
 start_kuberay() {
-  KUBECONFIG="$KUBECONFIG_PATH" start_current kuberay-operator "$(bin kuberay-operator)" \
-    --kubeconfig "$KUBECONFIG_PATH" --enable-leader-election=false --watch-namespace "" \
-    --metrics-addr "127.0.0.1:$KUBERAY_METRICS_PORT" --health-probe-bind-address "127.0.0.1:$KUBERAY_HEALTH_PORT" \
-    --log-stdout-encoder console
-  wait_for "KubeRay operator health" 90 http_ok "http://127.0.0.1:$KUBERAY_HEALTH_PORT/readyz"
+  KUBECONFIG="$KUBECONFIG_PATH" run_declared start_current kuberay-operator
+  wait_for "KubeRay operator health" 90 components ready kuberay
 }
 
 # The admission policy that guards team namespaces and its binding, from the file the Helm
@@ -743,8 +627,7 @@ start_kueue() {
     rm -f "$PIDS/kueue.pid"
   fi
   mv -f "$CLUSTER_DIR/kueue-config.yaml.new" "$CLUSTER_DIR/kueue-config.yaml"
-  KUBECONFIG="$KUBECONFIG_PATH" start kueue "$(bin kueue)" --config "$CLUSTER_DIR/kueue-config.yaml" \
-    --kubeconfig "$KUBECONFIG_PATH" --zap-log-level info
+  KUBECONFIG="$KUBECONFIG_PATH" run_declared start kueue
   local deadline=$((SECONDS + 120))
   until kueue_ready; do
     alive_or_die kueue
@@ -800,7 +683,7 @@ EOF
 }
 
 kueue_ready() { # readyz answers and the webhook server completes a TLS handshake with our CA
-  http_ok "http://127.0.0.1:$KUEUE_HEALTH_PORT/readyz" || return 1
+  components ready kueue || return 1
   url_check "https://127.0.0.1:$KUEUE_WEBHOOK_PORT/" any "$PKI/ca.crt"
 }
 
@@ -855,16 +738,9 @@ apply_volcano_controller_config() {
 }
 
 start_volcano() {
-  start vc-controller-manager "$(bin vc-controller-manager)" --kubeconfig "$KUBECONFIG_PATH" \
-    --leader-elect=false --scheduler-name volcano \
-    --enable-healthz=true --healthz-address "127.0.0.1:$VC_CONTROLLER_HEALTH_PORT" \
-    --listen-address "127.0.0.1:$VC_CONTROLLER_METRICS_PORT" --v=2
-  start vc-scheduler "$(bin vc-scheduler)" --kubeconfig "$KUBECONFIG_PATH" \
-    --leader-elect=false --scheduler-name volcano --scheduler-conf "$CONFIG/volcano-scheduler.conf" \
-    --enable-healthz=true --healthz-address "127.0.0.1:$VC_SCHEDULER_HEALTH_PORT" \
-    --listen-address "127.0.0.1:$VC_SCHEDULER_METRICS_PORT" --cache-dumper=false --v=2
-  wait_for "Volcano scheduler health" 90 http_ok "http://127.0.0.1:$VC_SCHEDULER_HEALTH_PORT/healthz"
-  wait_for "Volcano controller health" 90 http_ok "http://127.0.0.1:$VC_CONTROLLER_HEALTH_PORT/healthz"
+  run_declared start vc-controller-manager
+  run_declared start vc-scheduler
+  wait_for "Volcano scheduler and controller health" 90 components ready volcano
   apply_volcano_controller_config
   # the scheduler creates the default queue; create it ourselves if it has not after a while
   local deadline=$((SECONDS + 20))
@@ -904,8 +780,8 @@ cmd_up() {
   for c in kube-controller-manager kube-scheduler kwok kueue vc-scheduler vc-controller-manager kuberay-operator; do
     alive_or_die "$c"
   done
-  wait_for "kube-controller-manager health" 60 secure_health "$KCM_PORT" /healthz
-  wait_for "kube-scheduler health" 60 secure_health "$SCHEDULER_PORT" /healthz
+  wait_for "kube-controller-manager health" 60 secure_health "$KUBERNETES_CONTROLLER_MANAGER_PORT" /healthz
+  wait_for "kube-scheduler health" 60 secure_health "$KUBERNETES_SCHEDULER_PORT" /healthz
   start_telemetry
   if keda_left_out; then
     log "KEDA: not built yet, left out (GPUPLATFORM_KEDA=later); keda.sh up builds and starts it"
@@ -922,8 +798,8 @@ cmd_up() {
 # The cluster's facts, as `key=value` for json_of (a dotted key nests).
 CLUSTER_FACTS=(
   "kubeconfig=$KUBECONFIG_PATH" "prometheus_url=$PROMETHEUS_URL_" "cluster_dir=$CLUSTER_DIR" "port_offset=$OFFSET"
-  "ports.etcd=$ETCD_PORT" "ports.apiserver=$APISERVER_PORT" "ports.kueue_webhook=$KUEUE_WEBHOOK_PORT"
-  "ports.gpu_exporter=$GPU_EXPORTER_PORT" "ports.prometheus=$PROMETHEUS_PORT"
+  "ports.etcd=$ETCD_CLIENT_PORT" "ports.apiserver=$KUBERNETES_APISERVER_PORT" "ports.kueue_webhook=$KUEUE_WEBHOOK_PORT"
+  "ports.gpu_exporter=$GPU_EXPORTER_HTTP_PORT" "ports.prometheus=$PROMETHEUS_HTTP_PORT"
 )
 JSON=0
 
@@ -990,8 +866,8 @@ cmd_status() {
   done
   if keda_left_out; then echo "keda: not built yet (GPUPLATFORM_KEDA=later)"; else "$HERE/keda.sh" status || rc=1; fi
   echo "kubeconfig: $KUBECONFIG_PATH"
-  echo "ports: etcd $ETCD_PORT, apiserver $APISERVER_PORT, kueue webhook $KUEUE_WEBHOOK_PORT (127.0.0.1)"
-  echo "GPU metrics: http://127.0.0.1:$GPU_EXPORTER_PORT/metrics, Prometheus $PROMETHEUS_URL_ (scrape every ${PROMETHEUS_SCRAPE_SECONDS}s)"
+  echo "ports: etcd $ETCD_CLIENT_PORT, apiserver $KUBERNETES_APISERVER_PORT, kueue webhook $KUEUE_WEBHOOK_PORT (127.0.0.1)"
+  echo "GPU metrics: http://127.0.0.1:$GPU_EXPORTER_HTTP_PORT/metrics, Prometheus $PROMETHEUS_URL_ (scrape every ${PROMETHEUS_SCRAPE_SECONDS}s)"
   if [[ $rc == 0 ]]; then kubectl_ get nodes -L gpuplatform.io/pool,nvidia.com/gpu.product || rc=1; fi
   return $rc
 }

@@ -20,27 +20,23 @@
 # Helm chart); the platform never installs or vendors it.
 set -euo pipefail
 
-# The cluster's helpers and settings: ports and directories by the same OFFSET scheme, bin,
-# start, stop_group, sign, kubectl_, lock ... (cluster.sh runs nothing when sourced).
+# The cluster's helpers and settings: ports and directories by the same OFFSET scheme, every
+# component's declared facts (KEDA's: deploy/stack/components/keda.py, KEDA_VERSION,
+# KEDA_MODULE, KEDA_*_PORT, KEDA_OPERATOR_BIN ...), bin, build_component, start, stop_group,
+# sign, kubectl_, lock ... (cluster.sh runs nothing when sourced).
 # shellcheck source-path=SCRIPTDIR source=cluster.sh
 source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/cluster.sh"
 
-# Module, version, build flags, ports (shifted by the cluster's OFFSET) and readiness:
-# deploy/stack/components/keda.py. KEDA_VERSION, KEDA_MODULE, KEDA_LDFLAGS, KEDA_*_PORT.
-keda_component() { (cd "$HERE/../.." && python3 -E -m deploy.stack.components "$@" keda --offset "$OFFSET"); }
-keda_declared=$(keda_component env) || exit 1
-while IFS= read -r line; do export "${line?}"; done <<<"$keda_declared"
 KEDA_NAMESPACE=keda
 KEDA_PKI="$PKI/keda"
 KEDA_API=/apis/external.metrics.k8s.io/v1beta1
 
-keda_built() { [[ -x "$(bin keda-operator)" && -x "$(bin keda-adapter)" ]]; }
+keda_built() { component_built keda; }
 
 keda_build() {
   if keda_built; then log "build: keda is cached"; return 0; fi
   require_go
-  build_module keda "$KEDA_LDFLAGS" \
-    operator=keda-operator adapter=keda-adapter
+  build_component keda
 }
 
 keda_module_dir() {
@@ -128,20 +124,10 @@ keda_up() {
   # Both read the kubeconfig and KEDA's namespaces from the environment (all namespaces watched).
   export KUBECONFIG="$KUBECONFIG_PATH" POD_NAMESPACE="$KEDA_NAMESPACE" \
     KEDA_CLUSTER_OBJECT_NAMESPACE="$KEDA_NAMESPACE" WATCH_NAMESPACE=""
-  start_current keda-operator "$(bin keda-operator)" \
-    --metrics-bind-address "127.0.0.1:$KEDA_OPERATOR_METRICS_PORT" \
-    --health-probe-bind-address "127.0.0.1:$KEDA_OPERATOR_HEALTH_PORT" \
-    --metrics-service-bind-address "127.0.0.1:$KEDA_GRPC_PORT" \
-    --cert-dir "$KEDA_PKI" --ca-dir "$KEDA_PKI" --leader-elect=false --zap-log-level info
-  start_current keda-adapter "$(bin keda-adapter)" \
-    --secure-port "$KEDA_ADAPTER_PORT" --bind-address 127.0.0.1 --cert-dir "$KEDA_PKI" \
-    --tls-cert-file "$KEDA_PKI/tls.crt" --tls-private-key-file "$KEDA_PKI/tls.key" \
-    --lister-kubeconfig "$KUBECONFIG_PATH" --authentication-kubeconfig "$KUBECONFIG_PATH" \
-    --authorization-kubeconfig "$KUBECONFIG_PATH" \
-    --metrics-service-address "127.0.0.1:$KEDA_GRPC_PORT" --port "$KEDA_ADAPTER_METRICS_PORT" \
-    --zap-log-level info
+  run_declared start_current keda-operator
+  run_declared start_current keda-adapter
   local deadline=$((SECONDS + 120))
-  until keda_component ready \
+  until components ready keda \
       && kubectl_ get --raw "$KEDA_API" >/dev/null 2>&1; do
     alive_or_die keda-operator
     alive_or_die keda-adapter

@@ -3,19 +3,38 @@ is built, the ports it listens on and the URLs that say it is ready. One module 
 under deploy/stack/components/ declares one `Component`; the scripts read it with
 
     python3 -m deploy.stack.components env <name> [--offset N]     # NAME_VERSION=... lines
+    python3 -m deploy.stack.components env-all [--offset N]       # every component's, at once
     python3 -m deploy.stack.components ready <name> [--offset N] [--ca-bundle FILE]
+    python3 -m deploy.stack.components args <binary> --offset N --cluster-dir D --config-dir C
 
 A binary is cached by version (<cache>/bin/<name>-<version>): a new version is a new build, the
-same version never builds twice.
+same version never builds twice. A module of this repository (gpuplatform.local/...) has no
+release: its version is a digest of its sources (`source_digest`), so an edit is a new build.
 """
 
 from __future__ import annotations
 
+import hashlib
 import ssl
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from fnmatch import fnmatch
+from pathlib import Path
 
 from .profiles import cache_dir
+
+REPO = Path(__file__).resolve().parents[2]
+OWN_MODULES = "gpuplatform.local/"  # the wrapper modules' and our own Go modules' path
+
+
+def source_digest(wrapper: str) -> str:
+    """The version of a Go module of this repository: the first 12 hex digits of the sha256 of
+    its go.mod, go.sum and non-test .go files (the top directory), in byte order of name."""
+    names = sorted(p.name for p in (REPO / wrapper).iterdir() if p.is_file() and (
+        fnmatch(p.name, "go.*") or (fnmatch(p.name, "*.go") and not fnmatch(p.name, "*_test.go"))))
+    digest = hashlib.sha256(b"".join((REPO / wrapper / name).read_bytes() for name in names))
+    return digest.hexdigest()[:12]
 
 
 @dataclass(frozen=True)
@@ -31,6 +50,25 @@ class Build:
 
 
 @dataclass(frozen=True)
+class Site:
+    """Where a component runs: its cluster's state directory (as the script spells it: the
+    arguments must be the running process's, byte for byte), the directory of the cluster's
+    configuration files (deploy/local-cluster/config) and the port offset."""
+
+    cluster_dir: str
+    config_dir: str
+    offset: int = 0
+
+    @property
+    def pki(self) -> str:
+        return f"{self.cluster_dir}/pki"
+
+    @property
+    def kubeconfig(self) -> str:
+        return f"{self.cluster_dir}/kubeconfig"
+
+
+@dataclass(frozen=True)
 class Component:
     name: str
     module: str
@@ -38,10 +76,21 @@ class Component:
     build: Build
     ports: dict[str, int] = field(default_factory=dict)  # role -> port at offset 0, on 127.0.0.1
     readiness: tuple[str, ...] = ()  # URLs that answer when it is ready; {role} is that port
+    # Other modules the build needs at a version of their own (role -> "module@version"); the
+    # wrapper's go.mod pins the same (required or replaced), `cluster.sh probe` asks the proxy.
+    requires: dict[str, str] = field(default_factory=dict)
+    # The command line of each binary it runs (binary -> arguments), where it runs.
+    arguments: Callable[[Site], dict[str, list[str]]] | None = None
 
     @property
     def prefix(self) -> str:
         return self.name.upper().replace("-", "_")
+
+    @property
+    def pins(self) -> list[str]:
+        """The module versions the Go module proxy must serve to build it."""
+        own = [] if self.module.startswith(OWN_MODULES) else [f"{self.module}@{self.version}"]
+        return own + list(self.requires.values())
 
     def binary(self, which: str | None = None) -> str:
         """The cached binary (`which`: one of the build's, by default the one named as the component)."""
@@ -49,6 +98,13 @@ class Component:
         if which not in self.build.packages:
             raise KeyError(f"{self.name} builds no binary {which!r}")
         return str(cache_dir() / "bin" / f"{which}-{self.version}")
+
+    def args(self, binary: str, site: Site) -> list[str]:
+        """The arguments `binary` runs with at `site`."""
+        declared = self.arguments(site) if self.arguments else {}
+        if binary not in declared:
+            raise KeyError(f"{self.name} declares no arguments for {binary!r}")
+        return declared[binary]
 
     def port(self, role: str, offset: int = 0) -> int:
         return self.ports[role] + offset
@@ -58,11 +114,14 @@ class Component:
         return [url.format(**ports) for url in self.readiness]
 
     def env(self, offset: int = 0) -> dict[str, str]:
-        """What a script reads: <PREFIX>_MODULE, _VERSION, the build's fields, a
-        <PREFIX>_<ROLE>_PORT per port, and <BINARY>_BIN and <BINARY>_PACKAGE per binary."""
+        """What a script reads: <PREFIX>_MODULE, _VERSION, the build's fields, _BINARIES and _PINS
+        (space-separated), a <PREFIX>_<ROLE>_PORT per port, a <PREFIX>_<ROLE>_PIN per required
+        module, and <BINARY>_BIN and <BINARY>_PACKAGE per binary."""
         values = {"MODULE": self.module, "VERSION": self.version, "WRAPPER": self.build.wrapper,
-                  "TAGS": self.build.tags, "LDFLAGS": self.build.ldflags.format(version=self.version)}
+                  "TAGS": self.build.tags, "LDFLAGS": self.build.ldflags.format(version=self.version),
+                  "BINARIES": " ".join(self.build.packages), "PINS": " ".join(self.pins)}
         values |= {f"{role.upper()}_PORT": str(self.port(role, offset)) for role in self.ports}
+        values |= {f"{role.upper()}_PIN": pin for role, pin in self.requires.items()}
         env = {f"{self.prefix}_{key}": value for key, value in values.items()}
         for binary, package in self.build.packages.items():
             prefix = binary.upper().replace("-", "_")

@@ -11,6 +11,8 @@ import uuid
 import pytest
 from kubernetes import client
 
+from deploy.stack import components
+
 from ..support.cluster import stays_true, wait_until
 
 pytestmark = pytest.mark.cluster
@@ -69,7 +71,7 @@ def gpu_container(gpus, resource=GPU):
 
 def test_api_server_reports_its_real_version(api_client):
     version = client.VersionApi(api_client).get_code()
-    assert version.git_version == "v1.36.3"
+    assert version.git_version == components.get("kubernetes").version
     assert (version.major, version.minor) == ("1", "36")
 
 

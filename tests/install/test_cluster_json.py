@@ -7,7 +7,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from deploy.stack import profiles
+from deploy.stack import components, profiles
 
 CLUSTER_SH = Path(__file__).resolve().parents[2] / "deploy" / "local-cluster" / "cluster.sh"
 
@@ -25,7 +25,7 @@ def test_status_json_says_where_the_profiles_cluster_is(tmp_path):
     assert facts["kubeconfig"] == f"{tmp_path / soak.cluster}/kubeconfig"
     assert facts["port_offset"] == soak.port_offset
     assert facts["prometheus_url"] == f"http://127.0.0.1:{facts['ports']['prometheus']}"
-    assert facts["ports"]["apiserver"] == 16443 + soak.port_offset
+    assert facts["ports"]["apiserver"] == components.get("kubernetes").port("apiserver", soak.port_offset)
 
 
 def test_status_json_says_what_is_stopped_and_fails_like_the_human_status(tmp_path):

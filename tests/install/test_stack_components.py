@@ -12,32 +12,52 @@ from pathlib import Path
 
 import pytest
 
-from deploy.stack import components
-from deploy.stack.component import Build, Component
+from deploy.stack import components, profiles
+from deploy.stack.component import OWN_MODULES, Build, Component, Site, source_digest
 
 REPO = Path(__file__).resolve().parents[2]
 EVERY = list(components.COMPONENTS.values())
+RELEASED = [c for c in EVERY if not c.module.startswith(OWN_MODULES)]
+OURS = [c for c in EVERY if c.module.startswith(OWN_MODULES)]
 
 
 def test_every_component_module_is_registered():
     modules = {m.name for m in pkgutil.iter_modules(components.__path__) if not m.name.startswith("_")}
-    assert modules == set(components.COMPONENTS)
+    assert modules == {name.replace("-", "_") for name in components.COMPONENTS}
 
 
 @pytest.mark.parametrize("component", EVERY, ids=lambda c: c.name)
-def test_a_component_is_built_from_a_package_of_its_module_at_a_pinned_version(component):
+def test_a_component_is_built_from_packages_of_its_module(component):
     for package in component.build.packages.values():
         assert package == component.module or package.startswith(component.module + "/")
-    assert component.version.startswith("v") and component.version.count(".") == 2
 
 
-@pytest.mark.parametrize("component", [c for c in EVERY if c.build.wrapper], ids=lambda c: c.name)
-def test_a_wrapper_module_pins_the_declared_version(component):
-    # the build runs `go get -tool module@version` there; a wrapper pinning another version
-    # would change its committed go.mod on the next build
+@pytest.mark.parametrize("component", RELEASED, ids=lambda c: c.name)
+def test_a_released_component_is_pinned_to_a_release(component):
+    assert re.fullmatch(r"v\d+\.\d+\.\d+", component.version)
+    assert component.pins[0] == f"{component.module}@{component.version}"
+
+
+@pytest.mark.parametrize("component", OURS, ids=lambda c: c.name)
+def test_a_module_of_ours_is_versioned_by_its_sources(component, tmp_path):
+    assert component.version == source_digest(component.build.wrapper) and len(component.version) == 12
+    assert component.pins == list(component.requires.values())  # the proxy has nothing of ours
+
+
+def pinned_versions(go_mod: str, module: str) -> list[str]:
+    """The versions a go.mod builds `module` at: a replace's, else the require's."""
+    replaced = re.findall(rf"^\s*(?:replace\s+)?{re.escape(module)}\s+=>\s+{re.escape(module)}\s+(v\S+)", go_mod, re.M)
+    return replaced or re.findall(rf"^\s*(?:require\s+)?{re.escape(module)}\s+(v\S+)", go_mod, re.M)
+
+
+@pytest.mark.parametrize("component", [c for c in RELEASED if c.build.wrapper], ids=lambda c: c.name)
+def test_a_wrapper_module_pins_the_declared_versions(component):
+    # the build runs in the wrapper (Hydra's: `go get -tool module@version` there); a wrapper
+    # pinning another version would build another one, or change its committed go.mod
     go_mod = (REPO / component.build.wrapper / "go.mod").read_text()
-    pinned = re.findall(rf"^\s*(?:require\s+)?{re.escape(component.module)}\s+(v\S+)", go_mod, re.M)
-    assert pinned == [component.version]
+    for pin in component.pins:
+        module, version = pin.split("@")
+        assert pinned_versions(go_mod, module) == [version], pin
 
 
 @pytest.mark.parametrize("component", EVERY, ids=lambda c: c.name)
@@ -54,13 +74,50 @@ def test_readiness_names_only_declared_ports(component):
 
 @pytest.mark.parametrize("component", EVERY, ids=lambda c: c.name)
 def test_every_fact_a_script_reads_has_a_name_of_its_own(component):
-    fields, ports, binaries = 5, len(component.ports), len(component.build.packages)
-    assert len(component.env()) == fields + ports + 2 * binaries
+    fields, ports, binaries = 7, len(component.ports), len(component.build.packages)
+    assert len(component.env()) == fields + ports + len(component.requires) + 2 * binaries
 
 
-def test_no_two_components_listen_on_the_same_port():
-    ports = [port for c in EVERY for port in c.ports.values()]
-    assert len(ports) == len(set(ports)), ports
+def test_no_port_is_taken_twice_by_the_components_of_clusters_that_run_side_by_side():
+    # every port shifts with its cluster's offset; profiles that share a cluster share its ports
+    clusters = {(p.cluster, p.port_offset) for p in profiles.PROFILES.values() if p.cluster is not None}
+    taken = [(c.name, role, port + offset) for _, offset in clusters for c in EVERY for role, port in c.ports.items()]
+    ports = [port for *_, port in taken]
+    assert len(ports) == len(set(ports)), sorted(taken, key=lambda t: t[2])
+    assert max(ports) < 65536
+
+
+def components_cli(*args: str) -> subprocess.CompletedProcess:
+    """The command line as bash runs it: the system python3, no virtualenv."""
+    return subprocess.run(["python3", "-E", "-m", "deploy.stack.components", *args], cwd=REPO, capture_output=True,
+                          text=True, check=False, timeout=60)
+
+
+def parse_env(out: str) -> dict[str, str]:
+    lines = out.splitlines()
+    env = dict(line.split("=", 1) for line in lines)
+    assert len(env) == len(lines), "a name printed twice"
+    return env
+
+
+def test_env_all_prints_every_components_facts_once_each():
+    done = components_cli("env-all", "--offset", "3000")
+    assert done.returncode == 0, done.stderr
+    assert parse_env(done.stdout) == {k: v for c in EVERY for k, v in c.env(3000).items()}
+
+
+@pytest.mark.parametrize("component", EVERY, ids=lambda c: c.name)
+def test_env_prints_what_the_component_declares(component):
+    done = components_cli("env", component.name, "--offset", "5")
+    assert done.returncode == 0, done.stderr
+    assert parse_env(done.stdout) == component.env(5)
+
+
+@pytest.mark.parametrize("script", ["deploy/local-cluster/cluster.sh", "deploy/local-cluster/keda.sh"])
+def test_the_cluster_scripts_declare_no_version_and_no_port_of_their_own(script):
+    text = (REPO / script).read_text()
+    assert not re.findall(r"^\s*\w+_VERSION=", text, re.M)
+    assert not re.findall(r"\$\(\(\s*\d+\s*\+\s*\$?OFFSET", text)
 
 
 def test_the_env_a_script_reads_shifts_the_ports_and_stamps_the_version():
@@ -118,3 +175,38 @@ def test_idp_sh_serves_on_the_declared_ports_shifted_by_its_offset(tmp_path):
     assert f"hydra {hydra.version}    stopped" in done.stdout
     assert f"issuer: https://127.0.0.1:{hydra.port('public', 9)} " in done.stdout
     assert f"admin: http://127.0.0.1:{hydra.port('admin', 9)}," in done.stdout
+
+
+SITE = Site("/state/cluster", "/repo/config", offset=3000)
+RUN = [(c, binary) for c in EVERY if c.arguments for binary in c.arguments(SITE)]
+
+
+@pytest.mark.parametrize(("component", "binary"), RUN, ids=lambda x: getattr(x, "name", x))
+def test_a_binary_runs_with_paths_of_its_site_only(component, binary):
+    assert binary in component.build.packages
+    paths = [arg.split("=", 1)[-1] for arg in component.args(binary, SITE) if "/" in arg and "://" not in arg]
+    stray = [p for p in paths if p.startswith("/") and not p.startswith(("/state/cluster/", "/repo/config/"))]
+    assert not stray
+
+
+# (Kueue's ports are in its configuration file, which cluster.sh renders)
+@pytest.mark.parametrize(("component", "binary"), [(c, b) for c, b in RUN if b != "kueue"], ids=lambda x: getattr(x, "name", x))
+def test_a_binary_names_declared_ports_shifted_by_the_offset(component, binary):
+    line = component.args(binary, SITE)
+    listens = [int(port) for arg in line for port in re.findall(r"127\.0\.0\.1:(\d+)", arg)]
+    listens += [int(value) for flag, value in zip(line, line[1:], strict=False) if flag.endswith("-port")]
+    assert listens and set(listens) <= {port + SITE.offset for c in EVERY for port in c.ports.values()}
+
+
+def test_every_process_the_cluster_starts_has_declared_arguments():
+    started = {binary for *_, binary in RUN}
+    script = (REPO / "deploy/local-cluster/cluster.sh").read_text() + (REPO / "deploy/local-cluster/keda.sh").read_text()
+    assert set(re.findall(r"run_declared start(?:_current)? ([\w-]+)", script)) == started
+
+
+def test_args_prints_one_argument_a_line_as_bash_reads_them():
+    done = components_cli("args", "kuberay-operator", "--offset", "3000", "--cluster-dir", SITE.cluster_dir,
+                          "--config-dir", SITE.config_dir)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == components.of_binary("kuberay-operator").args("kuberay-operator", SITE)
+    assert "" in done.stdout.splitlines()  # --watch-namespace "" (every namespace) survives

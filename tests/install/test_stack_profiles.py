@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from deploy.stack import profiles
+from deploy.stack import components, profiles
 
 REPO = Path(__file__).resolve().parents[2]
 CLUSTER_SH = REPO / "deploy" / "local-cluster" / "cluster.sh"
-APISERVER_DEFAULT_PORT = 16443
+APISERVER_DEFAULT_PORT = components.get("kubernetes").port("apiserver")
 
 
 def run_profiles(*args: str, **env: str) -> subprocess.CompletedProcess:

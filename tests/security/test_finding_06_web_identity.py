@@ -28,6 +28,7 @@ import yaml
 from django.test import override_settings
 from django.urls import reverse
 
+from deploy.stack import components
 from gpuplatform.rbac import WEB_CLUSTER_RULES, flatten, web_namespace_rules
 from jobs.manifests import render_job
 from tenants.admission import POLICY_NAME, render_admission
@@ -99,7 +100,7 @@ def test_finding_06_each_team_namespace_lets_the_web_read_its_pods_and_nothing_e
 
 
 # --- live, as the chart's identities ------------------------------------------------------
-KUBECTL = Path.home() / ".cache" / "gpuplatform" / "bin" / "kubectl-v1.36.3"
+KUBECTL = Path(components.get("kubernetes").binary("kubectl"))
 
 
 def _kubeconfig_for(kube_cluster, namespace, account, tmp_path_factory) -> tuple[str, str]:

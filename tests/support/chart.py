@@ -7,11 +7,13 @@ from pathlib import Path
 import pytest
 import yaml
 
+from deploy.stack import components
+
 REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "deploy" / "helm" / "gpuplatform"
 PRODUCTION_VALUES = REPO / "deploy" / "helm" / "values-production.example.yaml"
 BUILD_HELM = REPO / "deploy" / "helm" / "build-helm.sh"
-KUBECTL = Path.home() / ".cache" / "gpuplatform" / "bin" / "kubectl-v1.36.3"
+KUBECTL = Path(components.get("kubernetes").binary("kubectl"))
 
 
 def run_helm(helm: str, *args, check=True, timeout=300) -> subprocess.CompletedProcess:
