@@ -11,8 +11,7 @@ from bench.soak import checks, timeline
 from bench.soak.observer import WORKLOAD, ObjectInfo
 from bench.soak.timeline import Account
 from jobs.models import Preemption
-
-from ..builders import make_flavor, make_job, make_team
+from tests.builders import make_flavor, make_job, make_team
 
 pytestmark = pytest.mark.django_db
 

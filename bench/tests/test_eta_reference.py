@@ -7,7 +7,6 @@ import random
 import pytest
 
 from bench import eta as replay
-from jobs import eta
 
 HOUR = 3600.0
 
@@ -34,10 +33,3 @@ def test_the_known_distribution_draw_respects_what_the_job_has_run():
     draws = [replay.known_distributions(rng, (), 2000.0, 3600.0) for _ in range(500)]
     assert min(draws) > 2000.0 and max(draws) <= 3600.0 / replay.OVER_ASK[0]
 
-
-def test_the_estimate_runs_the_draw_it_is_given():
-    queue = eta.Queue(capacity=8, ceiling=8, running=(eta.Runner(8, 0.0, 10 * HOUR),),
-                      waiting=(eta.Waiter(8, target=True),))
-    told = eta.estimate(queue, draw=lambda rng, history, elapsed, cap, used=(): 2 * HOUR)
-    assert (told.p10, told.p50, told.p90) == (2 * HOUR, 2 * HOUR, 2 * HOUR)
-    assert eta.estimate(queue).p50 == 10 * HOUR  # no history: the shipped draw ends it at its cap
