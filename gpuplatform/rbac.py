@@ -12,7 +12,7 @@ Where each right comes from:
   lists by label and deletes;
 - the same kinds again for the worker's watch cache (`cluster.cache`), which holds every
   kind a reconcile reads: list and watch (`WatchCache.VERBS`). Without `watch` it can only
-  LIST per reconcile, and says so once per kind (tests/install/test_chart_live.py runs the
+  LIST per reconcile, and says so once per kind (tests/live/install/test_chart_live.py runs the
   whole platform as the chart's identity and counts every 403);
 - every kind the status watcher follows: list, watch;
 - pods: their logs for the job pages (get pods/log); nodes: list, for the capacity page;

@@ -44,7 +44,7 @@ def _build_rank(item) -> int:
 #   mostly wait (on Prometheus windows, grace periods, Kueue and KEDA), so on a cluster of
 #   their own that wait overlaps the rest. Chosen to take about as long as the cluster's other
 #   tests with the short soak, Helm and the IdP.
-SECOND_CLUSTER = frozenset(f"tests/cluster/test_{name}_live.py" for name in (
+SECOND_CLUSTER = frozenset(f"tests/live/cluster/test_{name}_live.py" for name in (
     "idle_reclaim", "gpu_autoscaling", "preemption", "logs", "eta", "gpu_use", "notifications", "max_runtime",
 ))
 SHARDS = ("unit", "cluster", "second-cluster")

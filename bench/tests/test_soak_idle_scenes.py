@@ -1,6 +1,6 @@
 """The soak's idle-GPU scenes as planned and counted (bench/soak/plan.py, checks.idle_rows),
 without a cluster: the busy-one-rank gang is submitted and a reclaim of it fails the run's
-'busy jobs reclaimed' row. The short soak (tests/soak/test_soak_short.py) runs them live."""
+'busy jobs reclaimed' row. The short soak (tests/live/soak/test_soak_short.py) runs them live."""
 
 from bench.soak import checks, plan
 from bench.soak.profile import load
