@@ -1,7 +1,7 @@
 """What the platform's own ServiceAccount may do on the cluster, derived from the code.
 
 The Helm chart's ClusterRole (deploy/helm/gpuplatform/templates/rbac.yaml) spells these
-rules out; tests/install/test_chart.py renders the chart and compares, so a renderer that
+rules out; tests/live/install/test_chart.py renders the chart and compares, so a renderer that
 starts producing a new kind fails the tests until the chart grants it. `python manage.py
 platform_rbac` prints them.
 

@@ -11,7 +11,7 @@ worker of its own.
 Here the chart, rendered by real Helm (the Helm build); the rest:
 tests/security/test_finding_05_webhook_sender.py."""
 
-from tests.support.chart import template
+from ...support.chart import template
 
 
 def test_finding_05_the_chart_runs_the_sender_apart_without_a_cluster_token(helm):
