@@ -1,7 +1,7 @@
 """What the platform's own ServiceAccount may do on the cluster, derived from the code.
 
 The Helm chart's ClusterRole (deploy/helm/gpuplatform/templates/rbac.yaml) spells these
-rules out; tests/install/test_chart.py renders the chart and compares, so a renderer that
+rules out; tests/live/install/test_chart.py renders the chart and compares, so a renderer that
 starts producing a new kind fails the tests until the chart grants it. `python manage.py
 platform_rbac` prints them.
 
@@ -12,7 +12,7 @@ Where each right comes from:
   lists by label and deletes;
 - the same kinds again for the worker's watch cache (`cluster.cache`), which holds every
   kind a reconcile reads: list and watch (`WatchCache.VERBS`). Without `watch` it can only
-  LIST per reconcile, and says so once per kind (tests/install/test_chart_live.py runs the
+  LIST per reconcile, and says so once per kind (tests/live/install/test_chart_live.py runs the
   whole platform as the chart's identity and counts every 403);
 - every kind the status watcher follows: list, watch;
 - pods: their logs for the job pages (get pods/log); nodes: list, for the capacity page;

@@ -37,14 +37,14 @@ def _build_rank(item) -> int:
 
 
 # scripts/test.sh runs the whole suite as three pytests at once (GPUPLATFORM_TEST_SHARD):
-# - ``unit``: the tests that need none of those builds, at low priority, so that on a cold
+# - ``unit``: the tests that need none of those builds (all but tests/live/), at low priority, so that on a cold
 #   machine the cluster's build (which every other test waits for) goes first;
-# - ``cluster``: the tests that need a build, on the local cluster (the `test` profile, deploy/stack/profiles.py), Helm, the IdP;
+# - ``cluster``: the tests that need a build (tests/live/), on the local cluster (the `test` profile, deploy/stack/profiles.py), Helm, the IdP;
 # - ``second-cluster``: the cluster's long tests, on a second local cluster of their own. They
 #   mostly wait (on Prometheus windows, grace periods, Kueue and KEDA), so on a cluster of
 #   their own that wait overlaps the rest. Chosen to take about as long as the cluster's other
 #   tests with the short soak, Helm and the IdP.
-SECOND_CLUSTER = frozenset(f"tests/cluster/test_{name}_live.py" for name in (
+SECOND_CLUSTER = frozenset(f"tests/live/cluster/test_{name}_live.py" for name in (
     "idle_reclaim", "gpu_autoscaling", "preemption", "logs", "eta", "gpu_use", "notifications", "max_runtime",
 ))
 SHARDS = ("unit", "cluster", "second-cluster")
@@ -54,6 +54,17 @@ def _shard(item) -> str:
     if item.nodeid.split("::", 1)[0] in SECOND_CLUSTER:
         return "second-cluster"
     return "cluster" if _build_rank(item) else "unit"
+
+
+# Where the tests that need one of those builds live: a reader knows by the path which tests
+# need servers, and a test on the wrong side fails the collection (below).
+LIVE = "tests/live/"
+
+
+def _misplaced(items) -> list[str]:
+    """The tests whose folder says the wrong thing: one that needs a build outside tests/live/,
+    or one inside it that needs none."""
+    return [item.nodeid for item in items if item.nodeid.startswith(LIVE) != bool(_build_rank(item))]
 
 
 def _in_shard(config, items) -> None:
@@ -80,6 +91,10 @@ def pytest_collection_modifyitems(config, items):
     first to one worker, which runs them in that order (waiting for the build on a cold
     machine) while the other workers share the rest: they share one cluster whose GPUs they
     count, and mostly wait on its controllers."""
+    misplaced = _misplaced(items)
+    if misplaced:
+        raise pytest.UsageError(f"needs a build outside {LIVE}, or none inside it: move these tests\n  "
+                                + "\n  ".join(misplaced))
     _in_shard(config, items)
     under_xdist = "PYTEST_XDIST_WORKER" in os.environ
     items.sort(key=lambda item: (under_xdist == (_build_rank(item) == 0), _build_rank(item)))

@@ -470,7 +470,7 @@ start_etcd() {
 
 # Structured authentication configuration: no JWT issuer until someone writes one in. The
 # apiserver watches the file and reloads it when it changes (the SSO test writes the local
-# IdP's issuer into it, tests/sso/test_cluster_identity.py); an existing file is kept.
+# IdP's issuer into it, tests/live/sso/test_cluster_identity.py); an existing file is kept.
 AUTHN_CONFIG="$CLUSTER_DIR/authentication-config.yaml"
 ensure_authn_config() {
   [[ -s "$AUTHN_CONFIG" ]] && return 0

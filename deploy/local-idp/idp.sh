@@ -20,7 +20,7 @@
 #
 # Hydra has no login UI of its own: it sends the browser to IDP_LOGIN_URL / IDP_CONSENT_URL /
 # IDP_LOGOUT_URL with a challenge. Nothing listens there by default; the tests read the
-# challenge from the redirect and accept it through the admin API (tests/sso/hydra.py).
+# challenge from the redirect and accept it through the admin API (tests/support/hydra.py).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"

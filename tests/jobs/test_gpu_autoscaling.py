@@ -1,7 +1,7 @@
 """Inference scaling on GPU utilization (KEDA): the ScaledObject, table-style, against KEDA's
 own CRD schema; the replicas it may ask for within the team's quota; KEDA's HPA left to KEDA
 (never pruned, its replica counts never taken back); and the option refused, in words, on a
-cluster without KEDA or without a Prometheus. Live: tests/cluster/test_gpu_autoscaling_live.py."""
+cluster without KEDA or without a Prometheus. Live: tests/live/cluster/test_gpu_autoscaling_live.py."""
 
 import re
 from dataclasses import dataclass, field

@@ -1,6 +1,6 @@
 """The idle sweep (jobs/use/reclaim.py) on the in-memory cluster: warned, withdrawn, reclaimed,
 paused; how each scheduler's workload is stopped; who may exempt a job. The live test is
-tests/cluster/test_idle_reclaim_live.py."""
+tests/live/cluster/test_idle_reclaim_live.py."""
 
 from datetime import UTC, datetime
 

@@ -1,7 +1,7 @@
 """jobs.use.telemetry: a job's GPUs found among dcgm-exporter's series by namespace and the pod
 names its kind gives, one query for many jobs, against a real HTTP server speaking
 Prometheus's API (cluster/prometheus_standin.py, tests/standin.py). The live test against the local cluster's
-Prometheus: tests/cluster/test_telemetry_live.py."""
+Prometheus: tests/live/cluster/test_telemetry_live.py."""
 
 import itertools
 import re

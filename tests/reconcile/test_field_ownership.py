@@ -1,7 +1,7 @@
 """Field ownership against the in-memory cluster: a reconcile never takes back what Kueue,
 the HPA or Volcano write, costs no write when nothing of ours changed, and reports an
 immutable field it cannot change instead of fighting over it. The same rules run against
-the real cluster in tests/cluster/test_field_ownership_live.py."""
+the real cluster in tests/live/cluster/test_field_ownership_live.py."""
 
 import pytest
 

@@ -2,7 +2,7 @@
 request, and a cache that is behind the cluster (edits, creates and deletes made behind its
 back, which `threaded=False` leaves unseen until `catch_up()`) never prunes a live object,
 never applies blind over a controller's fields, and never loses a needed write. The same
-is proven on the local cluster in tests/cluster/test_watch_cache_live.py."""
+is proven on the local cluster in tests/live/cluster/test_watch_cache_live.py."""
 
 import pytest
 

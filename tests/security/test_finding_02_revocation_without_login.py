@@ -3,9 +3,9 @@ IdP kept their session, API tokens and cluster RoleBinding until they signed in 
 Now what the IdP gave (memberships, the quota-manager role) lasts OIDC_MEMBERSHIP_TTL_HOURS
 after the last sign-in; the beat task ``tenants.tasks.expire_idp_access`` (every minute)
 ends it, revokes the tokens narrowed to those teams, and the teams' RoleBindings follow
-after commit: on the fake cluster here, on the local cluster in the live test below."""
+after commit: on the fake cluster here, on the local cluster in
+tests/live/security/test_finding_02_revocation_without_login.py."""
 
-import uuid
 from datetime import timedelta
 
 import pytest
@@ -20,7 +20,7 @@ from tenants.manifests import EDITOR_ROLE
 from tenants.models import ApiToken, Membership
 from tenants.models.identities import OidcIdentity
 from tenants.roles import QUOTA_MANAGER_GROUP, ensure_quota_manager_group, is_quota_manager
-from tenants.tasks import expire_idp_access, sync_team
+from tenants.tasks import expire_idp_access
 
 from ..builders import make_team, make_user
 
@@ -117,27 +117,3 @@ def test_finding_02_the_expiry_runs_every_minute_from_beat():
     assert entry["schedule"] <= 60 and entry["task"] in app.tasks
 
 
-@pytest.mark.cluster
-@pytest.mark.django_db(transaction=True)
-def test_finding_02_live_an_expired_idp_member_leaves_the_teams_rolebinding_on_the_cluster(live, monkeypatch):
-    """On the local cluster: the task, then the reconcile it causes (run here as the worker
-    would), and the RoleBinding's subject is gone."""
-    monkeypatch.setattr(team_tasks.reconcile_team, "delay", lambda pk: team_tasks.reconcile_team.apply(args=(pk,)))
-    slug = f"it-{uuid.uuid4().hex[:6]}"
-    team = make_team(slug)
-    ada = sso_user(f"ada-{slug}", signed_in_hours_ago=1)
-    owner = make_user(f"owner-{slug}")
-    Membership.objects.create(team=team, user=owner, role=Membership.Role.OWNER)
-    idp_member(team, ada)
-    sync_team(live, team)
-    subject = f"oidc:ada-{slug}@example.org"
-    try:
-        binding = live.get("rbac.authorization.k8s.io/v1", "RoleBinding", EDITOR_ROLE, team.namespace_name)
-        assert subject in [s["name"] for s in binding["subjects"]]
-        OidcIdentity.objects.filter(user=ada).update(last_login_at=timezone.now() - timedelta(hours=STALE))
-        assert expire_idp_access() == 1
-        binding = live.get("rbac.authorization.k8s.io/v1", "RoleBinding", EDITOR_ROLE, team.namespace_name)
-        assert [s["name"] for s in binding["subjects"]] == [f"owner-{slug}"]
-    finally:
-        team.start_offboarding(owner)
-        team_tasks.offboard(live, team)

@@ -5,8 +5,8 @@ and so matched and admitted by the team namespaces' policy): `test_workload_kind
 preset validates: `tests/jobs/test_forms_presets.py`. Here: the GPU shape in Python and SQL
 agree, the idle words match the reclaim policy, a stop is granted, every error is reported;
 and a kind defined only in the tests (`sample_kind`), registered alone, reaches every place
-derived from the registry with no other file touched, the admission policy and the soak's
-mix included."""
+derived from the registry with no other file touched, the admission policy included (its
+place in the soak: bench/tests/test_soak_plan_mix.py)."""
 
 import json
 import os
@@ -143,11 +143,6 @@ print(json.dumps({
     "admitted": fragments().kinds(),
     "validations": render_admission()[0]["spec"]["validations"],
 }))
-
-from bench.soak import plan
-from bench.soak.profile import load
-planned = plan.build(load({"SOAK_MINUTES": "2"}))
-print(json.dumps({"soak": plan.KINDS, "planned": [[p.label, p.body] for p in planned if p.label == "kueue-sweep"]}))
 """
 
 
@@ -157,8 +152,7 @@ def with_the_sample_kind() -> dict:
     done = subprocess.run([sys.executable, "-c", REGISTER_AND_REPORT], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
-    facts, soak = done.stdout.strip().splitlines()[-2:]
-    return {**json.loads(facts), **json.loads(soak)}
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def test_a_registered_kind_is_a_choice_of_the_model_the_form_and_the_api_schema(with_the_sample_kind):
@@ -204,17 +198,3 @@ def test_a_registered_kind_is_matched_and_admitted_with_its_owner_chain_and_queu
     # None of the registered kinds makes Sweeps: the sample kind brought them.
     assert "sweep.example.org" not in matched_resources()
     assert not any("Sweep" in rule["expression"] for rule in render_admission()[0]["spec"]["validations"])
-
-
-def test_a_registered_kind_has_its_place_in_the_soak(with_the_sample_kind):
-    from bench.soak import plan  # the soak's plan, as the subprocess read it with the sample kind
-    from bench.soak.profile import load
-
-    facts = with_the_sample_kind
-    assert facts["soak"]["kueue-sweep"] == ["sweep", "h100"]
-    assert {label: list(kind) for label, kind in plan.KINDS.items()} == {
-        label: kind for label, kind in facts["soak"].items() if label != "kueue-sweep"}
-    # As many as every kind that is not long-lived, with the fields it declared; it runs until
-    # cancelled, so most are cancelled after a while.
-    assert len(facts["planned"]) == load({"SOAK_MINUTES": "2"}).jobs_per_kind
-    assert all(body["kind"] == "sweep" and body["min_replicas"] == 1 and body["priority"] for _, body in facts["planned"])
