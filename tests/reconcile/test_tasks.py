@@ -7,6 +7,7 @@ from cluster import PermanentError, TransientError
 from gpuplatform.owners import prune_orphans
 from jobs import actions
 from jobs.lifecycle import State
+from jobs.manifests import JOB_KINDS
 from jobs.models import Job
 from jobs.tasks import reconcile_job
 from quotas.manifests import QUOTA_KINDS
@@ -135,7 +136,11 @@ def test_a_cancelling_job_whose_pods_are_still_there_stays_cancelling(fake, team
             "app.kubernetes.io/managed-by": "gpuplatform", "gpuplatform.io/job": str(job.pk)}},
         "spec": {"nodeName": "n1"}, "status": {"phase": "Running"}})
     Job.objects.get(pk=job.pk).transition(State.CANCELLING, reason="CancelRequested")
-    for _ in range(3):  # the cancel's reconcile, then sweeps
+    fake.reset_counts()
+    reconcile_job(job.pk)  # the cancel's: deletes and returns, without a look at the pods
+    assert fake.requests["LIST"] == len(JOB_KINDS) and fake.requests["DELETE"] > 0
+    assert Job.objects.get(pk=job.pk).state == State.CANCELLING
+    for _ in range(2):  # sweeps: the pod is still there
         reconcile_job(job.pk)
         assert Job.objects.get(pk=job.pk).state == State.CANCELLING
     fake.remove("v1", "Pod", "pod-0", team.namespace_name)
