@@ -2,21 +2,19 @@
 
 import copy
 import logging
-import time
 from contextlib import ExitStack
 
 from celery import shared_task
 from django.db import transaction
 from django.utils import timezone
 
-from cluster import PermanentError, TransientError
+from cluster import ClusterError, PermanentError, TransientError
 from cluster.prometheus import prometheus_from_settings
 from core.owners import Owner, Scope, run
-from core.ownership import JOB_LABEL
+from core.ownership import job_selector
 from core.reconcile import RETRY_POLICY, NoCluster, Outcome, current_cluster, enqueue
 from quotas.tasks import ensure_team_quotas, namespace_first, reconcile_live_team
 from tenants.tasks import TEAM_ITEMS
-from workloads import placed_gpus
 from workloads.kinds import KINDS
 
 from .lifecycle import State
@@ -25,6 +23,7 @@ from .models import RETAIN_FINISHED, Job, claims_of
 from .outlook import reservations
 from .queue import backfill
 from .queue.caps import RELEASED, lock_team
+from .status import nothing_left, workload_kinds
 from .use import gpu_use
 
 # Kinds whose objects stay a while after they end, so their logs can be read (`Job.cluster_plan`).
@@ -196,11 +195,18 @@ def _refused(job: Job, err: Exception, outcome: Outcome) -> Outcome | None:
         return Outcome()
     if isinstance(err, SystemNamespaceTeam):
         if job.state == State.CANCELLING:
-            job.transition(State.CANCELLED, reason="Cancelled", message=str(err))
+            # Nothing of ours is ever created in (or deleted from) such a namespace: no
+            # observation can come, so the cancel ends now.
+            job.end_cancel(message=str(err))
         elif not job.is_final:
             job.transition(State.FAILED, reason="Rejected", message=str(err))
         return Outcome()
     if isinstance(err, PermanentError):
+        if job.state == State.CANCELLING:
+            # Its objects stay, and so may its pods: it is still cancelling (its GPU-hours
+            # running), and the next sweep tries the delete again.
+            job.note("RemovalRefused", f"The cluster refused to remove the job: {err}")
+            return outcome
         job.transition(State.FAILED, reason="Rejected", message=f"The cluster refused the job: {err}")
         return outcome
     return None
@@ -214,41 +220,33 @@ def _record(cluster, job: Job, outcome: Outcome) -> None:
             "The job runs as submitted; submit it again to get the new settings."))
     if job.state == State.SUBMITTED:
         job.transition(State.QUEUED, reason="Queued", message="Waiting for the scheduler.")
-    elif job.state == State.CANCELLING:
-        _record_the_end(cluster, job, wait=bool(outcome.pruned))
+    elif job.state == State.CANCELLING and not outcome.pruned:
+        # Objects just deleted go in the background (the garbage collector deletes their pods
+        # after them): their end is observed later, by the watcher or the next sweep. A
+        # reconcile that found nothing to delete looks whether anything is left.
+        end_when_gone(cluster, job)
 
 
-# How long a cancel's reconcile waits for the job's pods to go before it leaves the end to
-# the next reconcile (the sweep's).
-END_WAIT_SECONDS = 5.0
-
-
-def _record_the_end(cluster, job: Job, *, wait: bool) -> None:
-    """A cancel's end, when the job's pods gave its GPUs back. Its objects are deleted in the
-    background: the garbage collector deletes their pods after them, within a second or two,
-    or much later while it catches up after an API-server restart. So the reconcile that
-    deleted them (``wait``) waits for the pods (`END_WAIT_SECONDS`, polling the cluster), a
-    later one looks once; pods still holding GPUs leave the job cancelling, its GPU-hours
-    running, and a later reconcile (the sweep's) records the end. A job whose pods the watcher
-    saw give everything back before (`give_back`) ended then."""
-    at = job.gave_back_at()
-    if at is None and job.gpus_in_use:
-        deadline = time.monotonic() + (END_WAIT_SECONDS if wait else 0)
-        while (held := _pods_hold(cluster, job)) and time.monotonic() < deadline:
-            time.sleep(0.5)
-        if held:
-            log.info("job %s: cancelled, its pods still hold %s GPUs; the end is recorded when they go", job.pk, held)
-            return
-    job.transition(State.CANCELLED, reason="Cancelled", message="Stopped and removed from the cluster.", at=at)
-
-
-def _pods_hold(cluster, job: Job) -> int:
-    """GPUs the job's pods hold on nodes now, asked of the cluster (0 when it cannot say)."""
+def end_when_gone(cluster, job: Job) -> bool:
+    """End a cancel (`Job.end_cancel`) if nothing of the job is left on the cluster, as listed
+    now (`jobs.status.nothing_left`: one LIST of each kind that makes its pods, one of its
+    pods); whether it ended. The one observation that ends a cancel: the watcher asks when its
+    cache shows nothing left (the list guards against a watch that has not brought an object
+    just applied yet), the reconcile when it found nothing left to delete (the sweep's, the
+    fallback where no watcher runs). Never sleeps: what is still there is looked at again by
+    the next observation. A cluster that cannot say leaves the job cancelling."""
+    namespace, selector = job.team.namespace_name, job_selector(job.pk)
     try:
-        pods = cluster.list("v1", "Pod", namespace=job.team.namespace_name, label_selector=f"{JOB_LABEL}={job.pk}")
-    except (TransientError, PermanentError):
-        return 0
-    return placed_gpus(job, pods)
+        objects = [obj for api_version, kind in workload_kinds(job) if cluster.serves(api_version, kind)
+                   for obj in cluster.list(api_version, kind, namespace=namespace, label_selector=selector)]
+        pods = cluster.list("v1", "Pod", namespace=namespace, label_selector=selector)
+    except ClusterError as err:
+        log.info("job %s: cancelled, and the cluster cannot say whether it is gone (%s)", job.pk, err)
+        return False
+    if not nothing_left(objects, pods):
+        log.info("job %s: cancelled, %d of its objects and %d pods still there", job.pk, len(objects), len(pods))
+        return False
+    return job.end_cancel()
 
 
 def _with_related():
@@ -317,8 +315,8 @@ def send_in_batches(keys: list[int], **options) -> None:
 
 def wanted_jobs(found: set[int]) -> set[int]:
     """Of the jobs whose objects are on the cluster, those the database still wants there:
-    live ones (a cancelling job's own reconcile removes its objects and records the end, and
-    accounting charges until then), jobs of a retained kind finished less than `RETAIN_FINISHED` ago
+    live ones (a cancelling job's own reconcile removes its objects, and accounting charges
+    until its end is seen, `end_when_gone`), jobs of a retained kind finished less than `RETAIN_FINISHED` ago
     (their logs), and any newer than the newest row read first, so a job submitted while the
     sweep runs is never mistaken for an orphan."""
     newest = Job.objects.order_by("-pk").values_list("pk", flat=True).first() or 0

@@ -6,14 +6,25 @@ workload objects, their status and owned fields are its workload kind's (`worklo
 A third scheduler is one more module registered below.
 """
 
-from .base import EXCEEDS_QUOTA, Kind, Observation, Phase, Preempted, Scheduler, Seen, placed_gpus, queue_name
+from .base import (
+    EXCEEDS_QUOTA,
+    Kind,
+    Observation,
+    Phase,
+    Preempted,
+    Scheduler,
+    Seen,
+    placed_gpus,
+    pod_ended,
+    queue_name,
+)
 from .kueue import KUEUE
 from .volcano import VOLCANO
 
 SCHEDULERS: dict[str, Scheduler] = {s.name: s for s in (KUEUE, VOLCANO)}
 
 __all__ = ["EXCEEDS_QUOTA", "SCHEDULERS", "Kind", "Observation", "Phase", "Preempted", "Scheduler", "Seen", "all_kinds",
-           "for_flavor", "placed_gpus", "queue_name"]
+           "for_flavor", "placed_gpus", "pod_ended", "queue_name"]
 
 
 def for_flavor(flavor) -> Scheduler:

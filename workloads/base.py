@@ -105,6 +105,11 @@ class Seen(Protocol):
 _POD_ENDED = ("Succeeded", "Failed")
 
 
+def pod_ended(pod: dict) -> bool:
+    """Whether the pod's run is over for good: it holds nothing and never runs again."""
+    return (pod.get("status") or {}).get("phase") in _POD_ENDED
+
+
 def placed_gpus(job, pods: list[dict]) -> int:
     """GPUs a job's pods hold right now: pods a scheduler bound to a node (``nodeName`` set, no
     scheduling gate left) that have not ended, each with the job's GPUs per worker. What ran,
@@ -115,7 +120,7 @@ def placed_gpus(job, pods: list[dict]) -> int:
     holds_gpus = job.work_kind.holds_gpus
     placed = sum(1 for pod in pods
                  if (pod.get("spec") or {}).get("nodeName") and not (pod.get("spec") or {}).get("schedulingGates")
-                 and (pod.get("status") or {}).get("phase") not in _POD_ENDED and holds_gpus(pod))
+                 and not pod_ended(pod) and holds_gpus(pod))
     return placed * job.gpus_per_worker
 
 

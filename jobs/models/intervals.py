@@ -1,7 +1,8 @@
 """GPU intervals: the stretches of time a job held a number of GPUs, the one record of what ran.
 
-A job holds GPUs while its state holds quota (admitted, running; then cancelling until it
-ends), and it holds what its pods were given on nodes: the watcher counts them
+A job holds GPUs while its state holds quota (admitted, running; then cancelling until its
+pods are gone, a pod placed after the cancel too), and it holds what its pods were given on
+nodes: the watcher counts them
 (`workloads.placed_gpus`) and every change of the count closes the open interval and opens
 one with the new count. So a server of 1-3 replicas that runs one replica holds one
 replica's GPUs, and two when the HPA adds a second. Until the watcher has counted, a job
@@ -25,13 +26,14 @@ def held_after(job, current: str, target: str, gpus: int | None) -> int:
     hold on nodes as the watcher counts them (None: not counted). The rule of
     ``jobs.use.usage.admitted_intervals``, with the count: a state that holds quota holds the
     counted GPUs (entering one uncounted, what the job needs to start; staying in one, what
-    it held); cancelling keeps what it held until the job ends; any other state holds none."""
+    it held); cancelling holds what its pods hold on nodes until they go (uncounted, what it
+    held); any other state holds none."""
     if target in HOLDING_QUOTA:
         if gpus is not None:
             return gpus
         return job.gpus_in_use if current in HOLDING_QUOTA else job.gpus_to_start
     if target == State.CANCELLING:
-        return job.gpus_in_use if gpus is None or not job.gpus_in_use else gpus
+        return job.gpus_in_use if gpus is None else gpus
     return 0
 
 

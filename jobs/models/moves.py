@@ -4,10 +4,12 @@ observes, and the events and GPU intervals each move writes (`Job` takes these m
 from django.db import models, transaction
 from django.utils import timezone
 
-from ..lifecycle import FINAL_STATES, TIMESTAMP_ON_ENTRY, TRANSITIONS, InvalidTransition, State, path
+from ..lifecycle import FINAL_STATES, HOLDING_QUOTA, TIMESTAMP_ON_ENTRY, TRANSITIONS, InvalidTransition, State, path
 from ..signals import job_reason_changed
 from .intervals import GpuInterval, held_after
 
+# What a cancel's end says (`JobMoves.end_cancel`).
+CANCEL_ENDED = "Stopped and removed from the cluster."
 # Why a new job is submitted: its first event, and its reason and message until the cluster tells more.
 SUBMITTED_BECAUSE = {"reason": "Submitted", "message": "Waiting for the cluster."}
 
@@ -67,7 +69,11 @@ class JobMoves:
         if self.state == target:
             return self._update_in_place(reason, message, gpus, at)
         if self.state == State.CANCELLING and target not in FINAL_STATES:
-            return self._update_in_place(self.reason, self.message, gpus, at)
+            # Its pods hold what they hold until they go, a pod placed after the cancel too
+            # (a server's replica the scheduler starts meanwhile); a job that held nothing is
+            # charged nothing for pods a waiting phase shows, as before the cancel.
+            counted = gpus if target in HOLDING_QUOTA or self.gpus_in_use else None
+            return self._update_in_place(self.reason, self.message, counted, at)
         if self.state == State.STOPPED:  # only a start (`request_start`) moves a stopped notebook on
             return False
         route = path(self.state, target)
@@ -81,16 +87,27 @@ class JobMoves:
 
     def give_back(self, gpus: int, at=None) -> bool:
         """A job being cancelled whose pods hold ``gpus`` now, its workload gone: the interval
-        moves with them (`jobs.watch.watcher`); the end itself is the cancel's reconcile's to record."""
+        moves with them (`jobs.watch.watcher`), up from nothing too (a pod placed after the cancel
+        holds GPUs until it goes); the end is `end_cancel`'s."""
         if self.state != State.CANCELLING:
             return False
         return self._update_in_place(self.reason, self.message, gpus, at)
 
     def gave_back_at(self):
         """When a job being cancelled last gave GPUs back, once it holds none (`give_back`, or
-        its cancel's request when it held none): when it ended, for the cancel's reconcile
-        that records the end later (a retried task). None while it holds some."""
+        its cancel's request when it held none): when its GPU-hours ended. None while it holds some."""
         return self.updated_at if self.state == State.CANCELLING and not self.gpus_in_use else None
+
+    def end_cancel(self, *, message: str = CANCEL_ENDED) -> bool:
+        """A cancel's end: the one writer of cancelling -> cancelled, called once nothing of the
+        job is seen left on the cluster (`jobs.tasks.end_when_gone`: the watcher's observation,
+        or the sweep's where no watcher runs). It ended when its pods gave their GPUs back as the
+        watcher counted them (`gave_back_at`), else now, when it was seen gone. The row is read
+        again first: the watcher may have given GPUs back since this instance was read."""
+        self.refresh_from_db(fields=["state", "reason", "message", "updated_at", "gpus_in_use"])
+        if self.state != State.CANCELLING:
+            return False
+        return self.transition(State.CANCELLED, reason="Cancelled", message=message, at=self.gave_back_at())
 
     def _route_times(self, route: list[str], times: dict, seen_at) -> list:
         """When each step of ``route`` happened: the cluster's time where it keeps one, else

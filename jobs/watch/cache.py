@@ -15,7 +15,7 @@ from workloads import Kind
 POD = ("v1", "Pod")
 EVENT = ("v1", "Event")
 
-# What it keeps: what the watcher and its observers read (`jobs.watch.status`,
+# What it keeps: what the watcher and its observers read (`jobs.status`,
 # `workloads.*.observe_*`), nothing more.
 # - every kind: metadata name, namespace, resourceVersion (the stream's position, relist
 #   diffs), labels (JOB_LABEL), ownerReferences (`_owner_job`, `_owned_by`), plus uid and
@@ -68,9 +68,10 @@ def slim(obj: dict) -> dict:
 
 
 # The indexes of each kind's store (`cluster.informer.Store`): (namespace, owner name) -> the
-# objects it owns, and for pods (namespace, job label) -> the job's pods.
+# objects it owns, and for the kinds we label, pods included, (namespace, job label) -> the
+# job's objects of that kind (its pods; what is left of a job being cancelled).
 OWNERS = "owners"
-JOB_PODS = "job pods"
+JOBS = "jobs"
 UIDS = "uids"  # uid -> the object: a preemptor named by Kueue (`_job_of_uid`)
 
 

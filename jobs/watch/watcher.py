@@ -4,10 +4,12 @@ One informer per watched kind (`cluster.informer`, on a thread of its own) keeps
 in-memory copy of what the cluster shows, through `slim`; every event marks the job it
 belongs to as dirty; the main loop
 re-reads dirty jobs from the database, maps the cached objects to an observation
-(``jobs.watch.status``) and writes it only when something changed. Watches resume from their
+(``jobs.status``) and writes it only when something changed. Watches resume from their
 last resourceVersion and relist after 410 Gone (``cluster.watch``), failures are retried
 with the informer's one backoff, and a periodic
 resync re-checks every live job, so API server restarts and disconnects lose nothing.
+Jobs being cancelled are looked at in every loop: their pods give their GPUs back as they
+go, and the cancel ends once nothing of the job is left (`_give_back`, `jobs.tasks.end_when_gone`).
 """
 
 import itertools
@@ -32,9 +34,10 @@ from ..actions import reconcile_soon
 from ..lifecycle import NOT_STARTED, State
 from ..manifests import object_name
 from ..models import Job, Preemption
-from .cache import EVENT, JOB_PODS, OWNERS, POD, UIDS, job_key, owner_keys, slim, uid_key
+from ..status import labels_due, leaving_gpus, nothing_left, observe, workload_kinds
+from ..tasks import end_when_gone
+from .cache import EVENT, JOBS, OWNERS, POD, UIDS, job_key, owner_keys, slim, uid_key
 from .logs import failures_of, keep_failed
-from .status import labels_due, leaving_gpus, observe
 
 log = logging.getLogger(__name__)
 
@@ -131,7 +134,7 @@ class StatusWatcher:
         # keys of the job's pods (dicts as ordered sets). Events are not stored (`_record`).
         self._cache = {kind: informer.store.objects for kind, informer in self._informers.items()}
         self._owners = {kind: informer.store.indexes[OWNERS] for kind, informer in self._informers.items()}
-        self._job_pods = self._informers[POD].store.indexes[JOB_PODS]
+        self._job_pods = self._informers[POD].store.indexes[JOBS]
         # (kind, namespace, name) -> (sequence, "Reason: message") of the last Warning about
         # it, least recently warned first (at most `max_warnings`)
         self._warnings: OrderedDict[tuple[str, str, str], tuple[int, str]] = OrderedDict()
@@ -151,8 +154,8 @@ class StatusWatcher:
     # --- watching ---------------------------------------------------------------------------
     def _informer(self, kind: tuple[str, str], selector: str | None) -> Informer:
         indexers = {OWNERS: owner_keys, UIDS: uid_key}
-        if kind == POD:
-            indexers[JOB_PODS] = job_key
+        if selector is not None:  # labelled by us: found by job
+            indexers[JOBS] = job_key
 
         def event(event_type: str, obj: dict) -> None:
             self._record(kind, event_type, obj)  # looked up at each event: tests listen in
@@ -309,14 +312,36 @@ class StatusWatcher:
 
     def _give_back(self, job: Job) -> int:
         """A job being cancelled whose workload is gone: its pods give its GPUs back as the
-        garbage collector deletes them (`jobs.watch.status.leaving_gpus`), so its GPU-hours end with
-        its pods, not when the cancel's reconcile records the end (seconds later when that
-        task is retried). Not before every watch has listed: an empty cache proves nothing."""
-        if job.state != State.CANCELLING or not all(i.synced.is_set() for i in self._informers.values()):
+        garbage collector deletes them (`jobs.status.leaving_gpus`), so its GPU-hours end with
+        its pods; once nothing of it is left in the cache, the cancel ends (`end_when_gone`,
+        which lists to be sure). Not before every watch has listed: an empty cache proves nothing."""
+        if job.state != State.CANCELLING or not self._listed():
             return 0
         with self._lock:
-            gpus = leaving_gpus(job, _Seen(self, job))
-        return int(job.give_back(gpus))
+            seen = _Seen(self, job)
+            gpus, left = leaving_gpus(job, seen), not nothing_left(self._objects_of(job), seen.pods())
+        changed = int(job.give_back(gpus))
+        if not left and end_when_gone(self.cluster, job):
+            changed += 1
+            log.info("job %s: %s (%s)", job.pk, job.state, job.reason)
+        return changed
+
+    def _objects_of(self, job: Job) -> list[dict]:
+        """The job's objects that make its pods, in the cache (under the lock)."""
+        key = (job.team.namespace_name, str(job.pk))
+        return [self._cache[kind][found] for kind in workload_kinds(job) if kind in self._informers
+                for found in self._informers[kind].store.by(JOBS, key)]
+
+    def _listed(self) -> bool:
+        return all(informer.synced.is_set() for informer in self._informers.values())
+
+    def _cancelling(self) -> set[int]:
+        """The jobs being cancelled, looked at in every loop (`run`): a cancel ends when nothing
+        of it is seen left, which an event need not announce (a watcher restarted after the
+        pods went, a job the reconcile found nothing of). None before every watch has listed."""
+        if not self._listed():
+            return set()
+        return set(Job.objects.filter(state=State.CANCELLING).values_list("pk", flat=True))
 
     # --- the preemption contract (docs/preemption.md) -----------------------------------------
     def _job_of_uid(self, job_uid: str | None, workload_uid: str | None) -> Job | None:
@@ -346,7 +371,7 @@ class StatusWatcher:
 
     def _labels_due(self, job: Job) -> bool:
         """Whether the job's objects on the cluster carry other labels than it renders now
-        (`jobs.watch.status.labels_due`): a job whose class has a minimum runtime only."""
+        (`jobs.status.labels_due`): a job whose class has a minimum runtime only."""
         if not job.minimum_runtime_seconds:
             return False
         # What the labels it renders depend on: checked again only when that changes.
@@ -369,6 +394,7 @@ class StatusWatcher:
             self._wake.wait(timeout=1.0)
             self._wake.clear()
             dirty, since = self._take_dirty()
+            dirty |= self._cancelling()
             if time.monotonic() >= next_resync:
                 dirty |= set(Job.objects.live().exclude(state=State.DRAFT).values_list("pk", flat=True))
                 next_resync = time.monotonic() + self.resync_seconds

@@ -146,6 +146,14 @@ def test_a_job_cancelled_while_waiting_holds_nothing_whatever_pods_are_seen(team
     assert held(job) == []
 
 
+def test_a_job_cancelled_while_waiting_holds_a_pod_placed_after_the_cancel_until_it_goes(team, flavor, member):
+    job = walk(server(team, flavor, member), [(S.SUBMITTED, 0), (S.QUEUED, 0), (S.CANCELLING, 1)])
+    assert job.observe(S.RUNNING, reason="Serving", message="", gpus=2, at=t(2))  # the scheduler placed it
+    assert job.give_back(0, at=t(3))  # its workload deleted, the pod gone after it
+    assert held(job) == [(2, t(2), t(3))]
+    assert job.state == S.CANCELLING and job.gave_back_at() == t(3)
+
+
 def test_the_loser_of_a_race_opens_nothing(team, flavor, member):
     job = walk(make_job(team, flavor, submitter=member), [(S.SUBMITTED, 0), (S.QUEUED, 0)])
     stale = Job.objects.get(pk=job.pk)

@@ -397,7 +397,7 @@ def test_labels_found_in_place_are_not_rendered_again_until_the_protection_chang
     watcher = watching(kueue_objects(job, "a", [{"type": "Admitted", "status": "True"}]))
     watcher.evaluate([job.pk])
     with monkeypatch.context() as patched:  # each resync of every live job
-        patched.setattr("jobs.watch.status.render_job", lambda job: pytest.fail("rendered again"))
+        patched.setattr("jobs.status.render_job", lambda job: pytest.fail("rendered again"))
         watcher.evaluate([job.pk])
     Job.objects.filter(pk=job.pk).update(run_admitted_at=timezone.now())  # admitted again: protected
     watcher.evaluate([job.pk])
@@ -406,5 +406,5 @@ def test_labels_found_in_place_are_not_rendered_again_until_the_protection_chang
 
 def test_a_class_without_a_minimum_runtime_costs_the_watcher_no_render(h100, monkeypatch):
     job = job_in(make_team("team-a"), h100, state=State.RUNNING, run_admitted_at=at(0))
-    monkeypatch.setattr("jobs.watch.status.render_job", lambda job: pytest.fail("rendered"))
+    monkeypatch.setattr("jobs.status.render_job", lambda job: pytest.fail("rendered"))
     watching(kueue_objects(job, "a", [{"type": "Admitted", "status": "True"}])).evaluate([job.pk])

@@ -139,8 +139,9 @@ def test_a_job_cancelled_after_the_batch_read_it_is_not_written_back(onboarded, 
     onboarded.reset_counts()
     assert job_tasks.sync_job(onboarded, read_by_the_batch).writes == 0
     assert batch_job(onboarded, job) is None and onboarded.writes == 0
-    job.refresh_from_db()
-    assert job.state == State.CANCELLED
+    assert Job.objects.get(pk=job.pk).state == State.CANCELLING  # its end is the next look's
+    reconcile_jobs([job.pk])  # the next sweep's: nothing of it is left
+    assert Job.objects.get(pk=job.pk).state == State.CANCELLED
 
 
 def test_a_job_that_moved_on_but_still_runs_is_applied(onboarded, team, flavor):
@@ -210,6 +211,8 @@ def test_a_cancel_waits_for_an_apply_in_flight_whose_objects_its_reconcile_then_
     onboarded.cache.catch_up()
     job_tasks.sync_job(onboarded, job_tasks._with_related().get(pk=job.pk))
     assert batch_job(onboarded, job) is None
+    assert Job.objects.get(pk=job.pk).state == State.CANCELLING  # deleted: its pods go after it
+    reconcile_jobs([job.pk])  # the next sweep's: nothing of it is left
     assert Job.objects.get(pk=job.pk).state == State.CANCELLED
 
 

@@ -7,6 +7,7 @@ from cluster import PermanentError, TransientError
 from gpuplatform.owners import prune_orphans
 from jobs import actions
 from jobs.lifecycle import State
+from jobs.manifests import JOB_KINDS
 from jobs.models import Job
 from jobs.tasks import reconcile_job
 from quotas.manifests import QUOTA_KINDS
@@ -113,15 +114,52 @@ def test_a_draft_is_not_sent_to_the_cluster(fake, team, flavor):
     assert fake.stored() == [] and fake.writes == 0
 
 
-def test_cancelling_removes_the_objects_and_ends_cancelled(fake, team, flavor):
+def test_cancelling_removes_the_objects_and_the_next_look_that_finds_nothing_left_ends_it(fake, team, flavor):
     job = submitted(team, flavor, workers=2)
     reconcile_job(job.pk)
     job.refresh_from_db()
     job.transition(State.CANCELLING, reason="CancelRequested")
     reconcile_job(job.pk)
+    assert fake.stored("batch/v1", "Job") == [] and fake.stored("v1", "Service") == []
+    job.refresh_from_db()
+    assert job.state == State.CANCELLING  # just deleted: the garbage collector deletes its pods after it
+    reconcile_job(job.pk)  # the sweep's
     job.refresh_from_db()
     assert job.state == State.CANCELLED
-    assert fake.stored("batch/v1", "Job") == [] and fake.stored("v1", "Service") == []
+
+
+def test_a_cancelling_job_whose_pods_are_still_there_stays_cancelling(fake, team, flavor):
+    job = submitted(team, flavor)
+    reconcile_job(job.pk)
+    fake.put({"apiVersion": "v1", "kind": "Pod", "metadata": {
+        "name": "pod-0", "namespace": team.namespace_name, "labels": {
+            "app.kubernetes.io/managed-by": "gpuplatform", "gpuplatform.io/job": str(job.pk)}},
+        "spec": {"nodeName": "n1"}, "status": {"phase": "Running"}})
+    Job.objects.get(pk=job.pk).transition(State.CANCELLING, reason="CancelRequested")
+    fake.reset_counts()
+    reconcile_job(job.pk)  # the cancel's: deletes and returns, without a look at the pods
+    assert fake.requests["LIST"] == len(JOB_KINDS) and fake.requests["DELETE"] > 0
+    assert Job.objects.get(pk=job.pk).state == State.CANCELLING
+    for _ in range(2):  # sweeps: the pod is still there
+        reconcile_job(job.pk)
+        assert Job.objects.get(pk=job.pk).state == State.CANCELLING
+    fake.remove("v1", "Pod", "pod-0", team.namespace_name)
+    reconcile_job(job.pk)
+    assert Job.objects.get(pk=job.pk).state == State.CANCELLED
+
+
+def test_a_cancelling_job_the_cluster_refuses_to_remove_stays_cancelling(fake, team, flavor):
+    job = submitted(team, flavor)
+    reconcile_job(job.pk)
+    Job.objects.get(pk=job.pk).transition(State.CANCELLING, reason="CancelRequested")
+    fake.fail_next("DELETE", PermanentError('jobs.batch "x" is forbidden', status=403))
+    reconcile_job(job.pk)
+    job = Job.objects.get(pk=job.pk)
+    assert job.state == State.CANCELLING and job.finished_at is None
+    assert job.events.filter(reason="RemovalRefused").exists()
+    reconcile_job(job.pk)  # the next sweep's removes it; the one after finds nothing left
+    reconcile_job(job.pk)
+    assert Job.objects.get(pk=job.pk).state == State.CANCELLED
 
 
 def test_a_job_the_cluster_refuses_fails_with_the_message(fake, team, flavor):
@@ -233,7 +271,7 @@ def test_an_unreachable_broker_does_not_fail_the_submission(team, flavor, owner,
     assert "the sweep will pick it up" in caplog.text
 
 
-def test_a_cancelling_job_is_left_to_its_own_reconcile_which_removes_it_and_records_the_end(fake, team, flavor, owner):
+def test_a_cancelling_job_is_left_to_its_own_reconcile_which_removes_it_then_the_end_is_seen(fake, team, flavor, owner):
     make_quota(team, flavor)
     job = submitted(team, flavor)
     reconcile_job(job.pk)
@@ -242,5 +280,8 @@ def test_a_cancelling_job_is_left_to_its_own_reconcile_which_removes_it_and_reco
     assert prune_orphans(fake) == 0  # the sweep leaves it: accounting charges until it ends
     assert names(fake, "Job") != []
     reconcile_job(job.pk)
+    assert names(fake, "Job") == []
+    assert prune_orphans(fake) == 0
+    reconcile_job(job.pk)  # the next look finds nothing left
     job.refresh_from_db()
-    assert job.state == State.CANCELLED and names(fake, "Job") == []
+    assert job.state == State.CANCELLED

@@ -151,3 +151,61 @@ def test_the_watcher_reads_only_warning_events(fake, team, flavor):
         watcher.stop()
         thread.join(timeout=10)
     assert [name for kind, name in recorded if kind == ("v1", "Event")] == ["warning"]
+
+
+# --- a cancel's end: seen by the watcher's loop, not only at its resync -------------------------
+def watching(fake) -> tuple[StatusWatcher, threading.Thread]:
+    """A watcher whose resync never comes during a test, listed and running."""
+    watcher = StatusWatcher(fake, resync_seconds=3600, retry_seconds=0.05)
+    thread = threading.Thread(target=watcher.run, daemon=True)
+    thread.start()
+    assert wait_for(watcher._listed)
+    time.sleep(1.5)  # past its first loop, whose resync reads every live job
+    return watcher, thread
+
+
+def stop(watcher: StatusWatcher, thread: threading.Thread) -> None:
+    watcher.stop()
+    thread.join(timeout=10)
+
+
+def pod_on_a_node(job) -> dict:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {
+        "name": f"{object_name(job)}-0-abcde", "namespace": job.team.namespace_name,
+        "labels": {"app.kubernetes.io/managed-by": "gpuplatform", "gpuplatform.io/job": str(job.pk)}},
+        "spec": {"nodeName": "n1"}, "status": {"phase": "Running"}}
+
+
+def test_a_cancel_with_nothing_left_on_the_cluster_ends_at_the_watchers_next_loop(fake, team, flavor, owner):
+    """No event tells of a job whose objects were never created (or went while nobody watched):
+    the watcher looks at the jobs being cancelled in every loop, not only at its resync."""
+    watcher, thread = watching(fake)
+    try:
+        job = make_job(team, flavor)
+        job.submit()
+        assert job.request_cancel(owner)  # its reconcile never runs (a broker down)
+        assert wait_for(lambda: state_of(job) == State.CANCELLED)
+    finally:
+        stop(watcher, thread)
+
+
+def test_a_watcher_restarted_mid_cancel_still_ends_it(fake, team, flavor, owner):
+    make_quota(team, flavor)
+    job = make_job(team, flavor)
+    job.submit()
+    reconcile_job(job.pk)
+    fake.put(pod_on_a_node(job))
+    watcher, thread = watching(fake)
+    try:
+        assert Job.objects.get(pk=job.pk).request_cancel(owner)
+        reconcile_job(job.pk)  # deletes its batch Job; the pod is the garbage collector's
+        time.sleep(1.5)  # a few loops: the pod is still there
+        assert state_of(job) == State.CANCELLING
+    finally:
+        stop(watcher, thread)
+    fake.remove("v1", "Pod", pod_on_a_node(job)["metadata"]["name"], team.namespace_name)  # while none watches
+    watcher, thread = watching(fake)
+    try:
+        assert wait_for(lambda: state_of(job) == State.CANCELLED)
+    finally:
+        stop(watcher, thread)

@@ -107,3 +107,15 @@ def test_offboarding_never_deletes_a_system_namespace(fake, settings, squatter):
     assert [o["metadata"]["name"] for o in fake.stored(kind="Namespace")] == ["default"]
     assert fake.stored(kind="LimitRange") == []  # what the team put there is still removed
     assert not Team.objects.filter(pk=squatter.pk).exists()
+
+
+def test_a_cancelled_job_of_such_a_team_ends_at_once_without_touching_the_namespace(fake, squatter, flavor, owner):
+    """Nothing of ours is ever created in or deleted from a system namespace, so no look at the
+    cluster could end the cancel: it ends when its reconcile refuses the namespace."""
+    job = make_job(squatter, flavor)
+    job.submit()
+    job.transition(State.CANCELLING, reason="CancelRequested")
+    reconcile_job(job.pk)
+    job.refresh_from_db()
+    assert job.state == State.CANCELLED and "system namespace" in job.message
+    assert fake.writes == 0

@@ -5,7 +5,7 @@ import pytest
 
 from jobs.lifecycle import State
 from jobs.models import Job
-from jobs.watch.status import observe
+from jobs.status import observe
 from quotas.models import Scheduler
 from workloads import EXCEEDS_QUOTA, placed_gpus
 from workloads.kueue import observe_training as observe_kueue_training

@@ -17,6 +17,7 @@ from quotas.models import Cohort, PriorityClass, Quota
 from quotas.tasks import sync_cluster_objects, sync_team_quotas
 from tenants.models import Team
 from tenants.tasks import offboard, sync_team
+from workloads import pod_ended
 
 from ...builders import make_quota
 from ...support.cluster import CLUSTER_SH, REPO, reaches, submit, wait_until
@@ -95,11 +96,12 @@ def test_cancelling_removes_the_workload_and_ends_cancelled(live, world, watcher
     job.refresh_from_db()
     while not job.transition(State.CANCELLING, reason="CancelRequested"):
         job.refresh_from_db()  # the watcher moved it on (queued -> admitted) in between
-    sync_job(live, job)
-    job.refresh_from_db()
-    assert job.state == State.CANCELLED
+    sync_job(live, job)  # deletes the workload and returns: the garbage collector deletes the pods after it
     assert live.list("batch/v1", "Job", namespace=team.namespace_name,
                      label_selector=f"gpuplatform.io/job={job.pk}") == []
+    reaches(job, State.CANCELLED, timeout=120)  # the watcher saw nothing of it left
+    pods = live.list("v1", "Pod", namespace=team.namespace_name, label_selector=f"gpuplatform.io/job={job.pk}")
+    assert all(pod_ended(pod) for pod in pods)  # none runs or could still run
 
 
 def test_a_gang_that_cannot_fit_stays_queued_with_its_reason(live, world, watcher):

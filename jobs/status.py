@@ -9,12 +9,12 @@ charged for), or ``None`` when nothing can be said yet. The job's workload kind
 from collections.abc import Callable
 from dataclasses import replace
 
-from workloads import Observation, Phase, Seen, placed_gpus
+from workloads import Kind, Observation, Phase, Seen, placed_gpus, pod_ended
 from workloads.kinds import for_job
 from workloads.pods import last_checkpoint
 
-from ..manifests import render_job
-from ..models import Job
+from .manifests import render_job
+from .models import Job
 
 
 def observe(job: Job, seen: Seen) -> Observation | None:
@@ -34,6 +34,21 @@ def leaving_gpus(job: Job, seen: Seen) -> int:
     """GPUs the pods of a job being cancelled still hold on nodes once its workload is gone
     (`for_job(job).observe` said nothing): the garbage collector deletes them after it."""
     return placed_gpus(job, seen.pods())
+
+
+def workload_kinds(job: Job) -> list[Kind]:
+    """The kinds of the job's objects that make its pods and carry its labels (what the watcher
+    follows it by): a Deployment, a batch or Volcano Job, a RayJob and its RayCluster, ..."""
+    return [kind for kind, labelled in for_job(job).watched if labelled]
+
+
+def nothing_left(objects: list[dict], pods: list[dict]) -> bool:
+    """Whether nothing is left of a job being cancelled that runs or could still run: none of
+    its objects of `workload_kinds`, and no pod that has not ended (a pod still waiting for a
+    node may get one). What ends a cancel (`Job.end_cancel`), seen in the watcher's cache or
+    listed by the sweep; its bookkeeping objects (a Kueue Workload, a Volcano PodGroup) make no
+    pods and the garbage collector removes them after it."""
+    return not objects and all(pod_ended(pod) for pod in pods)
 
 
 def labels_due(job: Job, live: Callable[[tuple[str, str], str], dict | None]) -> bool:
