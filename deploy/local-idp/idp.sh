@@ -136,8 +136,11 @@ cmd_up() {
     ensure_pki
     write_config
     log "hydra: starting ($ISSUER, admin $ADMIN_URL)"
-    SQA_OPT_OUT=true setsid "$BIN" serve all --dev --sqa-opt-out --config "$IDP_DIR/hydra.yml" \
-      >>"$LOG" 2>&1 </dev/null 9>&- &
+    local args
+    mapfile -t args < <(cd "$ROOT" && python3 -E -m deploy.stack.components args hydra --offset "$OFFSET" \
+      --cluster-dir "$IDP_DIR" --config-dir "$ROOT/deploy/local-idp")
+    ((${#args[@]})) || die "no command line declared for hydra (deploy/stack/components/hydra.py)"
+    SQA_OPT_OUT=true setsid "$BIN" "${args[@]}" >>"$LOG" 2>&1 </dev/null 9>&- &
     echo $! >"$PIDFILE"
   fi
   local deadline=$((SECONDS + 60))

@@ -189,8 +189,9 @@ def test_a_binary_runs_with_paths_of_its_site_only(component, binary):
     assert not stray
 
 
-# (Kueue's ports are in its configuration file, which cluster.sh renders)
-@pytest.mark.parametrize(("component", "binary"), [(c, b) for c, b in RUN if b != "kueue"], ids=lambda x: getattr(x, "name", x))
+# (Kueue's and Hydra's ports are in their configuration files, which cluster.sh and idp.sh render)
+@pytest.mark.parametrize(("component", "binary"), [(c, b) for c, b in RUN if b not in ("kueue", "hydra")],
+                         ids=lambda x: getattr(x, "name", x))
 def test_a_binary_names_declared_ports_shifted_by_the_offset(component, binary):
     line = component.args(binary, SITE)
     listens = [int(port) for arg in line for port in re.findall(r"127\.0\.0\.1:(\d+)", arg)]
@@ -198,10 +199,13 @@ def test_a_binary_names_declared_ports_shifted_by_the_offset(component, binary):
     assert listens and set(listens) <= {port + SITE.offset for c in EVERY for port in c.ports.values()}
 
 
-def test_every_process_the_cluster_starts_has_declared_arguments():
+def test_every_process_the_stack_starts_has_declared_arguments():
     started = {binary for *_, binary in RUN}
-    script = (REPO / "deploy/local-cluster/cluster.sh").read_text() + (REPO / "deploy/local-cluster/keda.sh").read_text()
-    assert set(re.findall(r"run_declared start(?:_current)? ([\w-]+)", script)) == started
+    cluster = (REPO / "deploy/local-cluster/cluster.sh").read_text() + (REPO / "deploy/local-cluster/keda.sh").read_text()
+    idp = (REPO / "deploy/local-idp/idp.sh").read_text()
+    declared = set(re.findall(r"run_declared start(?:_current)? ([\w-]+)", cluster))
+    declared |= set(re.findall(r"deploy\.stack\.components args ([\w-]+)", idp))
+    assert declared == started
 
 
 def test_args_prints_one_argument_a_line_as_bash_reads_them():
@@ -210,3 +214,12 @@ def test_args_prints_one_argument_a_line_as_bash_reads_them():
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == components.of_binary("kuberay-operator").args("kuberay-operator", SITE)
     assert "" in done.stdout.splitlines()  # --watch-namespace "" (every namespace) survives
+
+
+def test_ready_takes_its_options_before_the_name_as_idp_sh_passes_them(tmp_path):
+    # idp.sh: `components ready --ca-bundle F` + `hydra --offset N`; nothing listens there: not
+    # ready (1), not a usage error (2).
+    bundle = tmp_path / "ca.crt"
+    bundle.write_text("")
+    done = components_cli("ready", "--ca-bundle", str(bundle), "hydra", "--offset", "9")
+    assert done.returncode == 1, done.stderr

@@ -17,7 +17,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--ca-bundle", help="verifies the https readiness URLs")
     parser.add_argument("--cluster-dir", help="args: the cluster's state directory")
     parser.add_argument("--config-dir", help="args: the cluster's configuration files")
-    args = parser.parse_args(argv)
+    args = parser.parse_intermixed_args(argv)  # `ready --ca-bundle F hydra`: options before the name too
     if (args.name is None) != (args.command == "env-all"):
         parser.error("env and ready name one component; env-all none")
     if args.command == "args":

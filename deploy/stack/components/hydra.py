@@ -5,7 +5,14 @@ HTTP for registering clients and answering login and consent; app: where the log
 and logout pages are served (by the browser tests' LoginApp, nothing by default).
 """
 
-from ..component import Build, Component
+from ..component import Build, Component, Site
+
+
+def arguments(site: Site) -> dict[str, list[str]]:
+    """`site.cluster_dir` is the provider's own directory (idp.sh writes hydra.yml there).
+    --dev lets clients use http:// redirect URIs (the test client's); never so in production."""
+    return {"hydra": ["serve", "all", "--dev", "--sqa-opt-out", "--config", f"{site.cluster_dir}/hydra.yml"]}
+
 
 COMPONENT = Component(
     name="hydra",
@@ -14,4 +21,5 @@ COMPONENT = Component(
     build=Build(packages={"hydra": "github.com/ory/hydra/v2"}, wrapper="deploy/local-idp/module", tags="sqlite"),
     ports={"public": 14444, "admin": 14445, "app": 14446},
     readiness=("http://127.0.0.1:{admin}/health/ready", "https://127.0.0.1:{public}/.well-known/openid-configuration"),
+    arguments=arguments,
 )
