@@ -69,6 +69,10 @@ _TRANSPORT_ERRORS = (
 
 
 _SSA_SCHEMA_ERROR = "failed to create typed patch object"
+# A webhook that refuses a write while a controller finishes deleting what came before it
+# (Kueue: a notebook's StatefulSet scaled up again while "workload from previous scale-down is
+# still being deleted"): the same write succeeds once the deletion is done.
+_STILL_BEING_DELETED = "is still being deleted"
 
 
 def classify(exc: BaseException) -> ClusterError | None:
@@ -108,7 +112,7 @@ def _from_status(code: int, reason: str, body: dict, headers) -> ClusterError:
         # An applied field the schema does not declare. The API server reports it as 500
         # (kubernetes/kubernetes#122480, #139253), but sending it again cannot help.
         return PermanentError(message, status=code, reason=reason or "BadRequest")
-    if code in (408, 409, 410, 429) or code >= 500:
+    if code in (408, 409, 410, 429) or code >= 500 or _STILL_BEING_DELETED in message:
         # 409: a resourceVersion conflict or a racing create; re-reading and applying again
         # converges because apply is idempotent. 410: the data we held is too old; re-read.
         return TransientError(message, status=code, reason=reason, retry_after=retry_after)

@@ -59,6 +59,10 @@ INVALID = {
 }
 OBJECT_MISSING = {"kind": "Status", "reason": "NotFound", "message": 'configmaps "x" not found',
                   "details": {"name": "x", "kind": "configmaps"}, "code": 404}
+KUEUE_STILL_DELETING = {
+    "kind": "Status", "code": 403, "reason": "Forbidden",
+    "message": 'admission webhook "vstatefulset.kb.io" denied the request: spec.replicas: Forbidden: '
+               "workload from previous scale-down is still being deleted"}
 SSA_500 = {"kind": "Status", "code": 500,
            "message": "failed to create typed patch object (ns/x; /v1, Kind=ConfigMap): .bogus: field not declared in schema"}
 
@@ -70,6 +74,7 @@ SSA_500 = {"kind": "Status", "code": 500,
         ("400 bad request is permanent", api_error(400, {"message": "bad"}), PermanentError),
         ("401 unauthorized is permanent", api_error(401), PermanentError),
         ("403 forbidden is permanent", api_error(403, {"message": "forbidden"}), PermanentError),
+        ("a webhook waiting for a deletion to finish is transient", api_error(403, KUEUE_STILL_DELETING), TransientError),
         ("404 without an object name (unknown path) is permanent", api_error(404), PermanentError),
         ("404 of a named object is NotFound", api_error(404, OBJECT_MISSING), NotFound),
         ("409 conflict is transient", api_error(409, {"message": "modified"}), TransientError),

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from cluster import TransientError
 from jobs.models import Job
 from jobs.tasks import sync_job
 from quotas.tasks import sync_cluster_objects, sync_team_quotas
@@ -93,6 +94,19 @@ def submit(live, team, flavor, **fields) -> Job:
     job.submit()
     sync_job(live, job)
     return job
+
+
+def sync_retrying(live, job, timeout=60.0) -> None:
+    """`sync_job` retried on a transient refusal, as the reconcile task retries it (Kueue
+    refuses a notebook's restart until the Workload of its stop is deleted)."""
+    def synced() -> bool:
+        try:
+            sync_job(live, job)
+        except TransientError:
+            return False
+        return True
+
+    wait_until(synced, timeout=timeout, interval=1.0, message=f"job {job.name} to be applied")
 
 
 def reaches(job, state, timeout=120):

@@ -32,7 +32,16 @@ from workloads.kueue import WORKLOAD
 from workloads.notebook import STATEFULSET
 
 from ...builders import make_flavor, make_job, make_quota, make_user
-from ...support.cluster import TAINT, TOLERATION, on_the_cluster, reaches, stays_true, submit, wait_until
+from ...support.cluster import (
+    TAINT,
+    TOLERATION,
+    on_the_cluster,
+    reaches,
+    stays_true,
+    submit,
+    sync_retrying,
+    wait_until,
+)
 from .test_field_ownership_live import running_pods, sweeps_change_nothing
 from .test_no_way_around_the_queues import denied_by_policy, refused
 from .test_volumes_live import bound_volume
@@ -174,7 +183,7 @@ def test_stop_gives_the_gpus_back_and_start_admits_it_again_with_the_same_home_c
         # Start: admitted again, with the same claim at /home/user.
         nb.refresh_from_db()
         nb.request_start(owner)
-        sync_job(live, nb)
+        sync_retrying(live, nb)  # Kueue may still be deleting the stop's Workload: a retry, not a failure
         reaches(nb, State.RUNNING, timeout=180)
         [again] = pods_of(live, nb)
         assert again["metadata"]["uid"] != pod["metadata"]["uid"]
