@@ -8,9 +8,11 @@ alone; progress and messages go to standard error.
 
 import argparse
 import json
+import math
 import os
 import sys
 import time
+import urllib.parse
 import uuid
 
 import yaml
@@ -49,6 +51,8 @@ def main(argv=None) -> int:
     url, token = os.environ.get("GPUPLATFORM_URL", ""), os.environ.get("GPUPLATFORM_TOKEN", "")
     if not url:
         return _fail("GPUPLATFORM_URL is not set (e.g. export GPUPLATFORM_URL=https://gpu.example.org).", "usage")
+    if not _is_http_url(url):
+        return _fail(f"GPUPLATFORM_URL={url!r} is not an http(s) URL (e.g. https://gpu.example.org).", "usage")
     if not token:
         return _fail("GPUPLATFORM_TOKEN is not set: create a token in the platform "
                      "(POST /api/v1/tokens or manage.py create_token) and export it.", "usage")
@@ -63,6 +67,11 @@ def main(argv=None) -> int:
         return _fail(f"{args.file}: {err}", "invalid")
     except KeyboardInterrupt:
         return 130
+
+
+def _is_http_url(url: str) -> bool:
+    parts = urllib.parse.urlsplit(url)
+    return parts.scheme in ("http", "https") and bool(parts.hostname)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -95,8 +104,10 @@ def _add_submit(command) -> None:
     p.add_argument("--team", help="team slug (overrides 'team' in the file)")
     p.add_argument("--wait", action="store_true",
                    help="follow the job; exit 0 only if it succeeds, 9 at once if it can never run")
-    p.add_argument("--interval", type=float, default=5.0, help="seconds between polls with --wait (default 5)")
-    p.add_argument("--timeout", type=float, default=0, help="give up waiting after this many seconds (0: never)")
+    p.add_argument("--interval", type=_seconds(above_zero=True), default=5.0,
+                   help="seconds between polls with --wait (more than 0; default 5)")
+    p.add_argument("--timeout", type=_seconds(above_zero=False), default=0,
+                   help="give up waiting after this many seconds (0: never)")
     p.add_argument("--idempotency-key", help="retry-safe key (default: a new one; give e.g. the CI run id)")
     p.set_defaults(run=_submit)
 
@@ -134,6 +145,20 @@ def _add_job_commands(command) -> None:
     p.add_argument("id", type=int)
     p.add_argument("--tail", type=_at_least_one, default=200, help="last lines per pod (1-5000, default 200)")
     p.set_defaults(run=_logs)
+
+
+def _seconds(*, above_zero: bool):
+    """A number of seconds: more than 0 (a poll interval) or at least 0 (a timeout, 0: never)."""
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+        if not math.isfinite(value) or value < 0 or (above_zero and value == 0):
+            raise argparse.ArgumentTypeError(f"must be {'more than' if above_zero else 'at least'} 0 seconds, not {text}")
+        return value
+
+    return parse
 
 
 def _at_least_one(text: str) -> int:

@@ -191,6 +191,23 @@ def test_missing_configuration_is_explained(monkeypatch, capsys):
     assert "GPUPLATFORM_URL is not set" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("url", ["gpu.example.org", "ftp://gpu.example.org", "https://"])
+def test_a_url_that_is_not_http_is_a_usage_error_at_once(monkeypatch, capsys, url):
+    monkeypatch.setenv("GPUPLATFORM_URL", url)
+    monkeypatch.setenv("GPUPLATFORM_TOKEN", "gp_x")
+    assert main(["list"]) == EXIT["usage"]
+    assert "is not an http(s) URL" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("option", "value"), [("--interval", "-1"), ("--interval", "0"), ("--interval", "soon"),
+                                               ("--interval", "nan"), ("--timeout", "-1"), ("--timeout", "inf")])
+def test_wait_times_out_of_range_are_usage_errors_that_say_so(job_file, option, value, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["submit", "-f", str(job_file), "--wait", option, value])
+    assert exit_.value.code == EXIT["usage"]
+    assert option in capsys.readouterr().err
+
+
 def test_an_unreachable_server_is_reported(monkeypatch, capsys):
     monkeypatch.setenv("GPUPLATFORM_URL", "http://127.0.0.1:9")
     monkeypatch.setenv("GPUPLATFORM_TOKEN", "gpp_x")
