@@ -23,7 +23,8 @@ class QuotaRequestForm(forms.ModelForm):
                   "ends_on": "Last day (included)"}
 
     def __init__(self, *args, team, **kwargs):
-        super().__init__(*args, **kwargs)
+        # Ids of its own: the team page also shows the member cap form, which has a flavor too.
+        super().__init__(*args, **{"auto_id": "request_%s", **kwargs})
         self.instance.team = team
         self.fields["flavor"].queryset = GpuFlavor.objects.all()
         self.fields["starts_on"].initial = timezone.localdate()
@@ -107,7 +108,7 @@ class MemberCapForm(forms.Form):
                                   help_text="Empty: no limit on the number of jobs.")
 
     def __init__(self, *args, team, **kwargs):
-        super().__init__(*args, **kwargs)
+        super().__init__(*args, **{"auto_id": "cap_%s", **kwargs})  # beside the quota request form's flavor
         self.team = team
         people = team.memberships.filter(role__in=(Membership.Role.OWNER, Membership.Role.MEMBER)) \
             .select_related("user").order_by("user__username")

@@ -1,5 +1,8 @@
 """The team page: namespace and status, quotas with usage, members (owners add and remove)."""
 
+import re
+from collections import Counter
+
 import pytest
 from django.urls import reverse
 
@@ -110,3 +113,12 @@ def test_the_last_owner_cannot_be_removed(client_for, owner, team):
 
 def test_member_changes_are_posts(client_for, owner, team):
     assert client_for(owner).get(add(team)).status_code == 405
+
+
+def test_every_id_on_the_team_page_is_unique(client_for, owner, running_job):
+    # The quota request form and the member cap form both ask for a flavor: labels must point
+    # at their own field (and htmx targets at one element).
+    html = client_for(owner).get(page(running_job.team)).content.decode()
+    ids = Counter(re.findall(r'\sid="([^"]+)"', html))
+    assert "request_flavor" in ids and "cap_flavor" in ids  # both forms are on the page
+    assert [i for i, n in ids.items() if n > 1] == []
