@@ -150,8 +150,6 @@ class TeamViewSet(TeamScopedViewSet, mixins.ListModelMixin, mixins.RetrieveModel
         return TeamDetailSerializer if self.action == "retrieve" else TeamSerializer
 
 
-
-
 # --- per-person caps ----------------------------------------------------------------------
 # Everyone in a team reads its caps (theirs and their teammates'); its owners set them
 # (`MemberCap.save_by`, from a signed-in session: a token reads). A change lets go at once the

@@ -27,6 +27,7 @@ class Autoscale(TextChoices):
     CPU = "cpu", "CPU use"
     GPU = "gpu", "GPU utilization"
 
+
 _served: "weakref.WeakKeyDictionary[object, tuple[float, bool]]" = weakref.WeakKeyDictionary()
 _lock = threading.Lock()
 

@@ -70,6 +70,8 @@ MAX_PROBE_DELAY_SECONDS = 3600
 # How long a finished training job's objects stay on the cluster, so its logs can be read.
 RETAIN_FINISHED = timedelta(days=1)
 LIVE_NAME_TAKEN = "The team already has a live job with this name."
+
+
 def _bounded(name: str) -> TextBounds:
     bounds = SPEC[name].bounds
     return TextBounds(bounds.items, bounds.item_chars, bounds.total_bytes)

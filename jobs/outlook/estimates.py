@@ -138,7 +138,6 @@ def queue_for(job: Job, now=None) -> eta.Queue:
                      running=runners, waiting=waiters, reserves=job.flavor.backfill)
 
 
-
 def calibration_of(flavor) -> eta.Calibration:
     """What the flavor's past estimates, whose jobs have started since, say of the raw ones."""
     rows = (EtaEstimate.objects.filter(flavor=flavor, job__admitted_at__gte=F("made_at"))

@@ -70,6 +70,7 @@ RETRY_MAX_SECONDS = 5
 # starts back to `watcher.on_stop`.
 leading = Signal()  # sender=StatusWatcher, watcher=the StatusWatcher
 
+
 class _Seen:
     """One job's objects in the watcher's cache (`workloads.Seen`); read under its lock."""
 

@@ -20,6 +20,7 @@ def arguments(site: Site) -> dict[str, list[str]]:
         "--tls-cert-file", f"{site.pki}/kwok-kubelet.crt", "--tls-private-key-file", f"{site.pki}/kwok-kubelet.key",
     ]}
 
+
 COMPONENT = Component(
     name="kwok",
     module="sigs.k8s.io/kwok",

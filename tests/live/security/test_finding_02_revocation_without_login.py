@@ -1,10 +1,6 @@
-"""Issue 29, finding 2: revocation waited for a login. Someone removed from a group at the
-IdP kept their session, API tokens and cluster RoleBinding until they signed in again.
-Now what the IdP gave (memberships, the quota-manager role) lasts OIDC_MEMBERSHIP_TTL_HOURS
-after the last sign-in; the beat task ``tenants.tasks.expire_idp_access`` (every minute)
-ends it, revokes the tokens narrowed to those teams, and the teams' RoleBindings follow
-after commit. Here on the local cluster; on the fake cluster:
-tests/security/test_finding_02_revocation_without_login.py."""
+"""Issue 29, finding 2 (revocation waited for a login), on the local cluster: the expiry of
+what the IdP gave takes the person out of the teams' RoleBindings. The finding, its fix and
+the fake cluster's side: tests/security/test_finding_02_revocation_without_login.py."""
 
 import uuid
 from datetime import timedelta

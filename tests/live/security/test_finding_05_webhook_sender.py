@@ -1,15 +1,6 @@
-"""Finding 5 (issue 29): one owner could stall the worker. The webhook sender had no overall
-deadline and posted inside a database transaction (a receiver trickling one byte every
-1.5 s held one attempt for 18 s against a 2 s timeout); pings were unlimited and shared the
-worker with every reconcile.
-
-Now: an attempt is cut at ``WEBHOOK_TIMEOUT_SECONDS`` whatever the receiver trickles, and
-the POST holds no transaction and no row lock; attempts are rate-limited per webhook and
-per team, test events and resends by hand per hour; and the sender has a Celery queue and
-worker of its own.
-
-Here the chart, rendered by real Helm (the Helm build); the rest:
-tests/security/test_finding_05_webhook_sender.py."""
+"""Issue 29, finding 5 (one owner could stall the worker), the chart's side rendered by real
+Helm (the Helm build): the webhook sender runs apart, without a cluster token. The finding and
+its fix: tests/security/test_finding_05_webhook_sender.py."""
 
 from ...support.chart import template
 

@@ -1,22 +1,7 @@
-"""Finding 6 (issue 29): the internet-facing web pods mounted the worker's ServiceAccount, which
-may port-forward to any pod in any namespace and read ConfigMaps, pods and logs cluster-wide;
-the chart's write-confining admission policy did not cover port-forward, and the identity
-could install a new admission policy that would deny writes cluster-wide.
-
-Now the web has its own ServiceAccount holding only what its pages and API read through
-`cluster/` (gpuplatform/rbac.py): pods, logs and Deployments of team namespaces (a Role the
-platform writes into each, tenants.manifests.WEB_TEAM_RULES), nodes and Kueue's pending
-workloads cluster-wide, its own Namespace object for /readyz. The platform's identity keeps
-`create pods/portforward` (it writes the team editor Role, which grants it), but the chart's
-no-connect policy refuses it, and the web, every CONNECT; the confining policy covers every
-write it may make (the watcher's Lease included). It holds no right on admission policies or
-their bindings at all (Kubernetes runs no admission policy on their writes, and RBAC cannot
-limit `create` by name): the chart installs the team-workloads policy with the installer's
-rights (templates/team-workloads.yaml, from tenants/admission.py).
-
-Rendered by real Helm, then live on the local cluster as the chart's identities
-(tests/live/install/test_chart_live.py installs the chart the same way). What needs neither:
-tests/security/test_finding_06_web_identity.py."""
+"""Issue 29, finding 6 (the web pods mounted the worker's ServiceAccount), rendered by real
+Helm, then live on the local cluster as the chart's identities
+(tests/live/install/test_chart_live.py installs the chart the same way). The finding, its fix
+and what needs neither: tests/security/test_finding_06_web_identity.py."""
 
 import base64
 import ssl

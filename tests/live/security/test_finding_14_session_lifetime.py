@@ -1,9 +1,6 @@
-"""Issue 29, finding 14: sessions lasted 14 days with no idle timeout, and SSO sessions were
-never re-checked with the IdP. Now a session ends after SESSION_IDLE_TIMEOUT_MINUTES without
-a request and SESSION_MAX_AGE_HOURS after its sign-in (accounts.sessions), and an SSO
-session goes back to the IdP with prompt=none every OIDC_SESSION_RECHECK_MINUTES: an IdP
-that no longer signs the person in ends the session here (against Ory Hydra). Here
-the re-check, against the IdP; the lifetimes: tests/security/test_finding_14_session_lifetime.py."""
+"""Issue 29, finding 14 (sessions never re-checked with the IdP), against Ory Hydra: an IdP
+that no longer signs the person in ends the session here. The finding, its fix and the
+session lifetimes: tests/security/test_finding_14_session_lifetime.py."""
 
 import time
 from urllib.parse import parse_qs, urlparse

@@ -1,11 +1,7 @@
-"""Finding 15 (issue 29): the chart had no Secret slot for OIDC_CLIENT_SECRET, and the install
-docs sent every other setting, the IdP client's secret included, to `config.extraEnv`: the
-settings ConfigMap, readable by whoever may read ConfigMaps in the namespace.
-
-Now the client secret goes into the chart's Secret (`secrets.oidcClientSecret`), the key of
-an existing Secret, or a Secret of its own (`secrets.oidcExistingSecret`); the values
-schema refuses it, and every other secret, in `config.extraEnv`. Rendered by real Helm.
-What the docs say: tests/security/test_finding_15_oidc_client_secret_in_a_secret.py."""
+"""Issue 29, finding 15 (no Secret slot for the OIDC client secret), the chart rendered by
+real Helm: the secret goes into a Secret, and the values schema refuses it in
+`config.extraEnv`. The finding, its fix and what the docs say:
+tests/security/test_finding_15_oidc_client_secret_in_a_secret.py."""
 
 import base64
 
