@@ -16,7 +16,7 @@ def arguments(site: Site) -> dict[str, list[str]]:
 COMPONENT = Component(
     name="kuberay",
     module="github.com/ray-project/kuberay/ray-operator",
-    version="v1.6.0",
+    version="v1.6.2",
     build=Build(packages={"kuberay-operator": "github.com/ray-project/kuberay/ray-operator"},
                 wrapper="deploy/local-cluster/modules/kuberay", ldflags="-s -w"),
     ports={"metrics": 16890, "health": 16891},

@@ -14,7 +14,7 @@ def arguments(site: Site) -> dict[str, list[str]]:
 COMPONENT = Component(
     name="kueue",
     module="sigs.k8s.io/kueue",
-    version="v0.17.0",
+    version="v0.19.2",
     build=Build(packages={"kueue": "sigs.k8s.io/kueue/cmd/kueue"}, wrapper="deploy/local-cluster/modules/kueue",
                 ldflags="-s -w -X sigs.k8s.io/kueue/pkg/version.GitVersion={version}"),
     ports={"webhook": 16943, "metrics": 16980, "health": 16981, "visibility": 16982},
