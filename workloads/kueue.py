@@ -232,6 +232,12 @@ _OVER_CAPACITY = re.compile(
 _MORE_NEEDED = re.compile(
     r"insufficient unused quota for (?P<resource>\S+) in flavor (?P<flavor>[^,\s]+), (?P<more>\d+) more needed"
 )
+# WaitForPodsReady: an admitted workload whose pods are not all ready in time is evicted for
+# this reason and requeued; past the requeuing limit Kueue deactivates it
+# ("DeactivatedDueToRequeuingLimitExceeded"), which the platform reports as PODS_NEVER_READY.
+PODS_READY_TIMEOUT = "PodsReadyTimeout"
+REQUEUING_LIMIT_EXCEEDED = "RequeuingLimitExceeded"
+PODS_NEVER_READY = "PodsNeverReady"
 _PREEMPTION_REASONS = ("Preempted", "InCohortReclamation", "InClusterQueue", "InCohortReclaimWhileBorrowing")
 # "Preempted to accommodate a workload (UID: <uid>, JobUID: <uid>) due to ..." (Kueue's
 # preemption.preemptionMessage, v0.17 to v0.19; "UNKNOWN" when it has none).
@@ -298,7 +304,7 @@ def observe_training(job, workload: dict | None, batch_job: dict | None) -> Obse
         ok = finished.get("reason") == "Succeeded"
         return seen(Phase.SUCCEEDED if ok else Phase.FAILED, finished.get("reason", "Finished"),
                     finished.get("message", ""), finished)
-    if (evicted := true_condition(found, "Evicted")) and (stopped := _evicted(job, found, evicted, seen)):
+    if (evicted := true_condition(found, "Evicted")) and (stopped := _evicted(job, workload, evicted, seen)):
         return stopped
     if admitted:
         active = ((batch_job or {}).get("status") or {}).get("ready", 0) or 0
@@ -308,8 +314,10 @@ def observe_training(job, workload: dict | None, batch_job: dict | None) -> Obse
     return _waiting(job, workload, found)
 
 
-def _evicted(job, found: dict, evicted: dict, seen) -> Observation | None:
-    """Preempted, or stopped for good by Kueue; None for another eviction (it queues again)."""
+def _evicted(job, workload: dict, evicted: dict, seen) -> Observation | None:
+    """Preempted, evicted for pods not ready in time, or stopped for good by Kueue; None for
+    another eviction (it queues again)."""
+    found = conditions(workload)
     if evicted.get("reason") in _PREEMPTION_REASONS:
         preempted = true_condition(found, "Preempted") or evicted
         return replace(seen(Phase.PREEMPTED, "Preempted", _preempted_message(preempted.get("message", "")), evicted),
@@ -321,10 +329,29 @@ def _evicted(job, found: dict, evicted: dict, seen) -> Observation | None:
         limit = f" of {say_seconds(job.max_runtime_seconds)}" if job.max_runtime_seconds else ""
         return seen(Phase.FAILED, "MaxRuntimeExceeded", f"Stopped: the job ran longer than its max runtime{limit}.",
                     evicted)
+    if reason == PODS_READY_TIMEOUT:
+        return seen(Phase.PREEMPTED, PODS_READY_TIMEOUT, _pods_ready_message(workload), evicted)
+    if reason.endswith(REQUEUING_LIMIT_EXCEEDED):
+        return seen(Phase.FAILED, PODS_NEVER_READY,
+                    "Stopped by Kueue: its workers were not all running in time after admission, again after every "
+                    f"retry ({evicted.get('message') or reason}); it will not run again. Its pods' events say why "
+                    "(image, volumes, node selector).", evicted)
     if reason.startswith("Deactivated"):
         return seen(Phase.FAILED, "Deactivated",
                     f"Stopped by Kueue: {evicted.get('message') or reason}; it will not run again.", evicted)
     return None
+
+
+def _pods_ready_message(workload: dict) -> str:
+    # WaitForPodsReady (deploy/local-cluster/config/kueue-config.yaml, docs/queues.md): Kueue
+    # evicts an admitted workload whose pods are not all ready in time and requeues it after a
+    # backoff, counted in status.requeueState.
+    requeue = (workload.get("status") or {}).get("requeueState") or {}
+    at = transition_time({"lastTransitionTime": requeue.get("requeueAt")})
+    when = f"from {at:%H:%M} UTC" if at else "after a backoff"
+    retry = f" (retry {requeue['count']})" if requeue.get("count") else ""
+    return ("Evicted and requeued: its workers were not all running within Kueue's time limit after admission, "
+            f"so its GPUs went back to the queue; it queues again {when}{retry}.")
 
 
 def _waiting(job, workload: dict | None, found: dict) -> Observation | None:

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Local Kubernetes GPU cluster for tests and the demo, built from Go modules and run as local
 # processes: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok (fake GPU nodes
-# and pod lifecycles), Kueue and Volcano.  See README.md next to this file.
+# and pod lifecycles), Kueue, Volcano, KubeRay and the training operators (JobSet, Kubeflow
+# Trainer, LeaderWorkerSet: operators.sh).  See README.md next to this file.
 #
 #   cluster.sh probe    check the Go module proxy serves every pinned module version
 #   cluster.sh build    build the missing binaries into ~/.cache/gpuplatform/bin
@@ -43,7 +44,7 @@ components() { (cd "$ROOT" && python3 -E -m deploy.stack.components "$@" --offse
 components_env=$(components env-all) || exit 2
 while IFS= read -r line; do declare "${line?}"; done <<<"$components_env"
 # The components this script builds and runs, in build order (KEDA: keda.sh).
-CLUSTER_COMPONENTS="kubernetes etcd kwok kueue volcano kuberay prometheus gpu-exporter"
+CLUSTER_COMPONENTS="kubernetes etcd kwok kueue volcano kuberay jobset trainer lws prometheus gpu-exporter"
 
 CACHE_DIR="${GPUPLATFORM_CACHE_DIR:-$HOME/.cache/gpuplatform}"
 BIN_DIR="$CACHE_DIR/bin"
@@ -519,6 +520,7 @@ apply_crds() {
     touch "$marker"
   fi
   apply_kuberay_crds "$modcache"
+  apply_training_crds  # operators.sh; before Kueue starts: its integrations need them
   kubectl_ apply --server-side --force-conflicts -f - >/dev/null <<EOF
 apiVersion: v1
 kind: Namespace
@@ -689,7 +691,7 @@ kueue_ready() { # readyz answers and the webhook server completes a TLS handshak
 
 # Kueue's webhook definitions of the same version, pointed at https://127.0.0.1:<port>/... with
 # our CA; only the webhooks of the integrations we enable (Kueue objects, batch Job, Pod,
-# Deployment, RayJob, RayCluster) are kept.
+# Deployment, StatefulSet, RayJob, RayCluster, JobSet, TrainJob, LeaderWorkerSet) are kept.
 apply_kueue_webhooks() {
   local src; src="$(gomodcache_or_die)/sigs.k8s.io/kueue@$KUEUE_VERSION/config/components/webhook/manifests.yaml"
   log "Kueue: applying webhook configurations (url: https://127.0.0.1:$KUEUE_WEBHOOK_PORT)"
@@ -699,7 +701,8 @@ import base64, json, sys
 port, ca_path = sys.argv[1], sys.argv[2]
 ca = base64.b64encode(open(ca_path, "rb").read()).decode()
 keep = ("-kueue-x-k8s-io-", "-batch-v1-job", "--v1-pod", "-apps-v1-deployment",
-        "-apps-v1-statefulset", "-ray-io-v1-rayjob", "-ray-io-v1-raycluster")
+        "-apps-v1-statefulset", "-ray-io-v1-rayjob", "-ray-io-v1-raycluster",
+        "-jobset-x-k8s-io-", "-trainer-kubeflow-org-", "-leaderworkerset-x-k8s-io-")
 system_ns = {"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "NotIn",
                                    "values": ["kube-system", "kueue-system", "volcano-system"]}]}
 text, items, pos = sys.stdin.read(), [], 0
@@ -776,6 +779,7 @@ cmd_up() {
   start_kueue
   start_volcano
   start_kuberay
+  start_training_operators  # operators.sh
   wait_for "the default ServiceAccount" 60 kubectl_ get serviceaccount default -n default
   for c in kube-controller-manager kube-scheduler kwok kueue vc-scheduler vc-controller-manager kuberay-operator; do
     alive_or_die "$c"
@@ -839,6 +843,7 @@ cmd_down() {
   # KEDA, telemetry and controllers first, then the apiserver, then etcd
   "$HERE/keda.sh" down
   stop_telemetry
+  stop_training_operators  # operators.sh
   stop_group kuberay-operator vc-scheduler vc-controller-manager kueue kwok kube-scheduler kube-controller-manager
   stop_group kube-apiserver
   stop_group etcd
@@ -873,7 +878,7 @@ cmd_status() {
 }
 
 STATUS_COMPONENTS="etcd kube-apiserver kube-controller-manager kube-scheduler kwok kueue vc-controller-manager \
-vc-scheduler kuberay-operator gpu-exporter prometheus"
+vc-scheduler kuberay-operator jobset-controller trainer-controller-manager lws-controller gpu-exporter prometheus"
 
 # status --json: the facts, each process's pid (null: stopped), KEDA's state and whether
 # everything runs ("running"; the exit status says the same).
@@ -909,6 +914,10 @@ lock() {
   log "waiting for another cluster.sh run to finish (a build? logs: $CACHE_DIR/build-logs)"
   flock 9
 }
+
+# The training operators (JobSet, Trainer, LeaderWorkerSet): their CRDs, webhooks and start.
+# shellcheck source-path=SCRIPTDIR source=operators.sh
+source "$HERE/operators.sh"
 
 # Sourced (keda.sh takes its helpers from here): define, run nothing.
 [[ "${BASH_SOURCE[0]}" == "$0" ]] || return 0

@@ -6,6 +6,7 @@ under deploy/stack/components/ declares one `Component`; the scripts read it wit
     python3 -m deploy.stack.components env-all [--offset N]       # every component's, at once
     python3 -m deploy.stack.components ready <name> [--offset N] [--ca-bundle FILE]
     python3 -m deploy.stack.components args <binary> --offset N --cluster-dir D --config-dir C
+    python3 -m deploy.stack.components config <name> --offset N --cluster-dir D --config-dir C
 
 A binary is cached by version (<cache>/bin/<name>-<version>): a new version is a new build, the
 same version never builds twice. A module of this repository (gpuplatform.local/...) has no
@@ -81,6 +82,10 @@ class Component:
     requires: dict[str, str] = field(default_factory=dict)
     # The command line of each binary it runs (binary -> arguments), where it runs.
     arguments: Callable[[Site], dict[str, list[str]]] | None = None
+    # Its configuration file, where its flags cannot say everything (an operator's webhook
+    # server: port and certificate directory): a JSON object that cluster.sh writes to
+    # `config_file(site)` before the start (and restarts it when the file changed).
+    config: Callable[[Site], dict] | None = None
 
     @property
     def prefix(self) -> str:
@@ -105,6 +110,9 @@ class Component:
         if binary not in declared:
             raise KeyError(f"{self.name} declares no arguments for {binary!r}")
         return declared[binary]
+
+    def config_file(self, site: Site) -> str:
+        return f"{site.cluster_dir}/{self.name}-config.json"
 
     def port(self, role: str, offset: int = 0) -> int:
         return self.ports[role] + offset

@@ -2,6 +2,7 @@
 declaration (module, version, build, ports, readiness), read by the scripts. Conformance over
 every registered component, then the scripts against a cache directory with no real binaries."""
 
+import json
 import os
 import pkgutil
 import re
@@ -189,19 +190,46 @@ def test_a_binary_runs_with_paths_of_its_site_only(component, binary):
     assert not stray
 
 
-# (Kueue's and Hydra's ports are in their configuration files, which cluster.sh and idp.sh render)
+# (Kueue's and Hydra's ports are in their configuration files, which cluster.sh and idp.sh render
+# from templates; a component's own configuration (`Component.config`) is checked with its arguments)
 @pytest.mark.parametrize(("component", "binary"), [(c, b) for c, b in RUN if b not in ("kueue", "hydra")],
                          ids=lambda x: getattr(x, "name", x))
 def test_a_binary_names_declared_ports_shifted_by_the_offset(component, binary):
     line = component.args(binary, SITE)
-    listens = [int(port) for arg in line for port in re.findall(r"127\.0\.0\.1:(\d+)", arg)]
+    said = [*line, json.dumps(component.config(SITE))] if component.config else line
+    listens = [int(port) for arg in said for port in re.findall(r"127\.0\.0\.1[:\"]+(?:, \"port\": )?(\d+)", arg)]
     listens += [int(value) for flag, value in zip(line, line[1:], strict=False) if flag.endswith("-port")]
     assert listens and set(listens) <= {port + SITE.offset for c in EVERY for port in c.ports.values()}
 
 
+CONFIGURED = [c for c in EVERY if c.config]
+
+
+@pytest.mark.parametrize("component", CONFIGURED, ids=lambda c: c.name)
+def test_an_operator_reads_its_own_configuration_on_127_0_0_1_without_leader_election(component):
+    config = component.config(SITE)
+    binary, = component.build.packages
+    assert component.config_file(SITE) in component.args(binary, SITE)
+    assert config["leaderElection"] == {"leaderElect": False}
+    assert config["webhook"]["host"] == "127.0.0.1"
+    assert config["webhook"]["port"] == component.port("webhook", SITE.offset)
+    assert config["metrics"]["bindAddress"] == f"127.0.0.1:{component.port('metrics', SITE.offset)}"
+    assert config["health"]["healthProbeBindAddress"] == f"127.0.0.1:{component.port('health', SITE.offset)}"
+    # its certificates are the cluster's (cluster.sh operators.sh), not ones it makes itself
+    assert {"internalCertManagement", "certManagement"} & set(config)
+    assert all(v == {"enable": False} for k, v in config.items() if k.endswith("ertManagement"))
+
+
+def test_config_prints_a_components_configuration_as_json():
+    done = components_cli("config", "jobset", "--offset", "3000", "--cluster-dir", SITE.cluster_dir,
+                          "--config-dir", SITE.config_dir)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == components.get("jobset").config(SITE)
+
+
 def test_every_process_the_stack_starts_has_declared_arguments():
     started = {binary for *_, binary in RUN}
-    cluster = (REPO / "deploy/local-cluster/cluster.sh").read_text() + (REPO / "deploy/local-cluster/keda.sh").read_text()
+    cluster = "".join((REPO / "deploy/local-cluster" / name).read_text() for name in ("cluster.sh", "keda.sh", "operators.sh"))
     idp = (REPO / "deploy/local-idp/idp.sh").read_text()
     declared = set(re.findall(r"run_declared start(?:_current)? ([\w-]+)", cluster))
     declared |= set(re.findall(r"deploy\.stack\.components args ([\w-]+)", idp))

@@ -23,6 +23,11 @@ def workload(*conditions):
     return {"metadata": {"name": "w"}, "status": {"conditions": list(conditions)}}
 
 
+def requeued(*conditions, count, at):
+    return {**workload(*conditions), "status": {"conditions": list(conditions),
+                                                "requeueState": {"count": count, "requeueAt": at}}}
+
+
 def batch(*conditions, ready=0):
     return {"metadata": {"name": "j"}, "status": {"conditions": list(conditions), "ready": ready}}
 
@@ -52,8 +57,17 @@ KUEUE_CASES = [
      workload(cond("Evicted", reason="DeactivatedDueToMaximumExecutionTimeExceeded"),
               cond("QuotaReserved", status="False")), batch(), State.FAILED, "max runtime"),
     ("deactivated for another cause fails with Kueue's words",
-     workload(cond("Evicted", reason="DeactivatedDueToRequeuingLimitExceeded", message="requeued too often")),
-     None, State.FAILED, "requeued too often"),
+     workload(cond("Evicted", reason="DeactivatedDueToSomethingElse", message="deactivated by an admin")),
+     None, State.FAILED, "deactivated by an admin"),
+    ("pods not ready in time after every retry fails, with Kueue's words",
+     workload(cond("Evicted", reason="DeactivatedDueToRequeuingLimitExceeded",
+                   message="exceeding the maximum number of re-queuing retries")),
+     None, State.FAILED, "not all running in time after admission, again after every retry (exceeding the maximum"),
+    ("pods not ready in time is evicted and requeued (WaitForPodsReady)",
+     requeued(cond("Evicted", reason="PodsReadyTimeout", message="Exceeded the PodsReady timeout vision/w"),
+              cond("QuotaReserved", "False", "Pending"), count=1, at="2026-12-07T20:15:00Z"),
+     batch(), State.PREEMPTED, "not all running within Kueue's time limit after admission, so its GPUs went back "
+                               "to the queue; it queues again from 20:15 UTC (retry 1)."),
     ("a complete batch job succeeded", workload(cond("Finished", reason="Succeeded")), batch(cond("Complete")),
      State.SUCCEEDED, "All workers finished successfully."),
     ("a failed batch job failed with its message", workload(), batch(cond("Failed", reason="BackoffLimitExceeded",
@@ -187,3 +201,10 @@ def test_a_completing_volcano_gang_is_still_running(team):
     a100 = make_flavor("a100", scheduler=Scheduler.VOLCANO)
     job = make_job(team, a100, workers=2)
     assert observe_volcano_training(job, vcjob("Completing"), None).state == State.RUNNING
+
+
+def test_a_pods_ready_timeout_names_no_preemptor_and_keeps_kueues_reason(team, flavor):
+    job = make_job(team, flavor, workers=4, gpus_per_worker=8)
+    seen = observe_kueue_training(job, workload(cond("Evicted", reason="PodsReadyTimeout")), batch())
+    assert (seen.state, seen.reason, seen.preempted) == (State.PREEMPTED, "PodsReadyTimeout", None)
+    assert "queues again after a backoff." in seen.message

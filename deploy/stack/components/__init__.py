@@ -3,8 +3,22 @@ here. deploy/local-cluster/cluster.sh, keda.sh, deploy/local-idp/idp.sh and
 deploy/helm/build-helm.sh read them (python3 -m deploy.stack.components)."""
 
 from ..component import Component
-from . import (etcd, gpu_exporter, helm, hydra, jobset, keda, kuberay, kubernetes, kueue, kwok, lws, prometheus, trainer,
-               volcano)
+from . import (
+    etcd,
+    gpu_exporter,
+    helm,
+    hydra,
+    jobset,
+    keda,
+    kuberay,
+    kubernetes,
+    kueue,
+    kwok,
+    lws,
+    prometheus,
+    trainer,
+    volcano,
+)
 
 COMPONENTS: dict[str, Component] = {c.name: c for c in (
     etcd.COMPONENT, kubernetes.COMPONENT, kwok.COMPONENT, kueue.COMPONENT, volcano.COMPONENT, kuberay.COMPONENT,
