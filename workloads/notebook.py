@@ -2,7 +2,7 @@
 a notebook's StatefulSet (one replica), its Service and, where settings give a host pattern,
 its Ingress.
 
-Kueue's StatefulSet integration (v0.17: `statefulset` beside `pod` in its frameworks) queues
+Kueue's StatefulSet integration (v0.17+: `statefulset` beside `pod` in its frameworks) queues
 the StatefulSet by its queue label: its mutating webhook marks the pod template as suspended
 by its parent, the pod webhook gates the pod, and Kueue makes one pod-group Workload of all
 replicas, admits it and ungates the pod. Kueue allows only two changes of `spec.replicas`

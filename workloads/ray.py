@@ -4,7 +4,7 @@ integrations; docs/ray.md): the renderers and readers of RayJobs and RayClusters
 A Ray object is created with `spec.suspend: true` and the team's queue label, like a batch
 Job; Kueue admits it whole (the head and each worker group are pod sets of one Workload),
 unsuspends it, and suspends it again to preempt. KubeRay then makes the head and worker pods
-(a RayJob's entrypoint it submits to the head's dashboard itself, HTTPMode). Kueue v0.17 refuses a queued
+(a RayJob's entrypoint it submits to the head's dashboard itself, HTTPMode). Kueue (v0.17 to v0.19) refuses a queued
 RayJob that keeps its cluster after the job (`shutdownAfterJobFinishes` must be true) and a
 queued RayCluster with the Ray autoscaler on (only with its alpha ElasticJobsViaWorkloadSlices
 gate), so the worker count is fixed: what Kueue admitted is what runs.

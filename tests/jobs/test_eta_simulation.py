@@ -137,7 +137,7 @@ def test_too_few_used_shares_fall_back_to_runtimes():
      queue(8, [Runner(4, 600, 2 * HOUR, (1800.0, 3600.0, 5400.0))], [Waiter(6, HOUR, (900.0,)), Waiter(4, target=True)])),
 ])
 def test_without_reservations_the_targets_own_max_runtime_never_changes_when_it_starts(case, q):
-    # Kueue v0.17 never reads a workload's maximum execution time when it admits, and keeps no
+    # Kueue (v0.17 to v0.19) never reads a workload's maximum execution time when it admits, and keeps no
     # reservation (docs/eta.md): on a flavor that does not reserve, the simulation gives one
     # start whatever the target's limit, and no "shorter max runtime" advice can be true.
     starts = {eta.estimate(eta.with_target(q, max_runtime=limit)) for limit in (60.0, HOUR, 30 * HOUR, None)}

@@ -12,7 +12,7 @@ from quotas.models import Scheduler
 from workloads import Phase
 from workloads.kinds import for_job
 from workloads.kueue import QUEUE_LABEL
-from workloads.ray import observe_ray
+from workloads.ray import HEAD_CPU, HEAD_MEMORY_GIB, observe_ray
 
 from ..builders import build_job, make_flavor, make_job, make_quota, make_team
 from ..schemas import validate
@@ -72,6 +72,19 @@ def test_a_ray_cluster_renders_its_cluster_and_its_dashboard_service(team, flavo
     endpoint = for_job(job).endpoint(job)
     assert endpoint["port_forward"] == (f"kubectl -n {team.namespace_name} port-forward "
                                         f"svc/{service['metadata']['name']} 8265:8265")
+
+
+def test_kueue_charges_a_ray_head_its_template_alone_no_submitter_or_autoscaler_sidecar(team, flavor):
+    # Kueue v0.19 adds 500m/200Mi to the head pod set of a RayJob in SidecarMode and 500m/512Mi
+    # for the in-tree autoscaler (docs/ray.md): the platform renders neither, so what Kueue
+    # charges is the head's own requests, which the platform counts too.
+    [obj] = render_job(ray_job(team, flavor))
+    spec = obj["spec"]
+    assert spec["submissionMode"] == "HTTPMode"
+    assert "enableInTreeAutoscaling" not in spec["rayClusterSpec"]
+    [head] = spec["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]["containers"]
+    assert head["resources"]["requests"]["cpu"] == str(HEAD_CPU)
+    assert head["resources"]["requests"]["memory"] == f"{HEAD_MEMORY_GIB}Gi"
 
 
 def test_kueue_alone_writes_suspend_and_the_groups_never_change(team, flavor):

@@ -2,7 +2,7 @@
 smaller job fits while a bigger one waits, the fact the platform's reservations rest on
 (docs/eta.md, "A shorter maximum runtime").
 
-Kueue v0.17 keeps no backfill reservation and never reads a workload's maximum execution time
+Kueue (v0.17 to v0.19) keeps no backfill reservation and never reads a workload's maximum execution time
 when it admits: in our BestEffortFIFO ClusterQueues a bigger job that does not fit is set aside,
 and a smaller one behind it that fits what is free is admitted at once, however long it may
 run (the bigger one is delayed by it). So without the platform's reservation a shorter maximum

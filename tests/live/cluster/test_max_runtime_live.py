@@ -1,7 +1,7 @@
 """A Kueue job whose maximum runtime passes is stopped by Kueue, and the platform says why
 (issue 33, item 1), on the local cluster.
 
-What Kueue (v0.17) does, read from its workload controller: past
+What Kueue (v0.17 to v0.19) does, read from its workload controller: past
 `kueue.x-k8s.io/max-exec-time-seconds` of admitted time it sets the Workload's
 DeactivationTarget condition (reason MaximumExecutionTimeExceeded), then `spec.active: false`,
 then evicts it with reason `DeactivatedDueToMaximumExecutionTimeExceeded`; the Job is
