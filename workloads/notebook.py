@@ -6,9 +6,10 @@ Kueue's StatefulSet integration (v0.17+: `statefulset` beside `pod` in its frame
 the StatefulSet by its queue label: its mutating webhook marks the pod template as suspended
 by its parent, the pod webhook gates the pod, and Kueue makes one pod-group Workload of all
 replicas, admits it and ungates the pod. Kueue allows only two changes of `spec.replicas`
-on a queued StatefulSet, to 0 and from 0: the platform's stop and start. At 0 Kueue lets the
-Workload go and the pod is deleted (the GPUs go back; the claim of a volume mounted at
-/home/user stays, it is the team's); from 0 a new Workload queues again.
+on a queued StatefulSet, to 0 and from 0: the platform's stop and start. At 0 Kueue releases
+the Workload's quota (v0.19 keeps it on hold, `QuotaReserved=False` reason `OnHold`; v0.17
+deleted it) and the pod is deleted (the GPUs go back; the claim of a volume mounted at
+/home/user stays, it is the team's); from 0 the Workload queues again.
 
 A notebook always runs under the top priority class (`kueue.PROTECTED_PRIORITY_CLASS`), so
 nothing preempts it for priority, and is let in only when it fits the team's own nominal

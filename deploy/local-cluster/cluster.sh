@@ -867,7 +867,7 @@ cmd_status() {
   local name state rc=0
   for name in $STATUS_COMPONENTS; do
     if is_running "$name"; then state="running (pid $(cat "$PIDS/$name.pid"))"; else state="stopped"; rc=1; fi
-    printf '%-24s %s\n' "$name" "$state"
+    printf '%-28s %s\n' "$name" "$state"
   done
   if keda_left_out; then echo "keda: not built yet (GPUPLATFORM_KEDA=later)"; else "$HERE/keda.sh" status || rc=1; fi
   echo "kubeconfig: $KUBECONFIG_PATH"

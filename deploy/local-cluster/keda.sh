@@ -142,8 +142,8 @@ keda_down() { stop_group keda-adapter keda-operator; rm -f "$PIDS"/keda-*.pid; }
 keda_status() {
   local name rc=0
   for name in keda-operator keda-adapter; do
-    if is_running "$name"; then printf '%-24s running (pid %s)\n' "$name" "$(cat "$PIDS/$name.pid")"
-    else printf '%-24s stopped\n' "$name"; rc=1; fi
+    if is_running "$name"; then printf '%-28s running (pid %s)\n' "$name" "$(cat "$PIDS/$name.pid")"
+    else printf '%-28s stopped\n' "$name"; rc=1; fi
   done
   if [[ $rc == 0 ]] && ! kubectl_ get --raw "$KEDA_API" >/dev/null 2>&1; then
     echo "external.metrics.k8s.io: not served through the aggregator"; rc=1

@@ -88,6 +88,11 @@ def workload_of(live, job) -> dict | None:
     return found[0] if found else None
 
 
+def holds_quota(workload: dict | None) -> bool:
+    return any(c["type"] == "QuotaReserved" and c["status"] == "True"
+               for c in ((workload or {}).get("status") or {}).get("conditions") or ())
+
+
 def pods_of(live, job) -> list[dict]:
     return live.list("v1", "Pod", namespace=job.team.namespace_name, label_selector=f"gpuplatform.io/job={job.pk}")
 
@@ -163,13 +168,14 @@ def test_stop_gives_the_gpus_back_and_start_admits_it_again_with_the_same_home_c
         [pod] = pods_of(live, nb)
         assert {"name": "vol-0", "persistentVolumeClaim": {"claimName": "home"}} in pod["spec"]["volumes"]
 
-        # Stop: the StatefulSet goes to 0, the pod and its Workload go, the GPUs go back.
+        # Stop: the StatefulSet goes to 0, the pod goes and its Workload holds no quota (Kueue
+        # v0.19 keeps it on hold, QuotaReserved=False reason OnHold; v0.17 deleted it): the GPUs go back.
         nb.request_stop(member)
         sync_job(live, nb)
         sts = render_job(nb)[-1]["metadata"]["name"]
         assert live.get("apps/v1", "StatefulSet", sts, ns)["spec"]["replicas"] == 0
-        wait_until(lambda: not pods_of(live, nb) and workload_of(live, nb) is None, timeout=120,
-                   message="the notebook's pod and workload to go")
+        wait_until(lambda: not pods_of(live, nb) and not holds_quota(workload_of(live, nb)), timeout=120,
+                   message="the notebook's pod to go and its workload to give its quota back")
         training = submit(live, team, h100, workers=1, gpus_per_worker=4)  # its 4 GPUs are free again
         reaches(training, State.RUNNING, timeout=180)
         nb.refresh_from_db()
