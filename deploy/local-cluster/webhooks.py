@@ -7,7 +7,7 @@ https://127.0.0.1:<port><path> with the cluster's CA bundle. A webhook on pods g
 selector its module's kustomize patch gives it (only its own pods: `--pod-label` Exists) and
 leaves the system namespaces alone. Standard library only (cluster.sh runs `python3 -E`).
 
-    python3 -E webhooks.py --prefix jobset --port 16945 --ca pki/ca.crt [--pod-label KEY] [--keep PART ...]
+    python3 -E webhooks.py --prefix jobset --port 16945 --ca pki/ca.crt [--pod-label KEY] [--keep=PART ...]
 """
 
 import argparse
@@ -46,7 +46,7 @@ def main() -> None:
     parser.add_argument("--port", required=True)
     parser.add_argument("--ca", required=True)
     parser.add_argument("--pod-label", help="the label its pods carry (pod webhooks select them only)")
-    parser.add_argument("--keep", nargs="*", help="keep only the webhooks whose path contains one of these")
+    parser.add_argument("--keep", action="append", help="keep only the webhooks whose path contains this (repeatable; --keep=PART)")
     args = parser.parse_args()
     with open(args.ca, "rb") as f:
         ca = base64.b64encode(f.read()).decode()
