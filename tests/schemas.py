@@ -1,13 +1,13 @@
 """Validate rendered objects the way a strict API server would.
 
 Core kinds go through ``kubernetes-validate`` (the Kubernetes OpenAPI schemas, unknown
-fields rejected). Kueue and Volcano kinds go through their CRDs' ``openAPIV3Schema``,
+fields rejected). Custom kinds (Kueue, Volcano, Ray, JobSet, TrainJob, ...) go through their CRDs' ``openAPIV3Schema``,
 made strict the way ``fieldValidation=Strict`` is: an object schema with properties and
 no ``x-kubernetes-preserve-unknown-fields`` rejects fields it does not list.
 
-CRDs come from ``../shared/crds`` (reference copies) and from the Kueue, Volcano, KEDA and KubeRay Go
-modules that the local cluster builds (downloaded here when missing), so a clone without
-``../shared`` still validates. Every source found is used: an object must satisfy both
+CRDs come from ``../shared/crds`` (reference copies) and from the Go modules the local cluster
+builds (Kueue, Volcano, KEDA, KubeRay, JobSet, Kubeflow Trainer, LeaderWorkerSet; downloaded here
+when missing), so a clone without ``../shared`` still validates. Every source found is used: an object must satisfy both
 the reference version and the version the local cluster runs.
 """
 
@@ -23,7 +23,7 @@ import kubernetes_validate
 import yaml
 
 from cluster.names import is_dns1123_label, is_label_value, is_qualified_name
-from deploy.stack.components import keda, kuberay, kueue, volcano
+from deploy.stack.components import jobset, keda, kuberay, kueue, lws, trainer, volcano
 
 KUBERNETES_VERSION = "1.36"
 REPO = Path(__file__).resolve().parent.parent
@@ -35,6 +35,9 @@ CRD_MODULES = {
     "scheduling.volcano.sh": (volcano.COMPONENT, "config/crd/volcano/bases"),
     "keda.sh": (keda.COMPONENT, "config/crd/bases"),
     "ray.io": (kuberay.COMPONENT, "config/crd/bases"),  # the KubeRay operator's (docs/ray.md)
+    "jobset.x-k8s.io": (jobset.COMPONENT, "config/components/crd/bases"),
+    "trainer.kubeflow.org": (trainer.COMPONENT, "manifests/base/crds"),
+    "leaderworkerset.x-k8s.io": (lws.COMPONENT, "config/crd/bases"),
 }
 CORE_GROUPS = {"", "apps", "batch", "autoscaling", "networking.k8s.io", "rbac.authorization.k8s.io",
                "admissionregistration.k8s.io"}

@@ -53,3 +53,31 @@ def test_bad_label_values_are_rejected():
     obj = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "labels": {"k": "x" * 64}}}
     with pytest.raises(AssertionError):
         validate(obj)
+
+
+TRAIN_JOB = {
+    "apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "metadata": {"name": "tj"},
+    "spec": {"runtimeRef": {"name": "torch-distributed"}, "trainer": {"numNodes": 2}},
+}
+JOB_SET = {
+    "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": {"name": "js"},
+    "spec": {"replicatedJobs": [{"name": "w", "replicas": 1, "template": {"spec": {"template": {"spec": {
+        "restartPolicy": "Never", "containers": [{"name": "c", "image": "i"}]}}}}}]},
+}
+LEADER_WORKER_SET = {
+    "apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet", "metadata": {"name": "lws"},
+    "spec": {"replicas": 1, "leaderWorkerTemplate": {"size": 2, "workerTemplate": {"spec": {
+        "containers": [{"name": "c", "image": "i"}]}}}},
+}
+
+
+@pytest.mark.parametrize("obj", [TRAIN_JOB, JOB_SET, LEADER_WORKER_SET], ids=lambda o: o["kind"])
+def test_trainer_jobset_and_lws_objects_validate_against_their_modules_crds(obj):
+    checked = validate(obj)
+    assert "@" in checked, checked  # a module directory (name@version), not only a reference copy
+
+
+@pytest.mark.parametrize("obj", [TRAIN_JOB, JOB_SET, LEADER_WORKER_SET], ids=lambda o: o["kind"])
+def test_an_unknown_field_in_a_trainer_jobset_or_lws_spec_is_rejected(obj):
+    with pytest.raises(ValidationError, match="'bogus' was unexpected"):
+        validate({**obj, "spec": {**obj["spec"], "bogus": 1}})
