@@ -37,6 +37,15 @@ class TrainJobRules:
             setattr(self, name, value)
         return True
 
+    @property
+    def trainer_remaining(self) -> timedelta | None:
+        """The remaining time its trainer last published, for the page's words."""
+        return None if self.trainer_remaining_seconds is None else timedelta(seconds=self.trainer_remaining_seconds)
+
+    @property
+    def has_trainer_progress(self) -> bool:
+        return self.trainer_progress_percent is not None or self.trainer_remaining_seconds is not None
+
     def trainer_expects_end(self, now: datetime) -> datetime | None:
         """When its trainer expects it to end, from the remaining time it last published
         (counted from when it said so); None when it said none."""

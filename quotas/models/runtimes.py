@@ -15,6 +15,7 @@ from simple_history.models import HistoricalRecords
 
 from core.validators import between, validate_env, validate_image, validate_string_list
 from tenants.models import Team
+from tenants.roles import is_quota_manager
 from workloads.kinds import train_job
 
 # A ClusterTrainingRuntime's name: a DNS subdomain, as its metadata.name.
@@ -24,6 +25,14 @@ validate_runtime_name = RegexValidator(
 
 
 class TrainingRuntimeQuerySet(models.QuerySet):
+    def visible_to(self, user) -> "TrainingRuntimeQuerySet":
+        """The runtimes a person may read: those any team of theirs may use; every one for
+        quota managers (who choose them)."""
+        if is_quota_manager(user):
+            return self.all()
+        return self.filter(enabled=True).filter(
+            Q(limited_to_teams=False) | Q(teams__in=Team.objects.visible_to(user))).distinct()
+
     def for_team(self, team) -> "TrainingRuntimeQuerySet":
         """The runtimes ``team`` may use: the enabled ones, open to every team or to it."""
         return self.filter(enabled=True).filter(Q(limited_to_teams=False) | Q(teams=team)).distinct()
