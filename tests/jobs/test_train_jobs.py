@@ -210,3 +210,33 @@ def test_its_stop_deactivates_the_workload_its_trainjob_owns():
     stop(fake, job)
     [live] = fake.stored("kueue.x-k8s.io/v1beta2", "Workload")
     assert live["spec"]["active"] is False
+
+
+# --- the status watcher -------------------------------------------------------------------------
+def test_the_watcher_follows_a_train_job_through_its_workload_and_pods_and_records_its_progress(team, flavor):
+    from core.ownership import ownership_labels
+    from jobs.watch.watcher import StatusWatcher
+    from workloads import kueue, trainer
+
+    job = a_train_job(team, flavor)
+    Job.objects.filter(pk=job.pk).update(state=Job.State.QUEUED)
+    namespace, name = team.namespace_name, object_name(job)
+    owner = [{"apiVersion": trainer.API, "kind": "TrainJob", "name": name, "uid": "tj-1", "controller": True}]
+    labels = ownership_labels(team=team.slug, job=job.pk)
+    watcher = StatusWatcher(cluster=None)
+    watcher._record(trainer.TRAIN_JOB, "ADDED", {
+        "apiVersion": trainer.API, "kind": "TrainJob", "metadata": {"name": name, "namespace": namespace,
+                                                                   "labels": labels, "uid": "tj-1"},
+        "status": {"trainerStatus": {"progressPercentage": 10, "estimatedRemainingSeconds": 3000,
+                                     "lastUpdatedTime": "2026-12-01T10:00:00Z"}}})
+    watcher._record(kueue.WORKLOAD, "ADDED", {"apiVersion": kueue.API, "kind": "Workload", "metadata": {
+        "name": f"trainjob-{name}-1a2b3", "namespace": namespace, "ownerReferences": owner}, **ADMITTED})
+    for index in range(2):
+        watcher._record(("v1", "Pod"), "ADDED", {"apiVersion": "v1", "kind": "Pod", "metadata": {
+            "name": f"{name}-node-0-{index}-abcde", "namespace": namespace,
+            "labels": {**labels, REPLICATED_JOB_LABEL: NODE_STEP}},
+            "spec": {"nodeName": "node-1"}, "status": {"phase": "Running"}})
+    watcher.evaluate([job.pk])
+    job.refresh_from_db()
+    assert (job.state, job.gpus_in_use) == (Job.State.RUNNING, 8)
+    assert (job.trainer_progress_percent, job.trainer_remaining_seconds) == (10, 3000)
