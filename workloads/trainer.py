@@ -129,7 +129,7 @@ def progress(train_job: dict | None) -> Progress | None:
     if percent is None and remaining is None:
         return None
     return Progress(percent=None if percent is None else min(100, max(0, int(percent))),
-                    remaining_seconds=None if remaining is None else max(0, int(remaining)),
+                    remaining_seconds=None if remaining is None else min(2**31 - 1, max(0, int(remaining))),
                     updated_at=transition_time({"lastTransitionTime": status.get("lastUpdatedTime")}))
 
 

@@ -71,6 +71,8 @@ MAX_PROBE_DELAY_SECONDS = 3600
 # How long a finished training job's objects stay on the cluster, so its logs can be read.
 RETAIN_FINISHED = timedelta(days=1)
 LIVE_NAME_TAKEN = "The team already has a live job with this name."
+# Trainer's estimatedRemainingSeconds is an int32.
+MAX_TRAINER_REMAINING_SECONDS = 2**31 - 1
 
 
 def _bounded(name: str) -> TextBounds:
@@ -203,7 +205,8 @@ class Job(JobHardware, JobVolumes, JobMoves, PreemptionContract, RayRules, Noteb
     training_runtime = models.CharField(max_length=253, blank=True, default="")
     trainer_progress_percent = models.PositiveSmallIntegerField(null=True, blank=True, editable=False,
                                                                 validators=between(0, 100))
-    trainer_remaining_seconds = models.PositiveIntegerField(null=True, blank=True, editable=False)
+    trainer_remaining_seconds = models.PositiveIntegerField(null=True, blank=True, editable=False,
+                                                            validators=between(0, MAX_TRAINER_REMAINING_SECONDS))
     trainer_status_at = models.DateTimeField(null=True, blank=True, editable=False)
 
     state = models.CharField(max_length=12, choices=State, default=State.DRAFT, db_index=True)
