@@ -16,6 +16,7 @@ from core.api_errors import RefuseNulMixin, SlugRelatedField
 from core.api_fields import StrictFields
 from core.api_filters import TrueFalseFilter
 from core.api_input import CursorPagination
+from tenants.auth import token_of
 from tenants.scoping import TeamField, TeamFilterSet, TeamScopedViewSet
 from tenants.tokens import Scope
 
@@ -125,7 +126,8 @@ class TrainingRuntimeViewSet(RefuseNulMixin, viewsets.ReadOnlyModelViewSet):
     pagination_class = FlavorPagination
 
     def get_queryset(self):
-        return TrainingRuntime.objects.visible_to(self.request.user)
+        token = token_of(self.request)  # a token narrowed to a team: that team's runtimes
+        return TrainingRuntime.objects.visible_to(self.request.user, team_id=token.team_id if token else None)
 
 
 # --- quota requests --------------------------------------------------------------------

@@ -25,13 +25,15 @@ validate_runtime_name = RegexValidator(
 
 
 class TrainingRuntimeQuerySet(models.QuerySet):
-    def visible_to(self, user) -> "TrainingRuntimeQuerySet":
-        """The runtimes a person may read: those any team of theirs may use; every one for
-        quota managers (who choose them)."""
-        if is_quota_manager(user):
+    def visible_to(self, user, team_id: int | None = None) -> "TrainingRuntimeQuerySet":
+        """The runtimes a person may read: those any team of theirs may use (with ``team_id``,
+        a token's team, that team's only); every one for quota managers (who choose them)."""
+        if is_quota_manager(user) and team_id is None:
             return self.all()
-        return self.filter(enabled=True).filter(
-            Q(limited_to_teams=False) | Q(teams__in=Team.objects.visible_to(user))).distinct()
+        teams = Team.objects.visible_to(user)
+        if team_id is not None:
+            teams = teams.filter(pk=team_id)
+        return self.filter(enabled=True).filter(Q(limited_to_teams=False) | Q(teams__in=teams)).distinct()
 
     def for_team(self, team) -> "TrainingRuntimeQuerySet":
         """The runtimes ``team`` may use: the enabled ones, open to every team or to it."""
