@@ -12,7 +12,7 @@ FIELDS = {
     "gpus_per_worker", "gpu_memory_gib", "placement", "cpu_per_worker", "memory_per_worker_gib", "max_runtime_seconds",
     "port", "min_replicas", "max_replicas", "readiness_path", "readiness_initial_delay_seconds",
     "autoscaling_target_cpu_percent", "autoscale_metric", "target_gpu_utilization_percent", "volumes",
-    "ray_entrypoint", "ray_runtime_env",
+    "ray_entrypoint", "ray_runtime_env", "training_runtime",
 }
 LISTS = ("command", "args")
 

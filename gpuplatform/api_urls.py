@@ -17,12 +17,13 @@ from console.api import DrainViewSet, MemberCapViewSet, TeamViewSet, VolumeViewS
 from core.api_errors import not_found
 from jobs.api.views import JobViewSet
 from notifications.api import PreferenceViewSet, WebhookViewSet
-from quotas.api import FlavorViewSet, QuotaGrantViewSet, QuotaRequestViewSet
+from quotas.api import FlavorViewSet, QuotaGrantViewSet, QuotaRequestViewSet, TrainingRuntimeViewSet
 from tenants.api import TokenViewSet
 
 router = SimpleRouter(trailing_slash=False)
 router.register("teams", TeamViewSet, basename="team")
 router.register("flavors", FlavorViewSet, basename="flavor")
+router.register("training-runtimes", TrainingRuntimeViewSet, basename="training-runtime")
 router.register("jobs", JobViewSet, basename="job")
 router.register("tokens", TokenViewSet, basename="token")
 router.register("quota-requests", QuotaRequestViewSet, basename="quota-request")

@@ -428,6 +428,11 @@ KEDA_PROMETHEUS_AUTH_MODES = env_str("KEDA_PROMETHEUS_AUTH_MODES", "bearer")
 KEDA_POLLING_INTERVAL_SECONDS = env_int("KEDA_POLLING_INTERVAL_SECONDS", 30, minimum=1)
 KEDA_SCALE_DOWN_WINDOW_SECONDS = env_int("KEDA_SCALE_DOWN_WINDOW_SECONDS", 300, minimum=0)
 
+# --- TrainJobs (docs/trainjobs.md) ------------------------------------------------------------------
+# The Kubeflow Trainer ClusterTrainingRuntimes seeded as runtimes every team may use, after each
+# `migrate` (the chart's `trainingRuntimes`); quota managers change them in the admin afterwards.
+TRAINING_RUNTIMES = env_list("TRAINING_RUNTIMES", ["torch-distributed"])
+
 # --- Notebooks (docs/notebooks.md) ----------------------------------------------------------------
 # An Ingress per notebook, its host from this pattern ({job}: the notebook's object name, {team}:
 # the team's slug), e.g. "{job}-{team}.notebooks.example.org"; empty: no Ingress (port-forward

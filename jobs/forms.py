@@ -9,16 +9,33 @@ from django import forms
 from django.core.exceptions import ValidationError
 from django.utils.html import format_html, format_html_join
 
-from quotas.models import GpuFlavor, PriorityClass, Sharing
+from quotas.models import GpuFlavor, PriorityClass, Sharing, TrainingRuntime
 from quotas.models.hardware import gib_text
 from tenants.models import Team
 from workloads import autoscaling, kinds, spec
+from workloads.kinds import train_job
 
 from .models import Job, Volume
 
 # name -> (label, initial values), from every kind's presets. Strings for command/args/env, as
 # the form shows them.
 PRESETS = kinds.presets()
+
+
+def runtime_presets(user) -> dict[str, tuple[str, dict]]:
+    """A preset per training runtime the person's teams may use (`quotas.TrainingRuntime`), each
+    the TrainJob kind's own preset with the runtime's values over it."""
+    base = next(values for _, values in PRESETS.values() if values["kind"] == train_job.NAME)
+    found = {}
+    for runtime in TrainingRuntime.objects.visible_to(user).filter(enabled=True):
+        values = {key: value for key, value in runtime.preset().items() if value not in ("", [], {})}
+        found[f"runtime-{runtime.name}"] = (f"TrainJob on {runtime}", {**base, **values})
+    return found
+
+
+def presets_for(user) -> dict[str, tuple[str, dict]]:
+    """Every preset the form offers a person: the kinds' and their teams' training runtimes'."""
+    return {**PRESETS, **runtime_presets(user)}
 
 
 def first_preset(kind: str) -> str:

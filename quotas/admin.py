@@ -10,7 +10,17 @@ from tenants.admin import TeamAdmin
 from tenants.models import Membership
 
 from .actions import apply_grants, cluster_objects_changed, quotas_changed
-from .models import Cohort, GpuFlavor, IdlePolicy, PriorityClass, Quota, QuotaGrant, QuotaRequest, StorageQuota
+from .models import (
+    Cohort,
+    GpuFlavor,
+    IdlePolicy,
+    PriorityClass,
+    Quota,
+    QuotaGrant,
+    QuotaRequest,
+    StorageQuota,
+    TrainingRuntime,
+)
 from .models.requests import four_eyes_lookback
 
 
@@ -178,6 +188,21 @@ class IdlePolicyAdmin(SimpleHistoryAdmin):
     @admin.display(description="In force")
     def in_force(self, obj) -> str:
         return IdlePolicy.objects.rules(obj.team, obj.flavor).describe()
+
+
+@admin.register(TrainingRuntime)
+class TrainingRuntimeAdmin(SimpleHistoryAdmin):
+    """The Kubeflow Trainer ClusterTrainingRuntimes teams may run TrainJobs on (docs/trainjobs.md),
+    and the preset each offers. Nothing reaches the cluster: the runtimes are the cluster admin's."""
+
+    list_display = ["name", "label", "framework", "enabled", "limited_to_teams", "nodes", "gpus_per_node"]
+    list_filter = ["enabled", "framework", "limited_to_teams"]
+    search_fields = ["name", "label", "framework"]
+    filter_horizontal = ["teams"]
+    fieldsets = [
+        (None, {"fields": ["name", "label", "framework", "enabled", "limited_to_teams", "teams"]}),
+        ("Preset", {"fields": ["image", "command", "args", "env", "nodes", "gpus_per_node"]}),
+    ]
 
 
 @admin.register(Cohort)

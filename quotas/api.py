@@ -1,6 +1,6 @@
-"""REST API for GPU flavors (read-only), the quota serializer teams embed, quota requests
-and the grants they became, with their renewals (owners ask; quota managers decide in the
-console, not here)."""
+"""REST API for GPU flavors and the training runtimes teams may use (read-only), the quota
+serializer teams embed, quota requests and the grants they became, with their renewals (owners
+ask; quota managers decide in the console, not here)."""
 
 import django_filters
 from django.core.exceptions import PermissionDenied, ValidationError
@@ -16,11 +16,12 @@ from core.api_errors import RefuseNulMixin, SlugRelatedField
 from core.api_fields import StrictFields
 from core.api_filters import TrueFalseFilter
 from core.api_input import CursorPagination
+from tenants.auth import token_of
 from tenants.scoping import TeamField, TeamFilterSet, TeamScopedViewSet
 from tenants.tokens import Scope
 
 from .grants import MAX_GPUS
-from .models import GpuFlavor, Quota, QuotaGrant, QuotaRequest
+from .models import GpuFlavor, Quota, QuotaGrant, QuotaRequest, TrainingRuntime
 from .models.requests import MAX_JUSTIFICATION
 
 # The fields an owner fills in, as on the team page's form.
@@ -99,6 +100,34 @@ class FlavorViewSet(RefuseNulMixin, viewsets.ReadOnlyModelViewSet):
     lookup_field = "name"
     pagination_class = FlavorPagination
     filterset_fields = ["scheduler", "resource_name"]
+
+
+class TrainingRuntimeSerializer(serializers.ModelSerializer):
+    preset = serializers.SerializerMethodField(help_text=(
+        "The job fields a TrainJob on this runtime starts from (kind, training_runtime, image, command, args, env, "
+        "workers = nodes, gpus_per_worker): POST them to /api/v1/jobs with a team, a name and a flavor."))
+
+    class Meta:
+        model = TrainingRuntime
+        fields = ["name", "label", "framework", "enabled", "preset"]
+        read_only_fields = fields
+
+    def get_preset(self, runtime) -> dict:
+        return runtime.preset()
+
+
+class TrainingRuntimeViewSet(RefuseNulMixin, viewsets.ReadOnlyModelViewSet):
+    """The Kubeflow Trainer ClusterTrainingRuntimes a caller's teams may run TrainJobs on (a
+    job's ``training_runtime``), each with its preset; quota managers, who choose them, see all."""
+
+    serializer_class = TrainingRuntimeSerializer
+    lookup_field = "name"
+    lookup_value_regex = r"[a-z0-9.\-]+"
+    pagination_class = FlavorPagination
+
+    def get_queryset(self):
+        token = token_of(self.request)  # a token narrowed to a team: that team's runtimes
+        return TrainingRuntime.objects.visible_to(self.request.user, team_id=token.team_id if token else None)
 
 
 # --- quota requests --------------------------------------------------------------------

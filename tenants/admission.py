@@ -16,8 +16,11 @@ what the platform itself renders:
   (DaemonSets, ReplicationControllers, CronJobs and RayServices are refused). Each kind's
   integrations declare it (`Integration.admits`, `workloads.kinds.admission`): the objects they
   render, the objects their controllers make in turn (a batch Job's Pods, a Deployment's
-  ReplicaSet and its Pods, a RayJob's RayCluster, a Volcano Job's Service), and the team queue
-  each names; the policy's kinds, owner rules and queue rules are built from the registry;
+  ReplicaSet and its Pods, a RayJob's RayCluster, a Volcano Job's Service, a TrainJob's JobSet
+  and its Jobs), and the team queue each names; the policy's kinds, owner rules and queue rules
+  are built from the registry. A kind held to a queue where rendered that a controller makes
+  with none (a JobSet's batch Jobs: their TrainJob waits in the queue) is let off the queue and
+  our labels only when that controller controls it;
 - workloads carry the platform's labels (what controllers make need not); owner references
   name only what makes the object (a Pod: its Job, Volcano Job, ReplicaSet, RayCluster or
   StatefulSet, as its controller; what the platform renders: none), so a bare Pod or
@@ -57,6 +60,8 @@ from workloads.kinds import KINDS, integrations
 from workloads.kinds.admission import Admitted, Fragments, Queue
 from workloads.kueue import QUEUE_LABEL
 from workloads.pods import GPU_RUNTIME_ENV_NAMES, GPU_RUNTIME_ENV_PREFIXES
+from workloads.trainer import GROUP as TRAINER_GROUP
+from workloads.trainer import JOBSET
 from workloads.volcano import QUEUE_ANNOTATION
 
 API = "admissionregistration.k8s.io/v1"
@@ -65,6 +70,7 @@ PARAMS_NAME = "gpuplatform-admission"  # a ConfigMap in each team namespace: que
 # ...and "_placement.<flavor>" -> the flavor's placement, as tokens between '|' (no queue name
 # starts with '_', and no label or toleration field holds '|').
 PLACEMENT_PREFIX = "_placement."
+JOBSET_GROUP = JOBSET[0].rpartition("/")[0]
 # What the policy matches beyond what the kinds of work put in team namespaces (each
 # integration's `admits`, `workloads.kinds.admission`): the other kinds that make pods, to
 # refuse them (no RayService: docs/ray.md), and the pods' ephemeral containers, to check them.
@@ -175,13 +181,24 @@ QUEUES = {
 }
 
 
+def _made_free(found: Fragments) -> str:
+    """Whether the object is one a controller makes with no queue and none of our labels (a
+    JobSet's batch Job), controlled by such a controller ("false" when no kind is)."""
+    free = [f"({_is(Admitted(kind), 'object')} && variables.owners.exists(o, has(o.controller) && o.controller && "
+            f"{_any([_is(owner) for owner in owners])}))" for kind, owners in found.made_free().items()]
+    return _any(free) if free else "false"
+
+
 def _queue_rules(found: Fragments) -> list[dict]:
-    """Each object that waits in a queue names one of the team's, one rule per way of naming it."""
+    """Each object that waits in a queue names one of the team's, one rule per way of naming it
+    (what a controller makes free of a queue aside: its owner waits in one)."""
     rules = []
+    free = _made_free(found)
     for queues, objects in found.queues().items():
         called = QUEUES[queues[0]][1] if len(queues) == 1 else "queues"
+        freed = f" || {free}" if any(o.kind in found.made_free() for o in objects) else ""
         rules.append(_rule(
-            f"!{_any([_is(o, 'object') for o in objects])} || " + " || ".join(QUEUES[q][0] for q in queues),
+            f"!{_any([_is(o, 'object') for o in objects])}{freed} || " + " || ".join(QUEUES[q][0] for q in queues),
             f"A {_words([o.words for o in objects], 'or')} in a team namespace waits in one of the team's own "
             f"{called} ({_words([QUEUES[q][2] for q in queues], 'or')}): {_SUBMIT}."))
     return rules
@@ -203,7 +220,7 @@ def _workload_rules() -> list[dict]:
         _rule(f"variables.volcano || object.kind in {_cel(found.kinds())}",
               f"The platform runs its kinds of work in team namespaces ({_runs()}), and nothing else that makes "
               f"pods (no DaemonSet, ReplicationController, CronJob or RayService): {_SUBMIT}."),
-        _rule(f"object.kind in {_cel(found.unlabelled())} || ({ours})",
+        _rule(f"object.kind in {_cel(found.unlabelled())} || ({ours}) || {_made_free(found)}",
               f"Workloads in team namespaces are the platform's: {_SUBMIT}."),
         _rule(f"!(object.kind in {_cel(controlled)}) || variables.owners.exists(o, has(o.controller) && o.controller)",
               f"{_words([kind + 's' for kind in controlled])} in team namespaces are made by the platform's "
@@ -277,6 +294,10 @@ def _variables() -> list[dict]:
         "object.kind == 'Service' ? [] : "
         "object.kind == 'Pod' ? [object.spec] : "
         "object.kind == 'CronJob' ? [object.spec.jobTemplate.spec.template.spec] : "
+        # A TrainJob holds no pod template (its runtime's JobSet, checked below, does); a
+        # JobSet keeps one in each replicated job's Job template.
+        "variables.trainer ? [] : "
+        "variables.jobset ? object.spec.replicatedJobs.map(r, r.template.spec.template.spec) : "
         "variables.volcano ? (has(object.spec.tasks) ? object.spec.tasks.map(t, t.template.spec) : []) : "
         "variables.ray ? variables.rayGroups.map(g, g.template.spec) : "
         "[object.spec.template.spec]"
@@ -290,7 +311,9 @@ def _variables() -> list[dict]:
         "(has(c.workerGroupSpecs) ? c.workerGroupSpecs : [])).flatten()"
     )
     template_metadata = (
-        "object.kind in ['Service', 'Pod', 'CronJob'] || variables.volcano || variables.ray ? [] : "
+        "object.kind in ['Service', 'Pod', 'CronJob'] || variables.volcano || variables.ray || variables.trainer ? [] : "
+        "variables.jobset ? object.spec.replicatedJobs.map(r, has(r.template.spec.template.metadata) && "
+        "has(r.template.spec.template.metadata.annotations) ? r.template.spec.template.metadata.annotations : {}) : "
         "[has(object.spec.template.metadata) && has(object.spec.template.metadata.annotations) ? "
         "object.spec.template.metadata.annotations : {}]"
     )
@@ -311,6 +334,8 @@ def _variables() -> list[dict]:
     return [
         {"name": "volcano", "expression": "object.apiVersion.startsWith('batch.volcano.sh/')"},
         {"name": "ray", "expression": "object.apiVersion.startsWith('ray.io/')"},
+        {"name": "trainer", "expression": f"object.apiVersion.startsWith({_cel(TRAINER_GROUP + '/')})"},
+        {"name": "jobset", "expression": f"object.apiVersion.startsWith({_cel(JOBSET_GROUP + '/')})"},
         {"name": "rayGroups", "expression": ray_groups},
         {"name": "data", "expression": "has(params.data) ? params.data : {}"},
         {"name": "queues", "expression": "variables.data.filter(k, !k.startsWith('_'))"},

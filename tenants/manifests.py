@@ -45,6 +45,8 @@ _WORKLOAD_RESOURCES = [
     ("batch.volcano.sh", ["jobs"]),
     ("scheduling.volcano.sh", ["podgroups"]),
     ("kueue.x-k8s.io", ["workloads", "localqueues"]),
+    ("trainer.kubeflow.org", ["trainjobs"]),
+    ("jobset.x-k8s.io", ["jobsets"]),
 ]
 _READ = ["get", "list", "watch"]
 

@@ -12,6 +12,7 @@ from .base import (
     Observation,
     Phase,
     Preempted,
+    Progress,
     Scheduler,
     Seen,
     placed_gpus,
@@ -23,7 +24,7 @@ from .volcano import VOLCANO
 
 SCHEDULERS: dict[str, Scheduler] = {s.name: s for s in (KUEUE, VOLCANO)}
 
-__all__ = ["EXCEEDS_QUOTA", "SCHEDULERS", "Kind", "Observation", "Phase", "Preempted", "Scheduler", "Seen", "all_kinds",
+__all__ = ["EXCEEDS_QUOTA", "SCHEDULERS", "Kind", "Observation", "Phase", "Preempted", "Progress", "Scheduler", "Seen", "all_kinds",
            "for_flavor", "placed_gpus", "pod_ended", "queue_name"]
 
 

@@ -53,6 +53,17 @@ class Preempted:
 
 
 @dataclass(frozen=True)
+class Progress:
+    """What a trainer says of its own run (Kubeflow Trainer's ``status.trainerStatus``): how far
+    it is (percent) and how long it expects still to run (seconds), each None when unsaid, and
+    when it last said so."""
+
+    percent: int | None
+    remaining_seconds: int | None
+    updated_at: datetime | None = None
+
+
+@dataclass(frozen=True)
 class Observation:
     state: Phase
     reason: str
@@ -67,6 +78,8 @@ class Observation:
     # in their termination message (`workloads.last_checkpoint`): the lost GPU-hours' start.
     preempted: Preempted | None = None
     checkpoint: datetime | None = None
+    # The trainer's own progress, where its kind publishes one (a TrainJob's trainerStatus).
+    progress: Progress | None = None
 
 
 def transition_time(condition: dict | None) -> datetime | None:

@@ -76,6 +76,10 @@ FIELDS = (
           "list (training by default); some run on Kueue flavors only.", listed=True),
     Field("flavor", JOB, "Flavor", "The GPU flavor (hardware pool), by name.", shape=RELATED, named_by="name",
           listed=True),
+    Field("training_runtime", JOB, "Training runtime", "The Kubeflow Trainer ClusterTrainingRuntime a TrainJob "
+          "runs on, by name (e.g. torch-distributed): one your quota managers allow your team; the API's "
+          "/api/v1/training-runtimes lists them. TrainJobs only.", common=False, refused_elsewhere=True,
+          schedulers=(KUEUE,)),
     Field("priority", JOB, "Priority", "A priority class, by name; its value at most the team's ceiling. "
           "Kueue flavors only: Volcano flavors refuse it.", schedulers=(KUEUE,), shape=RELATED, named_by="name"),
     Field("image", CONTAINER, "Image", "A container image, e.g. pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime: "

@@ -58,10 +58,12 @@ MAX_LOG_LINES = 5000
 
 TIMESTAMPS = ["created_at", "updated_at", "submitted_at", "admitted_at", "started_at", "finished_at"]
 STATUS_FIELDS = ["state", "reason", "message", *TIMESTAMPS]
+# What a TrainJob's trainer last published of its progress (null for other kinds, and until it does).
+PROGRESS_FIELDS = ["trainer_progress_percent", "trainer_remaining_seconds", "trainer_status_at"]
 
 # A list page reads these columns, not model instances: a page of 50 jobs is 200 objects
 # fewer. Related rows by the field that names them (``team__slug``), as the spec says.
-LIST_ROW = ["id", *(field.column for field in spec.FIELDS), *STATUS_FIELDS, "submitter__username"]
+LIST_ROW = ["id", *(field.column for field in spec.FIELDS), *STATUS_FIELDS, *PROGRESS_FIELDS, "submitter__username"]
 _INSTANCE_COLUMNS = [name for name in LIST_ROW if "__" not in name]
 
 
@@ -107,9 +109,17 @@ class JobSerializer(StrictFields, serializers.ModelSerializer):
 
     class Meta:
         model = Job
-        fields = ["id", *spec.NAMES, "submitter", "total_gpus", "runs_until_cancelled", *STATUS_FIELDS]
-        read_only_fields = ["id", "submitter", "total_gpus", "runs_until_cancelled", *STATUS_FIELDS]
-        extra_kwargs = {field.name: {"help_text": field.help} for field in spec.FIELDS}
+        fields = ["id", *spec.NAMES, "submitter", "total_gpus", "runs_until_cancelled", *STATUS_FIELDS,
+                  *PROGRESS_FIELDS]
+        read_only_fields = ["id", "submitter", "total_gpus", "runs_until_cancelled", *STATUS_FIELDS, *PROGRESS_FIELDS]
+        extra_kwargs = {**{field.name: {"help_text": field.help} for field in spec.FIELDS},
+                        "trainer_progress_percent": {"help_text": (
+                            "A TrainJob's progress as its trainer last published it (Kubeflow Trainer's "
+                            "status.trainerStatus), 0-100; null: not published, or another kind.")},
+                        "trainer_remaining_seconds": {"help_text": (
+                            "The time its trainer expected still to run when it last said so (trainer_status_at); "
+                            "the ETAs of jobs queued behind it count from it.")},
+                        "trainer_status_at": {"help_text": "When the trainer last published its progress."}}
         # Job.full_clean (inside Job.objects.submit) checks the constraints, with the
         # model's own messages; DRF's copies of them would run a second query.
         validators = []
@@ -137,6 +147,9 @@ class JobSerializer(StrictFields, serializers.ModelSerializer):
             "runs_until_cancelled": kind_named(row["kind"]).runs_until_cancelled,
             "state": row["state"], "reason": row["reason"], "message": row["message"],
             **{name: _when(row[name], zone) for name in TIMESTAMPS},
+            "trainer_progress_percent": row["trainer_progress_percent"],
+            "trainer_remaining_seconds": row["trainer_remaining_seconds"],
+            "trainer_status_at": _when(row["trainer_status_at"], zone),
         })
         return out
 

@@ -55,6 +55,7 @@ from .moves import JobMoves
 from .notebook import NotebookRules
 from .preemptions import PreemptionContract
 from .ray import RayRules
+from .trainer import TrainJobRules
 from .volumes import JobVolumes
 
 JOB_NAME_MAX_LENGTH = 40
@@ -70,6 +71,8 @@ MAX_PROBE_DELAY_SECONDS = 3600
 # How long a finished training job's objects stay on the cluster, so its logs can be read.
 RETAIN_FINISHED = timedelta(days=1)
 LIVE_NAME_TAKEN = "The team already has a live job with this name."
+# Trainer's estimatedRemainingSeconds is an int32.
+MAX_TRAINER_REMAINING_SECONDS = 2**31 - 1
 
 
 def _bounded(name: str) -> TextBounds:
@@ -114,7 +117,8 @@ class JobQuerySet(CapQuerySet, QueueingQuerySet):
                 "wait for some to finish, or cancel some, then submit again.")}, code="too_many_jobs")
 
 
-class Job(JobHardware, JobVolumes, JobMoves, PreemptionContract, RayRules, NotebookRules, models.Model):
+class Job(JobHardware, JobVolumes, JobMoves, PreemptionContract, RayRules, NotebookRules, TrainJobRules,
+          models.Model):
     # One member per registered kind of work: Job.Kind.TRAINING == "training" (`workloads.kinds`).
     Kind = models.TextChoices("Kind", [(value.upper().replace("-", "_"), (value, label))
                                        for value, label in kinds.choices()])
@@ -195,6 +199,15 @@ class Job(JobHardware, JobVolumes, JobMoves, PreemptionContract, RayRules, Noteb
     # Ray jobs only (docs/ray.md): what a RayJob runs and Ray's runtime environment (YAML).
     ray_entrypoint = models.CharField(max_length=ray_job.ENTRYPOINT_MAX_CHARS, blank=True, default="")
     ray_runtime_env = models.TextField(blank=True, default="")
+
+    # TrainJobs only (docs/trainjobs.md): the ClusterTrainingRuntime it runs on, and what its
+    # trainer last published of its progress (`record_progress`).
+    training_runtime = models.CharField(max_length=253, blank=True, default="")
+    trainer_progress_percent = models.PositiveSmallIntegerField(null=True, blank=True, editable=False,
+                                                                validators=between(0, 100))
+    trainer_remaining_seconds = models.PositiveIntegerField(null=True, blank=True, editable=False,
+                                                            validators=between(0, MAX_TRAINER_REMAINING_SECONDS))
+    trainer_status_at = models.DateTimeField(null=True, blank=True, editable=False)
 
     state = models.CharField(max_length=12, choices=State, default=State.DRAFT, db_index=True)
     reason = models.CharField(max_length=64, blank=True)

@@ -119,6 +119,12 @@ def _kueue_order(job: Job) -> list[str] | None:
         return None
 
 
+def _remaining(job: Job, now) -> float | None:
+    """What a running TrainJob's trainer last said it has left, counted from now."""
+    end = job.trainer_expects_end(now)
+    return None if end is None else (end - now).total_seconds()
+
+
 def queue_for(job: Job, now=None) -> eta.Queue:
     """``job``'s queue as plain data for `jobs.queue.eta`."""
     now = now or timezone.now()
@@ -128,7 +134,8 @@ def queue_for(job: Job, now=None) -> eta.Queue:
                .exclude(pk=job.pk).annotate(size=START_GPUS))
     runners = tuple(eta.Runner(r.gpus_in_use or r.size,
                                (now - (r.run_admitted_at or r.admitted_at or now)).total_seconds(),
-                               r.max_runtime_seconds, *_history(histories, r.size)) for r in running)
+                               r.max_runtime_seconds, *_history(histories, r.size), remaining=_remaining(r, now))
+                    for r in running)
     waiters = tuple(eta.Waiter(w.gpus_to_start, w.max_runtime_seconds, _history(histories, w.gpus_to_start)[0],
                                target=(w is job or (job.pk is not None and w.pk == job.pk)),
                                used=_history(histories, w.gpus_to_start)[1],

@@ -7,7 +7,8 @@ The model is the scheduler's (`jobs.queue.queueing`): the GPUs the team may use 
 quota plus what the cohort lends it now, at most its ceiling); the running jobs end at a
 runtime drawn from the history of similar jobs (same team and shape, the platform's own
 records) that is longer than what they have run so far, capped by their maximum runtime (and,
-for a job with one, drawn as the share of their maximum that similar jobs used); the waiting
+for a job with one, drawn as the share of their maximum that similar jobs used), or, for a
+TrainJob whose trainer publishes it, at the remaining time it last said (`Runner.remaining`); the waiting
 jobs are considered in the scheduler's order (Kueue's pending order when it answers) and each
 takes what is free when it fits, one that does not fit blocking nobody (BestEffortFIFO). On a
 flavor that reserves (`Queue.reserves`) the platform's reservation is played too
@@ -48,6 +49,9 @@ class Runner:
     max_runtime: float | None = None
     history: tuple[float, ...] = ()  # runtimes (seconds) of similar jobs that ended
     used: tuple[float, ...] = ()  # of similar ended jobs with a maximum runtime: runtime / maximum
+    # What its trainer published of the time it still runs (a TrainJob's trainerStatus), from
+    # now; None: it said nothing. Its own word beats every draw (still at most its maximum).
+    remaining: float | None = None
 
 
 @dataclass(frozen=True)
@@ -110,16 +114,25 @@ def _draw_runtime(rng, history, elapsed: float, cap: float | None, used=()) -> f
 
 def _unknown_ends(queue: Queue) -> int:
     jobs = [*queue.running, *(w for w in queue.waiting if not w.target)]
-    return sum(1 for j in jobs if not j.history and j.max_runtime is None)
+    return sum(1 for j in jobs if not j.history and j.max_runtime is None and getattr(j, "remaining", None) is None)
+
+
+def _left(r: Runner, rng, draw) -> float:
+    """How long a running job still holds its GPUs in one draw (inf: unknown): what its trainer
+    said is left when it said so, else a draw from similar jobs; at most its maximum runtime."""
+    sure = None if r.max_runtime is None else max(r.max_runtime - r.elapsed, 0.0)
+    if r.remaining is not None:
+        return max(r.remaining, 0.0) if sure is None else min(max(r.remaining, 0.0), sure)
+    runtime = draw(rng, r.history, r.elapsed, r.max_runtime, r.used)
+    return math.inf if runtime is None else max(runtime - r.elapsed, 0.0)
 
 
 def _simulate_once(queue: Queue, rng, draw) -> float | None:
     """One draw: the target's start (seconds from now), or None when it never starts."""
     holding: list[tuple[float, float | None, int]] = []  # (time it ends, time it surely has ended, GPUs)
     for r in queue.running:
-        runtime = draw(rng, r.history, r.elapsed, r.max_runtime, r.used)
         sure = None if r.max_runtime is None else max(r.max_runtime - r.elapsed, 0.0)
-        holding.append((math.inf if runtime is None else max(runtime - r.elapsed, 0.0), sure, r.gpus))
+        holding.append((_left(r, rng, draw), sure, r.gpus))
     waiting = list(queue.waiting)
     now = 0.0
     while True:

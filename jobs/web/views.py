@@ -25,7 +25,7 @@ from workloads import kinds, spec
 
 from .. import actions
 from ..filters import JobFilter
-from ..forms import PRESETS, JobForm, clone_initial, first_preset
+from ..forms import JobForm, clone_initial, first_preset, presets_for
 from ..manifests import render_job
 from ..models import LIVE_NAME_TAKEN, Job
 from ..outlook import estimates, feasibility
@@ -174,7 +174,8 @@ def _initial(request) -> dict:
                                          if request.GET.get(name, "").isdigit()}}
     # A tab (?kind=) starts from that kind's first preset; ?preset= picks one by name.
     default = first_preset(request.GET.get("kind", ""))
-    initial = dict(PRESETS.get(request.GET.get("preset"), PRESETS[default])[1])
+    presets = presets_for(request.user)
+    initial = dict(presets.get(request.GET.get("preset"), presets[default])[1])
     if team := request.GET.get("team"):
         initial["team"] = team
     return initial
@@ -214,7 +215,7 @@ def job_submit(request):
     else:
         form = _form(request, initial=_initial(request))
         status = 200
-    context = {"form": form, "presets": PRESETS, "can_submit": can_submit, "kind": form.kind,
+    context = {"form": form, "presets": presets_for(request.user), "can_submit": can_submit, "kind": form.kind,
                "kinds": Job.Kind.choices, "kind_note": kinds.by_name(form.kind).note}
     return render(request, "jobs/job_submit.html", context, status=status)
 

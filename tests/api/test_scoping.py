@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from jobs.models import Job, Volume
 from notifications.models import Event, Kind, Webhook, WebhookDelivery
-from quotas.models import Drain, MemberCap, QuotaGrant, QuotaRequest, StorageQuota
+from quotas.models import Drain, MemberCap, QuotaGrant, QuotaRequest, StorageQuota, TrainingRuntime
 from tenants.models import Membership
 from tenants.models.identities import GroupMapping
 from tenants.tokens import ApiToken
@@ -33,6 +33,7 @@ SEES = {
     "teams": INSIDERS, "jobs": INSIDERS, "quota-requests": INSIDERS, "quota-grants": INSIDERS,
     "member-caps": INSIDERS,  # what each person may hold: the team's people see it
     "volumes": INSIDERS,  # the team's volumes: its people mount them
+    "training-runtimes": INSIDERS,  # a runtime limited to the team: its people run TrainJobs on it
     "webhooks": ("owner",),  # a webhook holds its signing secret
     "tokens": ("owner",),  # one's own tokens
     "group-mappings": (),  # quota managers only
@@ -70,10 +71,12 @@ def world(team, owner, member, viewer, outsider, flavor, fake, settings):
     drain.declare_by(make_user("drain-quinn", quota_manager=True))
     StorageQuota.objects.create(team=team, storage_class="standard", storage_gib=100, volumes=5)
     volume = Volume.objects.create(team=team, name=f"{MARKER}-data", storage_class="standard", size_gib=10)
+    TrainingRuntime.objects.create(name=f"{MARKER}-runtime", label="Limited", limited_to_teams=True).teams.add(team)
     ids = {"drains": drain.pk, "volumes": volume.pk, "member-caps": cap.pk, "jobs": job.pk, "quota-requests": request.pk, "quota-grants": grant.pk, "webhooks": hook.pk, "group-mappings": mapping.pk,
            "tokens": token.pk}
     values = {"slug": team.slug, "name": flavor.name, "kind": "job.started", "delivery_id": delivery.pk}
-    return {"ids": ids, "values": values, "team": team, "job": job, "hook": hook}
+    names = {"training-runtimes": f"{MARKER}-runtime"}
+    return {"ids": ids, "names": names, "values": values, "team": team, "job": job, "hook": hook}
 
 
 @pytest.fixture
@@ -96,6 +99,8 @@ def routes(client):
 def url_of(path: str, world) -> str:
     segment = section(path)
     url = path.replace("{id}", str(world["ids"].get(segment, "")))
+    if segment in world["names"]:  # a route whose rows are named, not numbered
+        url = url.replace("{name}", world["names"][segment])
     for name, value in world["values"].items():
         url = url.replace("{" + name + "}", str(value))
     assert "{" not in url, f"{path}: give the new path parameter a value of the team in the world fixture"

@@ -7,6 +7,10 @@ from tenants.admission import ALSO_MATCHED, fragments, matched_resources, render
 from workloads.kinds.admission import Queue
 
 VOLCANO_JOB = ("batch.volcano.sh/v1alpha1", "Job")
+TRAIN_JOB, JOBSET = ("trainer.kubeflow.org/v1alpha1", "TrainJob"), ("jobset.x-k8s.io/v1alpha2", "JobSet")
+CONTROLLED_BY_A_JOBSET = ("((object.kind == 'Job' && object.apiVersion.startsWith('batch/')) && variables.owners.exists("
+                          "o, has(o.controller) && o.controller && (o.kind == 'JobSet' && "
+                          "o.apiVersion.startsWith('jobset.x-k8s.io/'))))")
 
 
 def _validations() -> list[dict]:
@@ -23,22 +27,23 @@ def test_the_policy_matches_what_the_kinds_make_and_the_kinds_it_refuses():
         "": ["pods", "pods/ephemeralcontainers", "replicationcontrollers", "services"],
         "apps": ["daemonsets", "deployments", "replicasets", "statefulsets"],
         "batch": ["cronjobs", "jobs"], "batch.volcano.sh": ["jobs"],
-        "ray.io": ["rayclusters", "rayjobs", "rayservices"]}
+        "jobset.x-k8s.io": ["jobsets"], "ray.io": ["rayclusters", "rayjobs", "rayservices"],
+        "trainer.kubeflow.org": ["trainjobs"]}
     refused = {name for names in ALSO_MATCHED.values() for name in names} - {"pods/ephemeralcontainers"}
     assert refused == {"replicationcontrollers", "daemonsets", "cronjobs", "rayservices"}
     assert not refused & {name for names in fragments().resources().values() for name in names}
 
 
 def test_the_policy_admits_the_kinds_the_platform_renders_and_what_their_controllers_make():
-    assert fragments().kinds() == ["Deployment", "Job", "Pod", "RayCluster", "RayJob", "ReplicaSet", "Service",
-                                   "StatefulSet"]
+    assert fragments().kinds() == ["Deployment", "Job", "JobSet", "Pod", "RayCluster", "RayJob", "ReplicaSet",
+                                   "Service", "StatefulSet", "TrainJob"]
     assert _rule("The platform runs").startswith(f"variables.volcano || object.kind in {fragments().kinds()}")
 
 
 def test_only_what_controllers_make_goes_without_our_labels_and_pods_need_a_controller():
-    assert set(fragments().unlabelled()) == {"Pod", "ReplicaSet", "Service"}
-    assert fragments().controlled() == ["Pod", "ReplicaSet"]
-    assert _rule("Pods and ReplicaSets").startswith("!(object.kind in ['Pod', 'ReplicaSet']) || ")
+    assert set(fragments().unlabelled()) == {"Pod", "ReplicaSet", "Service", "JobSet"}
+    assert fragments().controlled() == ["Pod", "ReplicaSet", "JobSet"]
+    assert _rule("Pods, ReplicaSets and JobSets").startswith("!(object.kind in ['Pod', 'ReplicaSet', 'JobSet']) || ")
 
 
 def test_each_made_kind_is_owned_only_by_what_makes_it():
@@ -47,8 +52,10 @@ def test_each_made_kind_is_owned_only_by_what_makes_it():
         "Pod": {("batch/v1", "Job"), VOLCANO_JOB, ("apps/v1", "ReplicaSet"), ("ray.io/v1", "RayCluster"),
                 ("apps/v1", "StatefulSet")},
         "ReplicaSet": {("apps/v1", "Deployment")},
-        "Service": {VOLCANO_JOB, ("ray.io/v1", "RayCluster"), ("ray.io/v1", "RayJob")},
+        "Service": {VOLCANO_JOB, ("ray.io/v1", "RayCluster"), ("ray.io/v1", "RayJob"), JOBSET},
         "RayCluster": {("ray.io/v1", "RayJob")},
+        "JobSet": {TRAIN_JOB},
+        "Job": {JOBSET},
     }
     rule = _rule("Owner references")
     # Kubernetes' own owners at the version the platform writes, an operator's at any version;
@@ -62,11 +69,11 @@ def test_each_queued_kind_names_one_of_the_teams_queues_the_way_its_scheduler_sa
     queued = {queues: {o.kind for o in objects} for queues, objects in fragments().queues().items()}
     assert queued == {
         (Queue.KUEUE,): {("batch/v1", "Job"), ("ray.io/v1", "RayJob"), ("ray.io/v1", "RayCluster"),
-                         ("apps/v1", "StatefulSet")},
+                         ("apps/v1", "StatefulSet"), TRAIN_JOB},
         (Queue.VOLCANO,): {VOLCANO_JOB},
         (Queue.KUEUE, Queue.VOLCANO_PODS): {("apps/v1", "Deployment")},
     }
-    kueue = _rule("A Job, RayJob, RayCluster or StatefulSet")
+    kueue = _rule("A Job, RayJob, RayCluster, StatefulSet or TrainJob")
     # A batch Job, not a Volcano one (which names its queue in spec.queue).
     assert "(object.kind == 'Job' && object.apiVersion.startsWith('batch/'))" in kueue
     assert "variables.kueueQueue in variables.teamFlavors" in kueue
@@ -79,5 +86,28 @@ def test_the_messages_name_the_kinds_the_live_tests_read():
     messages = " ".join(rule["message"] for rule in _validations())
     for words in ("nothing else that makes pods", "RayService", "made by the platform's Jobs", "Owner references",
                   "team's own Kueue queues", "Deployment in a team namespace", "team's own queues",
-                  "volumeClaimTemplates", "Training: a Job or a Volcano Job", "Notebook: a StatefulSet"):
+                  "volumeClaimTemplates", "Training: a Job or a Volcano Job", "Notebook: a StatefulSet",
+                  "Distributed training (TrainJob): a TrainJob", "Deployments and TrainJobs",
+                  "a JobSet's: its TrainJob", "a Job's: its JobSet"):
         assert words in messages, words
+
+
+def test_a_jobsets_batch_jobs_alone_go_without_a_queue_and_our_labels():
+    """A TrainJob waits in the team's queue; the Jobs its JobSet makes name none and carry none
+    of our labels. Only a batch Job a JobSet controls is let off: any other still names a queue."""
+    assert fragments().made_free() == {("batch/v1", "Job"): [fragments().made_free()[("batch/v1", "Job")][0]]}
+    assert fragments().made_free()[("batch/v1", "Job")][0].kind == JOBSET
+    assert "Job" not in fragments().unlabelled()
+    assert CONTROLLED_BY_A_JOBSET in _rule("Workloads in team namespaces are the platform's")
+    kueue = _rule("A Job, RayJob, RayCluster, StatefulSet or TrainJob")
+    assert CONTROLLED_BY_A_JOBSET in kueue
+    # Volcano's Jobs are not let off theirs.
+    assert "JobSet" not in _rule("A Volcano Job")
+
+
+def test_a_jobsets_pod_templates_are_held_like_every_other_and_a_trainjob_has_none_of_its_own():
+    variables = {v["name"]: v["expression"] for v in render_admission()[0]["spec"]["variables"]}
+    assert "variables.trainer ? [] : " in variables["templates"]
+    assert "variables.jobset ? object.spec.replicatedJobs.map(r, r.template.spec.template.spec)" in variables["templates"]
+    assert variables["jobset"] == "object.apiVersion.startsWith('jobset.x-k8s.io/')"
+    assert variables["trainer"] == "object.apiVersion.startsWith('trainer.kubeflow.org/')"

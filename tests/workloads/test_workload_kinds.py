@@ -22,6 +22,7 @@ from workloads.kinds import (
     ray_cluster,
     ray_job,
     rendered_kinds,
+    train_job,
     training,
 )
 from workloads.kinds.admission import Queue
@@ -43,6 +44,9 @@ SHAPES = {
                         ray_runtime_env="pip: [torch]\nenv_vars: {A: b}\n", max_runtime_seconds=3600)],
     ray_cluster.NAME: [dict(workers=2, gpus_per_worker=4)],
     notebook.NAME: [dict(command=[], args=[]), dict(gpus_per_worker=2, port=8080, max_runtime_seconds=3600)],
+    train_job.NAME: [dict(workers=1, training_runtime=train_job.TORCH_RUNTIME),
+                     dict(workers=2, gpus_per_worker=4, max_runtime_seconds=3600,
+                          training_runtime=train_job.TORCH_RUNTIME, command=[], args=[])],
 }
 def admitted_by_the_team_policy(obj: dict, integration) -> bool:
     """Whether the team namespaces' admission policy (`tenants.admission`) holds what makes pods
@@ -50,7 +54,9 @@ def admitted_by_the_team_policy(obj: dict, integration) -> bool:
     as rendered, with the queue it names, and so matched and admitted; a kind the policy does
     not match would run unguarded, one it matches but does not admit never runs."""
     declared = {admitted.kind: admitted for admitted in integration.admits}
-    if not pod_templates_of(obj) and obj["kind"] != "Service":
+    makes = declared.get((obj["apiVersion"], obj["kind"]))
+    # A TrainJob has no pod template of its own: its controller's JobSet does (declared as made).
+    if not pod_templates_of(obj) and obj["kind"] != "Service" and not (makes and makes.makes):
         return (obj["apiVersion"], obj["kind"]) not in declared
     admitted = declared.get((obj["apiVersion"], obj["kind"]))
     return (admitted is not None and (not admitted.queue or any(_names_queue(obj, queue) for queue in admitted.queue))

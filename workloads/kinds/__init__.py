@@ -1,6 +1,7 @@
 """The kinds of work a job can be, registered once, in the explicit list below: training (a
 Kueue batch Job or a Volcano gang), inference (Deployment + Service + autoscaler, on every
-scheduler), Ray jobs and clusters and notebooks (Kueue flavors). Each is one module with one
+scheduler), Ray jobs and clusters, notebooks and distributed training as Kubeflow TrainJobs
+(Kueue flavors). Each is one module with one
 complete declaration (`base.WorkKind`); everything else derives from this list: the model's
 choices, the form and its presets, the API's enum, what the job owner prunes and the watcher
 watches, the platform's RBAC, the idle sweep's stoppers and words, the team namespaces'
@@ -10,7 +11,7 @@ admission policy, the soak's mix. A new kind is one module here and one line in 
 
 from workloads import Kind
 
-from . import inference, notebook, ray_cluster, ray_job, training
+from . import inference, notebook, ray_cluster, ray_job, train_job, training
 from .base import GpuShape, Integration, NotStopped, Preset, Soak, WorkKind
 
 KINDS: tuple[WorkKind, ...] = (
@@ -19,6 +20,7 @@ KINDS: tuple[WorkKind, ...] = (
     ray_job.KIND,
     ray_cluster.KIND,
     notebook.KIND,
+    train_job.KIND,
 )
 
 __all__ = ["KINDS", "GpuShape", "Integration", "NotStopped", "Preset", "Soak", "WorkKind", "by_name", "choices",

@@ -119,8 +119,22 @@ class Fragments:
         return found
 
     def unlabelled(self) -> list[str]:
-        """The kinds some controller makes without our labels."""
-        return _once(admitted.name for admitted, owner in self.objects if owner is not None and not admitted.labelled)
+        """The kinds some controller makes without our labels (those `made_free` aside: only
+        their makers' may lack them)."""
+        free = self.made_free()
+        return _once(admitted.name for admitted, owner in self.objects
+                     if owner is not None and not admitted.labelled and admitted.kind not in free)
+
+    def made_free(self) -> dict[ObjectKind, list[Admitted]]:
+        """A kind held to a queue where rendered that a controller also makes with no queue and
+        none of our labels (a JobSet's batch Jobs: its TrainJob waits in the queue) -> those
+        controllers: only an object one of them controls is let off the queue and the labels."""
+        queued = {admitted.kind for admitted, _ in self.objects if admitted.queue}
+        found: dict[ObjectKind, list[Admitted]] = {}
+        for admitted, owner in self.objects:
+            if owner is not None and admitted.kind in queued and not admitted.queue:
+                found[admitted.kind] = _once([*found.get(admitted.kind, []), _bare(owner)])
+        return found
 
     def controlled(self) -> list[str]:
         """The kinds only controllers make (never rendered): each needs a controller as owner."""

@@ -42,24 +42,34 @@ def _kueue_pods(job) -> str:
     return rf"{object_name(job)}-[0-9]+-[a-z0-9]{{5}}"
 
 
-def deactivate_workload(cluster, job) -> None:
-    """Kueue's way to stop an admitted workload: its Workload's ``spec.active: false``, applied
-    by our field manager on that field alone (Kueue evicts it and suspends the batch Job)."""
-    api_version, kind = kueue.WORKLOAD
-    namespace, owner = job.team.namespace_name, object_name(job)
-    workloads = [w for w in cluster.list(api_version, kind, namespace=namespace)
-                 if any(ref.get("kind") == "Job" and ref.get("name") == owner
-                        for ref in w["metadata"].get("ownerReferences") or ())]
-    if not workloads:
-        raise NotStopped(f"no Kueue Workload owned by Job {namespace}/{owner}")
-    for live in workloads:
-        if (live.get("spec") or {}).get("active") is False:
-            continue
-        snapshot = Snapshot()
-        snapshot.add(api_version, kind, [live])
-        cluster.apply([{"apiVersion": api_version, "kind": kind,
-                        "metadata": {"name": live["metadata"]["name"], "namespace": namespace},
-                        "spec": {"active": False}}], snapshot=snapshot)
+def deactivate_workload_of(owner_kind: str):
+    """Kueue's way to stop an admitted workload, for a job whose workload object is of
+    ``owner_kind`` (a batch Job, a TrainJob): its Workload's ``spec.active: false``, applied by
+    our field manager on that field alone (Kueue evicts it and suspends the owner)."""
+
+    def deactivate(cluster, job) -> None:
+        api_version, kind = kueue.WORKLOAD
+        namespace, owner = job.team.namespace_name, object_name(job)
+        workloads = [w for w in cluster.list(api_version, kind, namespace=namespace)
+                     if any(ref.get("kind") == owner_kind and ref.get("name") == owner
+                            for ref in w["metadata"].get("ownerReferences") or ())]
+        if not workloads:
+            raise NotStopped(f"no Kueue Workload owned by {owner_kind} {namespace}/{owner}")
+        for live in workloads:
+            if (live.get("spec") or {}).get("active") is False:
+                continue
+            snapshot = Snapshot()
+            snapshot.add(api_version, kind, [live])
+            cluster.apply([{"apiVersion": api_version, "kind": kind,
+                            "metadata": {"name": live["metadata"]["name"], "namespace": namespace},
+                            "spec": {"active": False}}], snapshot=snapshot)
+
+    return deactivate
+
+
+deactivate_workload = deactivate_workload_of("Job")
+# Find the Workload among the namespace's and apply its one field.
+DEACTIVATE_RIGHTS = {(kueue.API.rpartition("/")[0], "workloads"): frozenset({"list", "patch"})}
 
 
 def _observe_volcano(job, seen):
@@ -122,8 +132,7 @@ KUEUE = Integration(
     # The batch Job's pods; the headless Service gives them host names.
     admits=(Admitted(kueue.BATCH_JOB, queue=(Queue.KUEUE,), makes=(PODS,)), SERVICES),
     stop=deactivate_workload,
-    # Find the Workload among the namespace's and apply its one field.
-    stop_rights={(_group(kueue.WORKLOAD), "workloads"): frozenset({"list", "patch"})},
+    stop_rights=DEACTIVATE_RIGHTS,
 )
 
 VOLCANO = Integration(
