@@ -44,6 +44,7 @@ from ..lifecycle import (
     FINAL_STATE_VALUES,
     FINAL_STATES,
     NEVER_STARTS_REASONS,
+    PLATFORM_GATES,
     WAITING_FOR_QUOTA,
     State,
 )
@@ -317,15 +318,24 @@ class Job(JobHardware, JobVolumes, JobMoves, PreemptionContract, RayRules, Noteb
 
     @property
     def at_personal_cap(self) -> bool:
-        """Held back by the platform: its submitter is at their cap (`jobs.queue.caps`); not on the
-        cluster, not in the scheduler's queue."""
+        """Held back by the platform: its submitter is at their cap (`jobs.queue.caps`); not in the
+        scheduler's queue (on the cluster behind the platform's admission gate where its kind
+        carries one, `platform_gates`)."""
         return self.state == State.SUBMITTED and self.reason == AT_PERSONAL_CAP
 
     @property
     def behind_reservation(self) -> bool:
         """Held back by the platform so that the job its flavor reserves for is not delayed
-        (`jobs.outlook.reservations`); not on the cluster yet, but in its team's queue."""
+        (`jobs.outlook.reservations`); in its team's queue, not admitted by the scheduler (on the
+        cluster behind the platform's admission gate where its kind carries one)."""
         return self.state == State.SUBMITTED and self.reason == BEHIND_RESERVATION
+
+    @property
+    def platform_gates(self) -> list[str]:
+        """The platform's admission gates that hold the job now (`jobs.lifecycle.PLATFORM_GATES`):
+        one while it is at its submitter's cap or behind a reservation, none otherwise."""
+        gate = PLATFORM_GATES.get(self.reason) if self.state == State.SUBMITTED else None
+        return [gate] if gate else []
 
     def get_state_display(self) -> str:
         """The state's label; "Cannot start" for a waiting job that never will, "At cap" for
