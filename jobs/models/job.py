@@ -98,7 +98,7 @@ class JobQuerySet(CapQuerySet, QueueingQuerySet):
         # caller's transaction (``jobs.actions.submit``) rolls back as one.
         with transaction.atomic(savepoint=False):
             self._refuse_over_cap(team)
-            # Over its submitter's cap: saved, but waiting (`jobs.queue.caps`), never created.
+            # Over its submitter's cap: saved, but waiting (`jobs.queue.caps`), never admitted.
             job.save_submitted(because=self.cap_verdict(job) or (hold(job) if hold else None))
         return job
 
