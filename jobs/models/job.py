@@ -33,6 +33,7 @@ from quotas.models.topology import Placement
 from tenants.models import Membership, Team
 from workloads import kinds
 from workloads.autoscaling import Autoscale
+from workloads.gates import ADMISSION_GATED
 from workloads.kinds import WorkKind, inference, ray_job
 from workloads.spec import BY_NAME as SPEC
 from workloads.spec import RELATED
@@ -333,9 +334,18 @@ class Job(JobHardware, JobVolumes, JobMoves, PreemptionContract, RayRules, Noteb
     @property
     def platform_gates(self) -> list[str]:
         """The platform's admission gates that hold the job now (`jobs.lifecycle.PLATFORM_GATES`):
-        one while it is at its submitter's cap or behind a reservation, none otherwise."""
+        one while it is at its submitter's cap or behind a reservation, none otherwise. On the
+        cluster where its kind carries a gate (`render_job`); elsewhere it is not created yet."""
         gate = PLATFORM_GATES.get(self.reason) if self.state == State.SUBMITTED else None
         return [gate] if gate else []
+
+    def kueue_hold(self) -> str:
+        """While the platform holds the job behind its gate: Kueue's own word on it, read from its
+        Workload (the status watcher's last `AdmissionGated` note, `JobMoves.observe`); "" otherwise."""
+        if not self.platform_gates:
+            return ""
+        said = self.events.filter(reason=ADMISSION_GATED).order_by("-created_at", "-id").values_list("message", flat=True)
+        return said.first() or ""
 
     def get_state_display(self) -> str:
         """The state's label; "Cannot start" for a waiting job that never will, "At cap" for

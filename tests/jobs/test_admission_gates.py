@@ -123,6 +123,18 @@ def test_a_held_job_stays_at_its_cap_while_kueue_shows_it_gated_and_kueues_words
     assert Job.objects.get(pk=waiting.pk).reason == AT_PERSONAL_CAP
 
 
+def test_the_job_page_shows_kueues_word_beside_the_platforms_reason_while_held(held, member, client_for):
+    _, waiting = held
+    seen = observe_training(waiting, gated_workload(), {"status": {}})
+    waiting.observe(seen.state, reason=seen.reason, message=seen.message)
+    page = client_for(member).get(f"/jobs/{waiting.pk}/").content.decode()
+    assert "(AtPersonalCap)" in page and "You hold 8 of your 8 h100 GPUs" in page
+    assert '<p class="reason kueue-hold small">Held by the platform: the submitter is at their per-person cap.' in page
+    assert "(Kueue: AdmissionGated, Admission is gated by: gpuplatform.io/member-cap)" in page
+    Job.objects.filter(pk=waiting.pk).update(reason="Submitted")  # let go: Kueue's hold is no longer ours to show
+    assert "kueue-hold" not in client_for(member).get(f"/jobs/{waiting.pk}/").content.decode()
+
+
 @pytest.mark.parametrize("message, words", [
     ("Admission is gated by: gpuplatform.io/member-cap",
      "Held by the platform: the submitter is at their per-person cap."),
