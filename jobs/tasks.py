@@ -241,15 +241,24 @@ def _record(cluster, job: Job, outcome: Outcome) -> None:
 def open_gates(cluster, job: Job, outcome: Outcome) -> int:
     """Let go a job the platform no longer holds: take the platform's admission gates off the
     object Kueue makes its Workload from (`workloads.gates.open_gates`, one patch of that
-    annotation alone; Kueue then takes them off the Workload and may admit it). Returns how
-    many objects were patched."""
+    annotation alone; Kueue then takes them off the Workload and may admit it). With the job's
+    row locked and read again first, as an apply's (`_still_applied`): a cancel that came
+    meanwhile leaves the gate on for its own reconcile to remove the objects. Returns how many
+    objects were patched."""
     kind, ours = for_job(job).gated, list(PLATFORM_GATES.values())
-    opened = 0
-    for result in outcome.applied:
-        if kind is not None and (result.ref.api_version, result.ref.kind) == kind:
-            if gates.open_gates(cluster, result.object, ours):
-                log.info("job %s: the platform's admission gate is taken off %s", job.pk, result.ref)
-                opened += 1
+    found = [result.object for result in outcome.applied
+             if (result.ref.api_version, result.ref.kind) == kind and gates.opening(result.object, ours)]
+    if not found:
+        return 0
+    with transaction.atomic():
+        now = Job.objects.select_for_update().filter(pk=job.pk).values("state", "reason", "finished_at").first()
+        fresh = copy.copy(job)
+        if now is not None:
+            fresh.state, fresh.reason, fresh.finished_at = now["state"], now["reason"], now["finished_at"]
+        if now is None or fresh.cluster_plan() is not Job.Plan.APPLY or fresh.platform_gates:
+            return 0
+        opened = sum(gates.open_gates(cluster, obj, ours) for obj in found)
+    log.info("job %s: the platform's admission gate taken off %d object(s)", job.pk, opened)
     return opened
 
 

@@ -12,7 +12,7 @@ import pytest
 from jobs.lifecycle import AT_PERSONAL_CAP, BEHIND_RESERVATION, State
 from jobs.manifests import job_fields, render_job
 from jobs.models import Job
-from jobs.tasks import reconcile_job
+from jobs.tasks import reconcile_job, sync_job
 from quotas.models import MemberCap
 from quotas.models.flavors import Scheduler
 from workloads import gates, kueue
@@ -96,6 +96,18 @@ def test_no_later_apply_puts_the_gate_back_or_takes_it_away(fake, held):
     fake.reset_counts()
     fake.apply(render_job(waiting), rules=job_fields(waiting))  # a stale read: still at its cap
     assert gate(batch_job(fake, waiting)) is None and fake.writes == 0
+
+
+def test_a_cancel_that_came_meanwhile_leaves_the_gate_for_its_own_reconcile(fake, held):
+    first, waiting = held
+    Job.objects.filter(pk=first.pk).update(state=State.SUCCEEDED)
+    stale = Job.objects.select_related("team", "flavor", "priority").get(pk=waiting.pk)
+    stale.reason = "Submitted"  # read let go, just before the cancel below
+    assert waiting.request_cancel(waiting.submitter)
+    sync_job(fake, stale)  # its apply writes nothing; the gate's patch sees the cancel and stays
+    assert gate(batch_job(fake, waiting)) == gates.MEMBER_CAP
+    reconcile_job(waiting.pk)  # the cancel's own reconcile
+    assert not fake.list("batch/v1", "Job", namespace=waiting.team.namespace_name)
 
 
 def test_the_platform_takes_off_its_own_gates_and_leaves_anybody_elses(fake, held):
