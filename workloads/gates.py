@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import copy
 
-from cluster import PermanentError
+from cluster import PermanentError, TransientError
 
 from .base import Observation, Phase
 
@@ -98,8 +98,8 @@ def open_gates(cluster, obj: dict, ours: list[str]) -> bool:
             if err.status != 422:
                 raise
         obj = cluster.get(*where)
-    raise PermanentError(f"the admission gate of {where[1]} {where[2]} kept changing while it was opened",
-                         status=409, reason="Conflict")
+    raise TransientError(f"the admission gate of {where[1]} {where[2]} kept changing while it was opened",
+                         status=409, reason="Conflict")  # the task retries, with backoff
 
 
 def said_gates(message: str) -> list[str]:

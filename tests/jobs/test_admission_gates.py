@@ -9,6 +9,7 @@ import copy
 
 import pytest
 
+from cluster import PermanentError, TransientError
 from jobs.lifecycle import AT_PERSONAL_CAP, BEHIND_RESERVATION, State
 from jobs.manifests import job_fields, render_job
 from jobs.models import Job
@@ -118,6 +119,14 @@ def test_the_platform_takes_off_its_own_gates_and_leaves_anybody_elses(fake, hel
     assert gates.open_gates(fake, obj, [gates.MEMBER_CAP, gates.RESERVATION])  # read before: tested, read again
     assert gate(batch_job(fake, waiting)) == "example.com/hold"
     assert not gates.open_gates(fake, batch_job(fake, waiting), [gates.MEMBER_CAP])
+
+
+def test_a_gate_that_keeps_changing_under_the_patch_is_left_to_the_tasks_retry(fake, held):
+    _, waiting = held
+    fake.fail_next("PATCH", PermanentError("testing value failed", status=422, reason="Invalid"), times=3)
+    with pytest.raises(TransientError):
+        gates.open_gates(fake, batch_job(fake, waiting), [gates.MEMBER_CAP])
+    assert gate(batch_job(fake, waiting)) == gates.MEMBER_CAP
 
 
 def test_a_held_job_stays_at_its_cap_while_kueue_shows_it_gated_and_kueues_words_are_noted(held):
