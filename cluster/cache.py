@@ -40,6 +40,7 @@ import threading
 import time
 from collections.abc import Callable
 
+from .fields import split_path
 from .informer import (  # noqa: F401 - the retry policy is the informer's; named here as before
     FORBIDDEN_RETRY_MAX_SECONDS,
     FORBIDDEN_RETRY_SECONDS,
@@ -284,7 +285,7 @@ class WatchCache:
 def _owned_part(obj: dict, paths: tuple[str, ...]) -> dict:
     out = {k: v for k, v in obj.items() if k not in _IGNORED}
     for path in paths:
-        *parents, last = path.split(".")
+        *parents, last = split_path(path)
         node = out
         for name in parents:
             if not isinstance(node.get(name), dict):

@@ -43,6 +43,7 @@ from .transport import WatchResponse, request_verb
 from .watch import Gone
 
 APPLY_CONTENT_TYPE = "application/apply-patch+yaml"
+JSON_PATCH_CONTENT_TYPE = "application/json-patch+json"
 LIST_PAGE_SIZE = 500
 CONNECT_TIMEOUT = 10
 READ_TIMEOUT = 60
@@ -240,6 +241,10 @@ class Cluster(Door):
             force_conflicts=True,
             query_params=[("fieldValidation", self.field_validation)],
         )
+
+    def _send_patch(self, ref: ObjectRef, operations: list[dict]) -> dict:
+        return self._request("patch", self._ref_path(ref), body=operations, content_type=JSON_PATCH_CONTENT_TYPE,
+                             field_manager=self.field_manager)
 
     def _send_create(self, ref: ObjectRef, body: dict) -> dict:
         return self._request("post", self._path(ref.api_version, ref.kind, namespace=ref.namespace), body=body)

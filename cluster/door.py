@@ -16,6 +16,8 @@ The transport, per door:
 - `_send_apply(ref, body)`: one server-side apply PATCH, the stored object back;
 - `_send_create(ref, body)` / `_send_replace(ref, body)`: POST / PUT (409 when it exists /
   moved on since the resourceVersion in `body`);
+- `_send_patch(ref, operations)`: one JSON patch (RFC 6902) PATCH by our field manager, the
+  stored object back (`NotFound` when absent, 422 when a ``test`` operation fails);
 - `_send_delete(ref, propagation_policy, preconditions)`: one DELETE, `NotFound` when gone;
 - `_open_watch(api_version, kind, namespace, label_selector, field_selector, version,
   seconds, stream)`: the events after `version` (`Gone` when too old), iterable, closable.
@@ -136,6 +138,17 @@ class Door(SnapshotAndPrune):
         if self.cache is not None:
             self.cache.record(applied)
         return ApplyResult(ref, Action.CREATED if live is None else Action.CHANGED, applied, drift)
+
+    def patch(self, api_version: str, kind: str, name: str, namespace: str | None = None, *,
+              operations: list[dict]) -> dict:
+        """A JSON patch of one object by our field manager, for what server-side apply cannot
+        say: taking away a value it never sends again (a Kueue admission gate, `workloads.gates`).
+        A ``test`` operation first makes it refuse (422) an object that moved on since it was read."""
+        self._served(api_version, kind)
+        patched = self._send_patch(ObjectRef(api_version, kind, namespace, name), operations)
+        if self.cache is not None:
+            self.cache.record(patched)
+        return patched
 
     def create(self, obj: dict) -> dict:
         """Create an object (POST); a `TransientError` 409 when it exists already."""

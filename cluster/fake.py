@@ -6,8 +6,8 @@ conflicts, prune, watch resume and relist) is the real door's own code (`cluster
 so a caller that behaves on the fake behaves on the cluster. It counts requests by the
 same verbs, one per call the real client would send, discovery aside.
 
-What it does not model: admission, defaulting, controllers, quantity canonicalisation
-and most validation. Tests act as "somebody else" on the cluster with `put`, `remove`
+What it does not model: admission (but for Kueue's admission gate, `cluster.fake_writes`),
+defaulting, controllers, quantity canonicalisation and most validation. Tests act as "somebody else" on the cluster with `put`, `remove`
 and `compact`, which are not counted.
 """
 
@@ -21,6 +21,7 @@ from collections import Counter, defaultdict, deque
 
 from .door import Door
 from .errors import Cause, ClusterError, NotFound, PermanentError, TransientError, UnknownKind
+from .fake_writes import admit_gates, disown, json_patch
 from .objects import (
     ObjectRef,
     comparable,
@@ -141,6 +142,7 @@ class FakeCluster(Door):
                 for path in dropped_fields(owned, wanted):
                     _remove_path(merged, path.split("."))
                 _merge(merged, copy.deepcopy(wanted))
+                admit_gates(live, merged)
             entries = [
                 e for e in merged["metadata"].get("managedFields") or ()
                 if e.get("manager") != self.field_manager
@@ -156,6 +158,17 @@ class FakeCluster(Door):
             )
             merged["metadata"]["managedFields"] = entries
             return self._as(ref.api_version, self._store(merged, "MODIFIED" if live else "ADDED"))
+
+    def _send_patch(self, ref: ObjectRef, operations: list[dict]) -> dict:
+        self._request("PATCH")
+        with self._lock:
+            live = self._objects.get(ref.identity)
+            if live is None:
+                raise NotFound(f'{ref.kind.lower()} "{ref.name}" not found', status=404, reason="NotFound")
+            patched, removed = json_patch(live, operations)
+            admit_gates(live, patched)
+            disown(patched, removed)
+            return self._as(ref.api_version, self._store(patched, "MODIFIED"))
 
     def _send_create(self, ref: ObjectRef, body: dict) -> dict:
         self._request("POST")
@@ -178,6 +191,7 @@ class FakeCluster(Door):
                 raise TransientError(f"Operation cannot be fulfilled on {ref}: the object has been modified",
                                      status=409, reason="Conflict")
             stored = copy.deepcopy(body)
+            admit_gates(live, stored)
             for field in ("uid", "creationTimestamp"):
                 stored["metadata"][field] = live["metadata"].get(field)
             return self._as(ref.api_version, self._store(stored, "MODIFIED"))

@@ -13,6 +13,9 @@ HPA sets a Deployment's replicas, and a Job's pod template can no longer change 
 - `immutable`: cannot change once created; a desired value that differs from the live one
   is *drift*, reported to the caller and never sent.
 
+A path is dotted; a map key that holds dots itself (an annotation's) is written in brackets:
+``metadata.annotations[kueue.x-k8s.io/admission-gated-by]`` (`split_path`).
+
 Neither kind of field is simply left out of a later apply: server-side apply removes the
 fields its manager stops sending, which would unsuspend a Job or empty a pod template. So a
 later apply carries the live value at those paths (a write that changes nothing there), and
@@ -24,6 +27,7 @@ A reconcile with nothing else to change sends nothing at all.
 from __future__ import annotations
 
 import copy
+import re
 from dataclasses import dataclass
 
 from .objects import is_subset
@@ -45,6 +49,13 @@ class FieldRules:
 Ownership = dict[tuple[str, str], FieldRules]
 
 _MISSING = object()
+_SEGMENT = re.compile(r"([^.\[\]]+)|\[([^\]]+)\]")
+
+
+def split_path(path: str) -> list[str]:
+    """The keys of a dotted path, a bracketed key taken whole:
+    ``metadata.annotations[a.b/c]`` -> ``["metadata", "annotations", "a.b/c"]``."""
+    return [plain or bracketed for plain, bracketed in _SEGMENT.findall(path)]
 
 
 def _get(obj, path: list[str]):
@@ -56,13 +67,27 @@ def _get(obj, path: list[str]):
 
 
 def _set(obj: dict, path: list[str], value) -> None:
+    if value is _MISSING:
+        _drop(obj, path)
+        return
     *parents, last = path
     for key in parents:
         obj = obj.setdefault(key, {})
-    if value is _MISSING:
-        obj.pop(last, None)
+    obj[last] = copy.deepcopy(value)
+
+
+def _drop(obj: dict, path: list[str]) -> None:
+    """Leave ``path`` out, and a map it empties (an annotations map that held only it): an
+    apply never sends an empty map it did not mean."""
+    head, *rest = path
+    if not isinstance(obj, dict) or head not in obj:
+        return
+    if rest:
+        _drop(obj[head], rest)
+        if obj[head] == {}:
+            del obj[head]
     else:
-        obj[last] = copy.deepcopy(value)
+        del obj[head]
 
 
 def for_existing(desired: dict, live: dict, rules: FieldRules | None) -> tuple[dict, tuple[str, ...]]:
@@ -76,12 +101,12 @@ def for_existing(desired: dict, live: dict, rules: FieldRules | None) -> tuple[d
         return desired, ()
     drift = tuple(
         path for path in rules.immutable
-        if (want := _get(desired, path.split("."))) is not _MISSING
-        and not is_subset(want, _get(live, path.split(".")))
+        if (want := _get(desired, split_path(path))) is not _MISSING
+        and not is_subset(want, _get(live, split_path(path)))
     )
     out = copy.deepcopy(desired)
     for path in rules.paths:
-        _set(out, path.split("."), _get(live, path.split(".")))
+        _set(out, split_path(path), _get(live, split_path(path)))
     version = (live.get("metadata") or {}).get("resourceVersion")
     if version:
         out.setdefault("metadata", {})["resourceVersion"] = version

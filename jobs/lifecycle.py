@@ -2,7 +2,7 @@
 
 from django.db import models
 
-from workloads import EXCEEDS_QUOTA, Phase
+from workloads import EXCEEDS_QUOTA, Phase, gates
 
 
 class State(models.TextChoices):
@@ -38,13 +38,18 @@ WAITING_FOR_QUOTA = (State.SUBMITTED, State.QUEUED, State.PREEMPTED)
 # use): such a job is not ahead of anyone, not queued demand, and its card says so.
 NEVER_STARTS_REASONS = frozenset({EXCEEDS_QUOTA})
 # The reason of a submitted job the platform holds back because its submitter is at their
-# per-person cap (`jobs.queue.caps`): not on the cluster, not in any scheduler's queue, and let go
-# by itself when the person's other jobs end.
+# per-person cap (`jobs.queue.caps`): not in any scheduler's queue, and let go by itself when the
+# person's other jobs end.
 AT_PERSONAL_CAP = "AtPersonalCap"
 # The reason of a submitted job the platform holds back so that the first waiting job of its
 # team on a flavor that reserves (`GpuFlavor.backfill`) is not delayed (`jobs.outlook.reservations`):
-# not on the cluster yet, and let go by itself when it can start without delaying that job.
+# let go by itself when it can start without delaying that job.
 BEHIND_RESERVATION = "BehindReservation"
+# A job held for one of these reasons is on the cluster already where its kind's Kueue
+# integration carries an admission gate (`workloads.kinds.Integration.gated`): created with the
+# reason's gate, which Kueue shows (AdmissionGated), and let go by taking the gate away
+# (`workloads.gates`). Elsewhere (a Deployment, Volcano) it stays off the cluster until let go.
+PLATFORM_GATES = {AT_PERSONAL_CAP: gates.MEMBER_CAP, BEHIND_RESERVATION: gates.RESERVATION}
 # Not running yet: where the cluster's last warning about a job is worth showing.
 NOT_STARTED = frozenset({State.SUBMITTED, State.QUEUED, State.ADMITTED})
 

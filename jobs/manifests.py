@@ -8,6 +8,7 @@ to other controllers.
 from cluster.fields import FieldRules, Ownership
 from cluster.quantity import gib
 from core.ownership import owned
+from workloads import gates
 from workloads.kinds import for_job, rendered_kinds
 from workloads.pods import object_name, pod_templates_of
 
@@ -27,8 +28,14 @@ JOB_KINDS = rendered_kinds()
 
 
 def render_job(job: Job) -> list[dict]:
-    """The objects of one job, as its workload kind renders them."""
-    return for_job(job).render(job)
+    """The objects of one job, as its workload kind renders them; a job the platform holds
+    carries the platform's admission gate on the object Kueue makes its Workload from, where
+    its kind has one (`workloads.gates`: kept as created, whatever a later render says)."""
+    integration = for_job(job)
+    objects = integration.render(job)
+    if integration.gated is None:
+        return objects
+    return gates.gated(objects, integration.gated, job.platform_gates)
 
 
 def job_fields(job: Job) -> Ownership:

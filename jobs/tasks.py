@@ -15,9 +15,10 @@ from core.ownership import job_selector
 from core.reconcile import RETRY_POLICY, NoCluster, Outcome, current_cluster, enqueue
 from quotas.tasks import ensure_team_quotas, namespace_first, reconcile_live_team
 from tenants.tasks import TEAM_ITEMS
-from workloads.kinds import KINDS
+from workloads import gates
+from workloads.kinds import KINDS, for_job
 
-from .lifecycle import State
+from .lifecycle import PLATFORM_GATES, State
 from .manifests import JOB_KINDS, PVC, VOLUME_FIELDS, job_fields, render_job, render_volumes
 from .models import RETAIN_FINISHED, Job, claims_of
 from .outlook import reservations
@@ -99,12 +100,8 @@ def _desired(job: Job) -> list[dict] | None:
         raise SystemNamespaceTeam(f"The team's namespace {job.team.namespace_name} is a system namespace.")
     if plan is not Job.Plan.APPLY:
         return []
-    if job.at_personal_cap and not _let_go(
-            job, Job.objects.release_at_cap(job.team_id, job.submitter_id, job.flavor_id), RELEASED):
-        return None  # its submitter is still at their cap: nothing is created
-    if job.behind_reservation and not _let_go(
-            job, release_kept_back(job.team_id, job.flavor_id), reservations.RELEASED):
-        return None  # it would delay the job its flavor reserves for: nothing is created
+    if _still_held(job) and for_job(job).gated is None:
+        return None  # held, and its kind carries no admission gate: nothing is created yet
     if problems := job.spec_problems():
         if job.state != State.SUBMITTED:
             # Already on the cluster, from before the rule: a sweep never stops a running job
@@ -114,6 +111,17 @@ def _desired(job: Job) -> list[dict] | None:
             return None
         raise InvalidSpec(problems)
     return render_job(job)
+
+
+def _still_held(job: Job) -> bool:
+    """Whether the platform still holds ``job`` once it has tried to let it go: its submitter is
+    still at their cap, or it would still delay the job its flavor reserves for. A held job whose
+    kind carries an admission gate is applied with the platform's gate (`render_job`)."""
+    if job.at_personal_cap and not _let_go(
+            job, Job.objects.release_at_cap(job.team_id, job.submitter_id, job.flavor_id), RELEASED):
+        return True
+    return job.behind_reservation and not _let_go(
+        job, release_kept_back(job.team_id, job.flavor_id), reservations.RELEASED)
 
 
 def _let_go(job: Job, released: list[int], said: dict[str, str]) -> bool:
@@ -218,6 +226,9 @@ def _record(cluster, job: Job, outcome: Outcome) -> None:
             "The cluster keeps this job as it was created: " + "; ".join(outcome.drift)
             + " can no longer change, and the platform now renders it differently. "
             "The job runs as submitted; submit it again to get the new settings."))
+    if job.platform_gates:
+        return  # held behind the platform's admission gate: submitted, on the cluster, not admitted
+    open_gates(cluster, job, outcome)
     if job.state == State.SUBMITTED:
         job.transition(State.QUEUED, reason="Queued", message="Waiting for the scheduler.")
     elif job.state == State.CANCELLING and not outcome.pruned:
@@ -225,6 +236,30 @@ def _record(cluster, job: Job, outcome: Outcome) -> None:
         # after them): their end is observed later, by the watcher or the next sweep. A
         # reconcile that found nothing to delete looks whether anything is left.
         end_when_gone(cluster, job)
+
+
+def open_gates(cluster, job: Job, outcome: Outcome) -> int:
+    """Let go a job the platform no longer holds: take the platform's admission gates off the
+    object Kueue makes its Workload from (`workloads.gates.open_gates`, one patch of that
+    annotation alone; Kueue then takes them off the Workload and may admit it). With the job's
+    row locked and read again first, as an apply's (`_still_applied`): a cancel that came
+    meanwhile leaves the gate on for its own reconcile to remove the objects. Returns how many
+    objects were patched."""
+    kind, ours = for_job(job).gated, list(PLATFORM_GATES.values())
+    found = [result.object for result in outcome.applied
+             if (result.ref.api_version, result.ref.kind) == kind and gates.opening(result.object, ours)]
+    if not found:
+        return 0
+    with transaction.atomic():
+        now = Job.objects.select_for_update().filter(pk=job.pk).values("state", "reason", "finished_at").first()
+        fresh = copy.copy(job)
+        if now is not None:
+            fresh.state, fresh.reason, fresh.finished_at = now["state"], now["reason"], now["finished_at"]
+        if now is None or fresh.cluster_plan() is not Job.Plan.APPLY or fresh.platform_gates:
+            return 0
+        opened = sum(gates.open_gates(cluster, obj, ours) for obj in found)
+    log.info("job %s: the platform's admission gate taken off %d object(s)", job.pk, opened)
+    return opened
 
 
 def end_when_gone(cluster, job: Job) -> bool:

@@ -14,6 +14,7 @@ from cluster.quantity import canonical, gib
 from core.ownership import JOB_LABEL, owned
 from core.words import say_seconds
 
+from . import gates
 from .base import EXCEEDS_QUOTA, Observation, Phase, Preempted, Scheduler, queue_name, times_of, transition_time
 from .pods import (
     FINISHED_TTL_SECONDS,
@@ -155,10 +156,11 @@ def render_local_queue(quota, namespace: str, team: str) -> dict:
 # --- workloads (the kind that renders and reads them: workloads/kinds/training.py) ---------------
 # Kueue unsuspends the Job when it admits it and suspends it again to preempt; it may lower
 # parallelism for a partial admission. The pod template (where Kueue injects the flavor's
-# placement at admission), completions and completion mode cannot change.
+# placement at admission), completions and completion mode cannot change. A held job's
+# admission gate is set at creation and only ever taken away (`workloads.gates`).
 BATCH_JOB_FIELDS = {
     ("batch", "Job"): FieldRules(
-        create_only=("spec.suspend", "spec.parallelism"),
+        create_only=("spec.suspend", "spec.parallelism", gates.FIELD),
         immutable=("spec.template", "spec.completions", "spec.completionMode"),
     ),
 }
@@ -358,6 +360,8 @@ def _waiting(job, workload: dict | None, found: dict) -> Observation | None:
     """Queued (for quota, or for the scheduler) while not admitted; None without a Workload."""
     reserved = found.get("QuotaReserved")
     if reserved is not None and reserved.get("status") == "False":
+        if reserved.get("reason") == gates.ADMISSION_GATED:  # held by its gates: ours, or somebody's
+            return gates.held(reserved)
         said = reserved.get("message", "")
         # More than the queue can ever hold: Kueue keeps it among the inadmissible, where it
         # blocks no one (BestEffortFIFO), and so does the platform.

@@ -21,6 +21,7 @@ so it never reaches a notebook that fitted there.
 from cluster.fields import FieldRules
 from core.ownership import JOB_LABEL
 
+from . import gates
 from .base import Observation, Phase, placed_gpus
 from .kueue import PRIORITY_LABEL, PROTECTED_PRIORITY_CLASS, QUEUE_LABEL, local_queue_name, observe_training
 from .pods import SERVICE, SERVICE_FIELDS, container, job_owned, object_name, pod_labels, pod_spec
@@ -32,9 +33,11 @@ DEFAULT_PORT = 8888
 DEFAULT_IMAGE = "quay.io/jupyter/pytorch-notebook:cuda12-2025-10-20"
 
 # Kueue allows no change of a queued StatefulSet's pod template (and Kubernetes none of its
-# selector or service name); the replicas are ours for its life: 1 running, 0 stopped.
+# selector or service name); the replicas are ours for its life: 1 running, 0 stopped. A held
+# notebook's admission gate is set at creation and only ever taken away (`workloads.gates`).
 NOTEBOOK_FIELDS = {
-    ("apps", "StatefulSet"): FieldRules(immutable=("spec.template", "spec.selector", "spec.serviceName")),
+    ("apps", "StatefulSet"): FieldRules(create_only=(gates.FIELD,),
+                                        immutable=("spec.template", "spec.selector", "spec.serviceName")),
     **SERVICE_FIELDS,
 }
 

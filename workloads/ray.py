@@ -16,6 +16,7 @@ from cluster.fields import FieldRules
 from cluster.quantity import gib
 from core.ownership import JOB_LABEL
 
+from . import gates
 from .base import Observation, Phase, times_of
 from .kueue import (
     MAX_EXEC_LABEL,
@@ -41,16 +42,17 @@ CLUSTER_LABEL, NODE_TYPE_LABEL = "ray.io/cluster", "ray.io/node-type"
 
 # Kueue unsuspends an admitted Ray object and suspends it to preempt; it injects the flavor's
 # placement into the pod templates at admission. KubeRay rejects changes to a RayJob's
-# cluster spec once it runs, and a RayCluster's groups are what Kueue admitted.
+# cluster spec once it runs, and a RayCluster's groups are what Kueue admitted. A held job's
+# admission gate is set at creation and only ever taken away (`workloads.gates`).
 RAY_JOB_FIELDS = {
     ("ray.io", "RayJob"): FieldRules(
-        create_only=("spec.suspend",),
+        create_only=("spec.suspend", gates.FIELD),
         immutable=("spec.rayClusterSpec", "spec.entrypoint", "spec.runtimeEnvYAML"),
     ),
 }
 RAY_CLUSTER_FIELDS = {
     ("ray.io", "RayCluster"): FieldRules(
-        create_only=("spec.suspend",),
+        create_only=("spec.suspend", gates.FIELD),
         immutable=("spec.headGroupSpec", "spec.workerGroupSpecs"),
     ),
 }

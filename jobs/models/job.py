@@ -33,6 +33,7 @@ from quotas.models.topology import Placement
 from tenants.models import Membership, Team
 from workloads import kinds
 from workloads.autoscaling import Autoscale
+from workloads.gates import ADMISSION_GATED
 from workloads.kinds import WorkKind, inference, ray_job
 from workloads.spec import BY_NAME as SPEC
 from workloads.spec import RELATED
@@ -44,6 +45,7 @@ from ..lifecycle import (
     FINAL_STATE_VALUES,
     FINAL_STATES,
     NEVER_STARTS_REASONS,
+    PLATFORM_GATES,
     WAITING_FOR_QUOTA,
     State,
 )
@@ -100,7 +102,7 @@ class JobQuerySet(CapQuerySet, QueueingQuerySet):
         # caller's transaction (``jobs.actions.submit``) rolls back as one.
         with transaction.atomic(savepoint=False):
             self._refuse_over_cap(team)
-            # Over its submitter's cap: saved, but waiting (`jobs.queue.caps`), never created.
+            # Over its submitter's cap: saved, but waiting (`jobs.queue.caps`), never admitted.
             job.save_submitted(because=self.cap_verdict(job) or (hold(job) if hold else None))
         return job
 
@@ -330,15 +332,33 @@ class Job(JobHardware, JobVolumes, JobMoves, PreemptionContract, RayRules, Noteb
 
     @property
     def at_personal_cap(self) -> bool:
-        """Held back by the platform: its submitter is at their cap (`jobs.queue.caps`); not on the
-        cluster, not in the scheduler's queue."""
+        """Held back by the platform: its submitter is at their cap (`jobs.queue.caps`); not in the
+        scheduler's queue (on the cluster behind the platform's admission gate where its kind
+        carries one, `platform_gates`)."""
         return self.state == State.SUBMITTED and self.reason == AT_PERSONAL_CAP
 
     @property
     def behind_reservation(self) -> bool:
         """Held back by the platform so that the job its flavor reserves for is not delayed
-        (`jobs.outlook.reservations`); not on the cluster yet, but in its team's queue."""
+        (`jobs.outlook.reservations`); in its team's queue, not admitted by the scheduler (on the
+        cluster behind the platform's admission gate where its kind carries one)."""
         return self.state == State.SUBMITTED and self.reason == BEHIND_RESERVATION
+
+    @property
+    def platform_gates(self) -> list[str]:
+        """The platform's admission gates that hold the job now (`jobs.lifecycle.PLATFORM_GATES`):
+        one while it is at its submitter's cap or behind a reservation, none otherwise. On the
+        cluster where its kind carries a gate (`render_job`); elsewhere it is not created yet."""
+        gate = PLATFORM_GATES.get(self.reason) if self.state == State.SUBMITTED else None
+        return [gate] if gate else []
+
+    def kueue_hold(self) -> str:
+        """While the platform holds the job behind its gate: Kueue's own word on it, read from its
+        Workload (the status watcher's last `AdmissionGated` note, `JobMoves.observe`); "" otherwise."""
+        if not self.platform_gates:
+            return ""
+        said = self.events.filter(reason=ADMISSION_GATED).order_by("-created_at", "-id").values_list("message", flat=True)
+        return said.first() or ""
 
     def get_state_display(self) -> str:
         """The state's label; "Cannot start" for a waiting job that never will, "At cap" for

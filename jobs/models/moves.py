@@ -4,6 +4,8 @@ observes, and the events and GPU intervals each move writes (`Job` takes these m
 from django.db import models, transaction
 from django.utils import timezone
 
+from workloads.gates import ADMISSION_GATED
+
 from ..lifecycle import FINAL_STATES, HOLDING_QUOTA, TIMESTAMP_ON_ENTRY, TRANSITIONS, InvalidTransition, State, path
 from ..signals import job_reason_changed
 from .intervals import GpuInterval, held_after
@@ -76,6 +78,11 @@ class JobMoves:
             return self._update_in_place(self.reason, self.message, counted, at)
         if self.state == State.STOPPED:  # only a start (`request_start`) moves a stopped notebook on
             return False
+        if self.platform_gates and target == State.QUEUED:
+            # Held by the platform's admission gate (`jobs.lifecycle.PLATFORM_GATES`): it stays
+            # submitted with the platform's reason and words (what lets it go looks for them), and
+            # Kueue's own, read from its Workload (AdmissionGated), are noted beside them.
+            return reason == ADMISSION_GATED and self.note(reason, message, at=at)
         route = path(self.state, target)
         if not route:
             return False

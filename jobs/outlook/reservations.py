@@ -3,11 +3,12 @@ which of a team's waiting jobs on the flavor the platform keeps back so that the
 that does not fit (the head) surely starts when the jobs holding its GPUs reach their maximum
 runtime, and letting them go when they can start without delaying it.
 
-A job kept back is submitted, with the reason ``BEHIND_RESERVATION``: never created on the
-cluster (Kueue would admit it whenever it fits), still in the team's queue (its position,
-its start estimate). It is let go (`jobs.tasks.release_reserved`) by the on-commit trigger of a
-job of the team on the flavor that is admitted or ends (`jobs.receivers`), or by the sweep's
-reconcile of the held job itself. Every decision is taken with the team's row locked
+A job kept back is submitted, with the reason ``BEHIND_RESERVATION``: never admitted (Kueue
+would admit it whenever it fits, so it waits behind the platform's Kueue admission gate where
+its kind carries one, `workloads.gates`, and is not created elsewhere), still in the team's
+queue (its position, its start estimate). It is let go (`jobs.tasks.release_reserved`) by the
+on-commit trigger of a job of the team on the flavor that is admitted or ends
+(`jobs.receivers`), or by the sweep's reconcile of the held job itself, which takes its gate off. Every decision is taken with the team's row locked
 (`jobs.queue.caps.lock_team`), as the personal caps' are.
 """
 

@@ -8,10 +8,12 @@ each at its full size (`Job.total_gpus`: every worker, an inference server's mos
 Counting only admitted jobs would not hold the cap: a scheduler admits any workload it holds
 as soon as the team's quota allows, so a person with ten created jobs would get all ten the
 moment GPUs free up, and a queued workload already takes its place in the team's queue ahead
-of teammates' later jobs. So a job over the cap is never created: it stays submitted with the
-reason ``AT_PERSONAL_CAP`` and is let go (`release_at_cap`) when it fits, by the on-commit
-trigger of a job's end (`jobs.receivers`), a cap's change (`jobs.actions.caps_changed`), or the
-sweep's reconcile of the waiting job itself.
+of teammates' later jobs. So a job over the cap is never admitted: it stays submitted with the
+reason ``AT_PERSONAL_CAP`` (on the cluster behind the platform's Kueue admission gate where its
+kind carries one, `workloads.gates`; not created elsewhere) and is let go (`release_at_cap`)
+when it fits, by the on-commit trigger of a job's end (`jobs.receivers`), a cap's change
+(`jobs.actions.caps_changed`), or the sweep's reconcile of the waiting job itself, which takes
+its gate off.
 
 Every decision is taken with the team's row locked (as ``MAX_LIVE_JOBS_PER_TEAM`` is in
 `Job.objects.submit`), and the count read in a statement after the lock, so two submissions or

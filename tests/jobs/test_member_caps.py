@@ -1,5 +1,6 @@
 """Per-person caps inside a team (issue 34 item 4, docs/caps.md): a job over its submitter's
-cap waits, never created, with the reason; what "hold" counts; the job goes ahead by itself
+cap waits with the reason (on the cluster behind the platform's admission gate where its kind
+carries one: tests/jobs/test_admission_gates.py); what "hold" counts; the job goes ahead by itself
 when the person's other jobs end (the on-commit trigger and the sweep's reconcile); the cap
 holds on every way in and under two submissions at once."""
 
@@ -16,6 +17,7 @@ from jobs.queue.caps import RELEASED
 from jobs.tasks import reconcile_job, release_at_cap
 from jobs.use.usage import usage_of
 from quotas.models import MemberCap, PriorityClass
+from workloads import gates as gates_module
 
 from ..builders import make_flavor, make_job, make_quota
 from ..locks import waits_for_a_lock
@@ -63,14 +65,15 @@ def test_a_job_over_the_cap_waits_with_the_reason_and_is_in_no_queue(cap, team, 
     assert list(third.events.values_list("reason", flat=True)) == [AT_PERSONAL_CAP]
 
 
-def test_a_waiting_job_is_never_created_on_the_cluster(fake, cap, team, flavor, member):
+def test_a_waiting_job_is_created_behind_the_platforms_admission_gate(fake, cap, team, flavor, member):
     make_quota(team, flavor, nominal_gpus=64)
     held = submit(team, flavor, member, "big-one", 8)
     waiting = submit(team, flavor, member, "waits", 1)
     reconcile_job(held.pk)
     reconcile_job(waiting.pk)
-    names = {o["metadata"]["name"] for o in fake.list("batch/v1", "Job", namespace=team.namespace_name)}
-    assert any(n.startswith("big-one") for n in names) and not any(n.startswith("waits") for n in names)
+    gates = {o["metadata"]["name"].split("-")[0]: (o["metadata"].get("annotations") or {}).get(gates_module.ANNOTATION)
+             for o in fake.list("batch/v1", "Job", namespace=team.namespace_name)}
+    assert gates == {"big": None, "waits": gates_module.MEMBER_CAP}
     waiting.refresh_from_db()
     assert waiting.state == State.SUBMITTED and waiting.reason == AT_PERSONAL_CAP
 

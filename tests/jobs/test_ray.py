@@ -9,7 +9,7 @@ from jobs.manifests import job_fields, render_job
 from jobs.models import Job
 from jobs.outlook import feasibility
 from quotas.models import Scheduler
-from workloads import Phase
+from workloads import Phase, gates
 from workloads.kinds import for_job
 from workloads.kueue import QUEUE_LABEL
 from workloads.ray import HEAD_CPU, HEAD_MEMORY_GIB, observe_ray
@@ -88,10 +88,11 @@ def test_kueue_charges_a_ray_head_its_template_alone_no_submitter_or_autoscaler_
 
 
 def test_kueue_alone_writes_suspend_and_the_groups_never_change(team, flavor):
+    # beside suspend, only the platform's admission gate is kept as created (`workloads.gates`)
     rules = job_fields(ray_job(team, flavor))[("ray.io", "RayJob")]
-    assert rules.create_only == ("spec.suspend",) and "spec.rayClusterSpec" in rules.immutable
+    assert rules.create_only == ("spec.suspend", gates.FIELD) and "spec.rayClusterSpec" in rules.immutable
     rules = job_fields(ray_cluster(team, flavor))[("ray.io", "RayCluster")]
-    assert rules.create_only == ("spec.suspend",) and "spec.workerGroupSpecs" in rules.immutable
+    assert rules.create_only == ("spec.suspend", gates.FIELD) and "spec.workerGroupSpecs" in rules.immutable
 
 
 # --- what a person may ask ------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """A flavor's reservation for a team's first waiting job (issue 33 item 4, docs/eta.md "Start
-sooner"): a later job that fits the free GPUs but would delay it is kept back by the platform,
-never created, and told which maximum runtime would let it start now; one that ends in time
+sooner"): a later job that fits the free GPUs but would delay it is kept back by the platform
+(created behind the platform's admission gate: tests/jobs/test_admission_gates.py), and told which maximum runtime would let it start now; one that ends in time
 goes; they are let go by the on-commit trigger and the sweep; the advice's clone does start
 now. Flavors that do not reserve behave as Kueue's BestEffortFIFO alone."""
 
@@ -20,6 +20,7 @@ from jobs.outlook.reservations import RELEASED
 from jobs.tasks import reconcile_job, release_reserved
 from quotas.models.flavors import Scheduler
 from tests.builders import build_job, make_flavor, make_quota
+from workloads import gates
 
 from .test_eta_pages import queued, running
 
@@ -124,13 +125,14 @@ def test_a_volcano_flavor_cannot_reserve():
     assert "Volcano keeps its own queue order" in str(refused.value.message_dict["backfill"])
 
 
-def test_a_kept_back_job_is_never_created_on_the_cluster(fake, reserving, team, flavor, member):
+def test_a_kept_back_job_is_created_behind_the_platforms_reservation_gate(fake, reserving, team, flavor, member):
     kept = submit(team, flavor, member, "long", max_runtime_seconds=3 * HOUR)
     reconcile_job(kept.pk)
     kept.refresh_from_db()
     assert kept.behind_reservation
-    assert not any(o["metadata"]["name"].startswith("long")
-                   for o in fake.list("batch/v1", "Job", namespace=team.namespace_name))
+    [created] = [o for o in fake.list("batch/v1", "Job", namespace=team.namespace_name)
+                 if o["metadata"]["name"].startswith("long")]
+    assert created["metadata"]["annotations"] == {gates.ANNOTATION: gates.RESERVATION}
 
 
 def test_when_the_blocker_ends_the_kept_back_job_goes_once_kueue_admitted_the_head(

@@ -67,6 +67,12 @@ class Integration:
     # None: never stopped by the sweep (its kind's `idle_words` say why).
     stop: Callable[[object, object], None] | None = None
     stop_rights: Mapping[tuple[str, str], frozenset[str]] = field(default_factory=dict)
+    # Optional (Kueue's AdmissionGatedBy, `workloads.gates`): the kind of its objects that Kueue
+    # makes the Workload from and carries the admission gate to it. A job the platform holds (a
+    # per-person cap, a reservation) is created at once with the platform's gate on it, and let go
+    # by taking the gate away; its field rules keep the gate create-only. None: the integration
+    # does not carry a gate (a Deployment's pods, Volcano), and a held job stays off the cluster.
+    gated: ObjectKind | None = None
 
 
 @dataclass(frozen=True)

@@ -77,6 +77,7 @@ KIND = WorkKind(
         renders=notebook.NOTEBOOK_KINDS,
         watched=((notebook.STATEFULSET, True), (kueue.WORKLOAD, False)),
         fields=notebook.NOTEBOOK_FIELDS,
+        gated=notebook.STATEFULSET,
         render=_render,
         observe=_observe,
         pod_pattern=_pods,

@@ -39,6 +39,7 @@ KIND = WorkKind(
         renders=(ray.RAY_CLUSTER, SERVICE),
         watched=((ray.RAY_CLUSTER, True), (kueue.WORKLOAD, False)),
         fields={**ray.RAY_CLUSTER_FIELDS, **SERVICE_FIELDS},
+        gated=ray.RAY_CLUSTER,
         render=ray.render_ray_cluster,
         observe=_observe,
         pod_pattern=_pods,

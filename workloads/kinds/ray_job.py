@@ -74,6 +74,7 @@ KIND = WorkKind(
         # The RayCluster KubeRay makes for it carries the RayJob's labels (ours): watched by them.
         watched=((ray.RAY_JOB, True), (ray.RAY_CLUSTER, True), (kueue.WORKLOAD, False)),
         fields=ray.RAY_JOB_FIELDS,
+        gated=ray.RAY_JOB,
         render=ray.render_ray_job,
         observe=_observe,
         pod_pattern=_pods,

@@ -126,6 +126,7 @@ KUEUE = Integration(
     renders=(kueue.BATCH_JOB, SERVICE),
     watched=((kueue.BATCH_JOB, True), (kueue.WORKLOAD, False)),
     fields={**kueue.BATCH_JOB_FIELDS, **SERVICE_FIELDS},
+    gated=kueue.BATCH_JOB,
     render=kueue.render_training,
     observe=_observe_kueue,
     pod_pattern=_kueue_pods,

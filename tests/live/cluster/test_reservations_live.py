@@ -3,10 +3,10 @@ job (docs/eta.md, "Start sooner").
 
 The 8-GPU head waits for a 6-GPU job that Kueue stops at its maximum runtime. A 2-GPU job with
 no maximum runtime fits the 2 free GPUs, but would still hold them when the head needs them:
-the platform keeps it back (nothing of it is created) and tells it which maximum runtime
-starts it now. The clone with that runtime goes to the cluster and Kueue admits it at once;
+the platform keeps it back (created behind the platform's admission gate, so Kueue does not
+admit it) and tells it which maximum runtime starts it now. The clone with that runtime goes to the cluster and Kueue admits it at once;
 Kueue stops the holder at its limit, admits the head, and the kept-back job, the first that
-does not fit now, is let onto the cluster to wait there. The triggers run as a worker would
+does not fit now, is let go (its gate taken off) to wait in Kueue's queue. The triggers run as a worker would
 run them (the receivers' on-commit tasks, here in the watcher's thread).
 """
 
@@ -19,6 +19,7 @@ from jobs.models import Job
 from jobs.outlook import estimates, reservations
 from jobs.tasks import reconcile_job, release_reserved, sync_job
 from tenants.models import Membership
+from workloads import gates
 
 from ...support.cluster import OUTLIVES_THE_TEST, reaches, wait_until
 from .test_eta_live import cancel_all
@@ -56,9 +57,10 @@ def submit(live, world):
     cancel_all(live, submitted)
 
 
-def on_the_cluster(live, job) -> bool:
-    return bool(live.list("batch/v1", "Job", namespace=job.team.namespace_name,
-                          label_selector=f"gpuplatform.io/job={job.pk}"))
+def gates_on_the_cluster(live, job) -> list[str] | None:
+    """The admission gates of the job's batch Job; None when it is not on the cluster."""
+    found = live.list("batch/v1", "Job", namespace=job.team.namespace_name, label_selector=f"gpuplatform.io/job={job.pk}")
+    return gates.gates_of(found[0]) if found else None
 
 
 def test_a_job_that_would_delay_the_head_is_kept_back_and_its_shorter_clone_starts_now(
@@ -77,7 +79,8 @@ def test_a_job_that_would_delay_the_head_is_kept_back_and_its_shorter_clone_star
     kept.refresh_from_db()
     assert kept.behind_reservation, kept.message
     assert "8 GPUs are reserved for job" in kept.message and "it would start now" in kept.message
-    assert not on_the_cluster(live, kept)  # Kueue would admit it at once, ahead of the head
+    # Kueue would admit it at once, ahead of the head: it waits behind the platform's gate
+    assert gates_on_the_cluster(live, kept) == [gates.RESERVATION]
 
     advice = {a.change: a for a in estimates.estimate(kept).sooner}["shorter_max_runtime"]
     gap = int(advice.clone_url.rsplit("max_runtime_seconds=", 1)[1])
@@ -97,6 +100,6 @@ def test_a_job_that_would_delay_the_head_is_kept_back_and_its_shorter_clone_star
     assert clone.state in FINAL_STATES, clone.state
     wait_until(lambda: (kept.refresh_from_db(), not kept.behind_reservation)[1], timeout=60,
                message="the kept-back job to be let go once the head is admitted")
-    wait_until(lambda: on_the_cluster(live, kept), timeout=60, message="the kept-back job created")
+    wait_until(lambda: gates_on_the_cluster(live, kept) == [], timeout=60, message="the kept-back job's gate off")
     kept.refresh_from_db()
     assert kept.state in (State.SUBMITTED, State.QUEUED), kept.state
