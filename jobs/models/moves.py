@@ -85,6 +85,17 @@ class JobMoves:
                 return False
         return self.transition(target, reason=reason, message=message, gpus=gpus, at=stamps[-1])
 
+    def hear_kueue(self, reason: str, message: str) -> bool:
+        """Keep Kueue's own reason and message for not admitting the job (``""``: it says none,
+        or admitted it); written only when they changed. A job's state times do not move with
+        them: they are Kueue's words, not a step of the lifecycle."""
+        reason = reason[:64]
+        if (reason, message) == (self.kueue_reason, self.kueue_message):
+            return False
+        type(self)._default_manager.filter(pk=self.pk).update(kueue_reason=reason, kueue_message=message)
+        self.kueue_reason, self.kueue_message = reason, message
+        return True
+
     def give_back(self, gpus: int, at=None) -> bool:
         """A job being cancelled whose pods hold ``gpus`` now, its workload gone: the interval
         moves with them (`jobs.watch.watcher`), up from nothing too (a pod placed after the cancel

@@ -288,6 +288,7 @@ class StatusWatcher:
             if job.observe(seen.state, reason=seen.reason, message=seen.message, gpus=seen.gpus, times=seen.times):
                 changed += 1
                 log.info("job %s: %s (%s)", job.pk, job.state, job.reason)
+            job.hear_kueue(seen.kueue_reason, seen.kueue_message)
             if seen.preempted is not None and job.state == State.PREEMPTED and self._changed(
                     ("preempted", job.pk), (seen.preempted.at, seen.checkpoint)):
                 self._record_preemption(job, seen)
