@@ -107,9 +107,9 @@ NEXT: dict[str, Next] = {
         "It starts once their pods are gone."),
     SUSPENDED: Next(SUSPENDED, "Waiting: the {flavor} pool admits nothing new now (drained for maintenance).",
                     "This job starts when it reopens."),
-    MISCONFIGURED: Next(MISCONFIGURED, "Cannot be queued: team {team}'s {flavor} queue is not set up as Kueue "
-                        "expects.", "The platform re-applies the team's queues at its next sweep; tell the "
-                        "administrators if this lasts."),
+    MISCONFIGURED: Next(
+        MISCONFIGURED, "Cannot be queued: team {team}'s {flavor} queue is not set up as Kueue expects.",
+        "The platform re-applies the team's queues at its next sweep; tell the administrators if this lasts."),
     PENDING_EVALUATION: Next(PENDING_EVALUATION, "Waiting for the scheduler.", ""),
     WAITING_FOR_PODS_READY: Next(
         WAITING_FOR_PODS_READY, "Waiting: Kueue starts the next job once the pods of those it admitted are ready.",

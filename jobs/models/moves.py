@@ -4,7 +4,16 @@ observes, and the events and GPU intervals each move writes (`Job` takes these m
 from django.db import models, transaction
 from django.utils import timezone
 
-from ..lifecycle import FINAL_STATES, HOLDING_QUOTA, TIMESTAMP_ON_ENTRY, TRANSITIONS, InvalidTransition, State, path
+from ..lifecycle import (
+    FINAL_STATES,
+    HOLDING_QUOTA,
+    TIMESTAMP_ON_ENTRY,
+    TRANSITIONS,
+    WAITING_FOR_QUOTA,
+    InvalidTransition,
+    State,
+    path,
+)
 from ..signals import job_reason_changed
 from .intervals import GpuInterval, held_after
 
@@ -36,6 +45,8 @@ class JobMoves:
             changes[stamp] = at
         if target == State.ADMITTED:  # every run, not the first only
             changes["run_admitted_at"] = at
+        if target not in WAITING_FOR_QUOTA:  # Kueue's words say why it waits: no longer (`hear_kueue`)
+            changes.update(kueue_reason="", kueue_message="")
         held = held_after(self, current, target, gpus)
         if held != self.gpus_in_use:
             changes["gpus_in_use"] = held

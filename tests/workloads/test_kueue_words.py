@@ -126,3 +126,12 @@ def test_hearing_kueue_writes_only_when_its_words_change(team, flavor, django_as
     assert job.hear_kueue("", "") is True  # admitted: Kueue no longer says why it waits
     job.refresh_from_db()
     assert (job.kueue_reason, job.kueue_message) == ("", "")
+
+
+def test_kueues_words_go_when_the_job_stops_waiting(team, flavor):
+    job = make_job(team, flavor)
+    job.submit()
+    job.hear_kueue("WaitingForQuota", MORE)
+    job.transition(State.CANCELLING, reason="CancelRequested")  # its Workload goes: nobody would clear them
+    job.refresh_from_db()
+    assert (job.kueue_reason, job.kueue_message) == ("", "")
