@@ -20,6 +20,7 @@ import yaml
 from . import __version__
 from .client import ApiError, Client, Unreachable
 from .jobfile import JobFileError, load
+from .said import status_lines
 
 EXIT = {
     "ok": 0,             # done; with --wait: the job succeeded (inference: is running)
@@ -246,14 +247,14 @@ def _status(client: Client, args) -> int:
         _print_doc({**job, "events": events}, args)
         return EXIT["ok"]
     print(f"job {job['id']}  {job['team']}/{job['name']}  ({job['kind']}, {job['flavor']}, {job['total_gpus']} GPUs)")
-    print(f"state: {job['state']}" + (f"  {job['reason']}: {job['message']}" if job["reason"] else ""))
+    print("\n".join(status_lines(job)))
     print(f"image: {job['image']}  submitted by {job['submitter'] or '-'} at {job['submitted_at'] or '-'}")
     if job.get("max_runtime_seconds"):
         left = job.get("runtime_left_seconds")
         print(f"max runtime: {_span(job['max_runtime_seconds'])}"
               + (f", {_span(left)} left (counted from admission)" if left is not None else ""))
     if eta := job.get("eta"):
-        print(f"start: {eta['message']}")
+        print(f"start: {eta['message']}  (GPU Platform's estimate)")
         for advice in eta.get("sooner") or ():
             print(f"  sooner: {advice['message']}  (clone: {advice['clone_url']})")
     idle = job.get("idle") or {}

@@ -9,8 +9,8 @@ from workloads import spec
 from .actions import remove_cap, save_cap
 from .models import GpuInterval, Job, JobEvent
 
-STATUS_FIELDS = ["state", "reason", "message", "created_at", "updated_at", "submitted_at", "admitted_at",
-                 "started_at", "finished_at"]
+STATUS_FIELDS = ["state", "reason", "message", "kueue_reason", "kueue_message", "created_at", "updated_at",
+                 "submitted_at", "admitted_at", "started_at", "finished_at"]
 
 
 class JobEventInline(admin.TabularInline):

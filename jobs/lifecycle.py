@@ -2,7 +2,7 @@
 
 from django.db import models
 
-from workloads import EXCEEDS_QUOTA, Phase, gates
+from workloads import NEVER_STARTS, Phase, gates
 
 
 class State(models.TextChoices):
@@ -35,8 +35,8 @@ HOLDING_QUOTA = (State.ADMITTED, State.RUNNING)
 # Waiting for quota: what a team waits for, and the queue a new job joins.
 WAITING_FOR_QUOTA = (State.SUBMITTED, State.QUEUED, State.PREEMPTED)
 # Reasons a scheduler gives a waiting job that can never start (more than its team can ever
-# use): such a job is not ahead of anyone, not queued demand, and its card says so.
-NEVER_STARTS_REASONS = frozenset({EXCEEDS_QUOTA})
+# use, or nothing its queue offers fits it): not ahead of anyone, not queued demand, and its card says so.
+NEVER_STARTS_REASONS = NEVER_STARTS
 # The reason of a submitted job the platform holds back because its submitter is at their
 # per-person cap (`jobs.queue.caps`): not in any scheduler's queue, and let go by itself when the
 # person's other jobs end.

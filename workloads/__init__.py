@@ -8,6 +8,7 @@ A third scheduler is one more module registered below.
 
 from .base import (
     EXCEEDS_QUOTA,
+    NEVER_STARTS,
     Kind,
     Observation,
     Phase,
@@ -24,7 +25,7 @@ from .volcano import VOLCANO
 
 SCHEDULERS: dict[str, Scheduler] = {s.name: s for s in (KUEUE, VOLCANO)}
 
-__all__ = ["EXCEEDS_QUOTA", "SCHEDULERS", "Kind", "Observation", "Phase", "Preempted", "Progress", "Scheduler", "Seen", "all_kinds",
+__all__ = ["EXCEEDS_QUOTA", "NEVER_STARTS", "SCHEDULERS", "Kind", "Observation", "Phase", "Preempted", "Progress", "Scheduler", "Seen", "all_kinds",
            "for_flavor", "placed_gpus", "pod_ended", "queue_name"]
 
 

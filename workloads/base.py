@@ -39,6 +39,10 @@ class Phase(StrEnum):
 # its team can ever use, borrowing included): such a job is nobody's "ahead", is not queued
 # demand, and says it cannot start (`jobs.lifecycle.NEVER_STARTS_REASONS`).
 EXCEEDS_QUOTA = "ExceedsQuota"
+# The same for a job no flavor of its queue can take as it asks (Kueue's `NoMatchingFlavor`:
+# a resource the queue does not cover, a taint it does not tolerate): it never starts as is.
+NO_MATCHING_FLAVOR = "NoMatchingFlavor"
+NEVER_STARTS = frozenset({EXCEEDS_QUOTA, NO_MATCHING_FLAVOR})
 
 
 @dataclass(frozen=True)
@@ -80,6 +84,11 @@ class Observation:
     checkpoint: datetime | None = None
     # The trainer's own progress, where its kind publishes one (a TrainJob's trainerStatus).
     progress: Progress | None = None
+    # Kueue's own words for a workload it has not admitted (its QuotaReserved=False condition's
+    # reason and message, verbatim; "" when it says none): shown before the platform's
+    # ``reason`` and ``message``, which say what the platform adds (`workloads.kueue_words`).
+    kueue_reason: str = ""
+    kueue_message: str = ""
 
 
 def transition_time(condition: dict | None) -> datetime | None:

@@ -121,4 +121,5 @@ def held(reserved: dict) -> Observation:
     if theirs or not gates:
         parts.append(f"Held by admission gate {', '.join(theirs) or '(unnamed)'}, not the platform's: Kueue admits "
                      "it once the gate is removed")
-    return Observation(Phase.QUEUED, ADMISSION_GATED, f"{'. '.join(parts)} ({kueue}).")
+    return Observation(Phase.QUEUED, ADMISSION_GATED, f"{'. '.join(parts)} ({kueue}).",
+                       kueue_reason=ADMISSION_GATED, kueue_message=reserved.get("message") or "")

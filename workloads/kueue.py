@@ -14,8 +14,8 @@ from cluster.quantity import canonical, gib
 from core.ownership import JOB_LABEL, owned
 from core.words import say_seconds
 
-from . import gates
-from .base import EXCEEDS_QUOTA, Observation, Phase, Preempted, Scheduler, queue_name, times_of, transition_time
+from . import gates, kueue_words
+from .base import Observation, Phase, Preempted, Scheduler, queue_name, times_of, transition_time
 from .pods import (
     FINISHED_TTL_SECONDS,
     LOCAL_MASTER,
@@ -223,17 +223,6 @@ def render_training(job) -> list[dict]:
 
 
 # --- what the cluster says ------------------------------------------------------------------------
-# Kueue says, e.g. "couldn't assign flavors to pod set main: insufficient quota for
-# nvidia.com/gpu in flavor h100, previously considered podsets requests (0) + current podset
-# request (32) > maximum capacity (16)" or "insufficient unused quota for nvidia.com/gpu in
-# flavor h100, 8 more needed".
-_OVER_CAPACITY = re.compile(
-    r"insufficient quota for (?P<resource>\S+) in flavor (?P<flavor>[^,\s]+).*?"
-    r"request \((?P<need>\d+)\) > maximum capacity \((?P<cap>\d+)\)"
-)
-_MORE_NEEDED = re.compile(
-    r"insufficient unused quota for (?P<resource>\S+) in flavor (?P<flavor>[^,\s]+), (?P<more>\d+) more needed"
-)
 # WaitForPodsReady: an admitted workload whose pods are not all ready in time is evicted for
 # this reason and requeued; past the requeuing limit Kueue deactivates it
 # ("DeactivatedDueToRequeuingLimitExceeded"), which the platform reports as PODS_NEVER_READY.
@@ -244,25 +233,6 @@ _PREEMPTION_REASONS = ("Preempted", "InCohortReclamation", "InClusterQueue", "In
 # "Preempted to accommodate a workload (UID: <uid>, JobUID: <uid>) due to ..." (Kueue's
 # preemption.preemptionMessage, v0.17 to v0.19; "UNKNOWN" when it has none).
 _PREEMPTOR = re.compile(r"\(UID: (?P<workload>[^,\s)]+), JobUID: (?P<job>[^,\s)]+)\)")
-
-
-def quota_message(job, kueue_message: str) -> str:
-    """Kueue's wording for a pending workload, in the words a researcher uses."""
-    team, gpus = job.team.slug, job.total_gpus
-    if match := _OVER_CAPACITY.search(kueue_message):
-        if match["resource"] in ("cpu", "memory"):
-            return f"Can never start: it needs more {match['resource']} than team {team} may ever use on {match['flavor']}."
-        return (f"Can never start: this job needs {match['need']} {match['flavor']} GPUs but team {team} "
-                f"can use at most {match['cap']}, borrowing included.")
-    if match := _MORE_NEEDED.search(kueue_message):
-        return (f"Waiting for quota: team {team} has too few free {match['flavor']} GPUs for this job "
-                f"({gpus} needed, {match['more']} more must free up).")
-    if "is inactive" in kueue_message:  # "ClusterQueue <name> is inactive": held (docs/drain.md)
-        return (f"Waiting: the {job.flavor.name} pool admits nothing new now (drained for maintenance); this job "
-                "starts when it reopens.")
-    if "Inadmissible" in kueue_message or "doesn't exist" in kueue_message:
-        return f"Cannot be queued: {kueue_message}"
-    return f"Waiting for quota: {kueue_message}" if kueue_message else "Waiting for quota."
 
 
 def _preempted_message(kueue_message: str) -> str:
@@ -362,11 +332,7 @@ def _waiting(job, workload: dict | None, found: dict) -> Observation | None:
     if reserved is not None and reserved.get("status") == "False":
         if reserved.get("reason") == gates.ADMISSION_GATED:  # held by its gates: ours, or somebody's
             return gates.held(reserved)
-        said = reserved.get("message", "")
-        # More than the queue can ever hold: Kueue keeps it among the inadmissible, where it
-        # blocks no one (BestEffortFIFO), and so does the platform.
-        reason = EXCEEDS_QUOTA if _OVER_CAPACITY.search(said) else "WaitingForQuota"
-        return Observation(Phase.QUEUED, reason, quota_message(job, said))
+        return kueue_words.waiting(job, reserved)  # Kueue's reason and message, then ours
     if workload is not None:
         return Observation(Phase.QUEUED, "Queued", "Waiting for the scheduler.")
     return None

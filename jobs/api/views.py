@@ -49,15 +49,18 @@ from ..models import LIVE_NAME_TAKEN, MAX_CPU_PER_WORKER, IdleWatch, Job, JobEve
 from ..models.idempotency import KeyConflict
 from ..models.idle import MAX_EXEMPT_REASON
 from ..outlook import feasibility
+from ..queue import looks
 from ..use import gpu_use, telemetry
 from ..watch.logs import problem_of
-from .eta import EtaSerializer, eta_of
+from .eta import EtaSerializer, PlaceSerializer, eta_of, place_of
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 MAX_LOG_LINES = 5000
 
 TIMESTAMPS = ["created_at", "updated_at", "submitted_at", "admitted_at", "started_at", "finished_at"]
-STATUS_FIELDS = ["state", "reason", "message", *TIMESTAMPS]
+# Kueue's own words come first (docs/api.md): why it has not admitted the job, verbatim.
+KUEUE_WORDS = ["kueue_reason", "kueue_message"]
+STATUS_FIELDS = ["state", "reason", "message", *KUEUE_WORDS, *TIMESTAMPS]
 # What a TrainJob's trainer last published of its progress (null for other kinds, and until it does).
 PROGRESS_FIELDS = ["trainer_progress_percent", "trainer_remaining_seconds", "trainer_status_at"]
 
@@ -112,14 +115,25 @@ class JobSerializer(StrictFields, serializers.ModelSerializer):
         fields = ["id", *spec.NAMES, "submitter", "total_gpus", "runs_until_cancelled", *STATUS_FIELDS,
                   *PROGRESS_FIELDS]
         read_only_fields = ["id", "submitter", "total_gpus", "runs_until_cancelled", *STATUS_FIELDS, *PROGRESS_FIELDS]
-        extra_kwargs = {**{field.name: {"help_text": field.help} for field in spec.FIELDS},
-                        "trainer_progress_percent": {"help_text": (
-                            "A TrainJob's progress as its trainer last published it (Kubeflow Trainer's "
-                            "status.trainerStatus), 0-100; null: not published, or another kind.")},
-                        "trainer_remaining_seconds": {"help_text": (
-                            "The time its trainer expected still to run when it last said so (trainer_status_at); "
-                            "the ETAs of jobs queued behind it count from it.")},
-                        "trainer_status_at": {"help_text": "When the trainer last published its progress."}}
+        extra_kwargs = {
+            **{field.name: {"help_text": field.help} for field in spec.FIELDS},
+            "reason": {"help_text": "GPU Platform's reason, in the job lifecycle's words (a waiting job that can never "
+                                    "start says so)."},
+            "message": {"help_text": "GPU Platform's sentence: what it reads in the cluster's words, and its advice."},
+            "kueue_reason": {"help_text": (
+                "Kueue's own reason for not admitting the job yet, verbatim: its Workload's QuotaReserved=False "
+                "reason (WaitingForQuota, ExceedsMaxQuota, NoMatchingFlavor, TopologyPlacementFailed, "
+                "AdmissionGated, ... or Pending); empty when Kueue says none (admitted, not yet looked at, "
+                "another scheduler).")},
+            "kueue_message": {"help_text": "Kueue's own message with kueue_reason, verbatim; empty when it says none."},
+            "trainer_progress_percent": {"help_text": (
+                "A TrainJob's progress as its trainer last published it (Kubeflow Trainer's "
+                "status.trainerStatus), 0-100; null: not published, or another kind.")},
+            "trainer_remaining_seconds": {"help_text": (
+                "The time its trainer expected still to run when it last said so (trainer_status_at); "
+                "the ETAs of jobs queued behind it count from it.")},
+            "trainer_status_at": {"help_text": "When the trainer last published its progress."},
+        }
         # Job.full_clean (inside Job.objects.submit) checks the constraints, with the
         # model's own messages; DRF's copies of them would run a second query.
         validators = []
@@ -146,6 +160,7 @@ class JobSerializer(StrictFields, serializers.ModelSerializer):
             "total_gpus": total_gpus(row),
             "runs_until_cancelled": kind_named(row["kind"]).runs_until_cancelled,
             "state": row["state"], "reason": row["reason"], "message": row["message"],
+            **{name: row[name] for name in KUEUE_WORDS},
             **{name: _when(row[name], zone) for name in TIMESTAMPS},
             "trainer_progress_percent": row["trainer_progress_percent"],
             "trainer_remaining_seconds": row["trainer_remaining_seconds"],
@@ -158,8 +173,12 @@ class FeasibilitySerializer(serializers.Serializer):
     verdict = serializers.ChoiceField(choices=["now", "queue", "never"], help_text=(
         "now: fits the free quota (or what the cohort lends) and the free GPUs of the nodes; queue: waits behind "
         "other jobs, or for room on the nodes; never: cannot run as asked (bigger than a node, a rack or the "
-        "team's quota with borrowing)."))
-    message = serializers.CharField()
+        "team's quota with borrowing). Kueue's when kueue_reason is set, else GPU Platform's estimate."))
+    message = serializers.CharField(help_text="GPU Platform's words: its estimate, or its reading of Kueue's.")
+    kueue_reason = serializers.CharField(help_text=(
+        "Kueue's own reason for not admitting the job, verbatim, when it gave one (then the verdict is Kueue's); "
+        "empty before Kueue has looked at it."))
+    kueue_message = serializers.CharField(help_text="Kueue's own message with kueue_reason, verbatim.")
     waits_for = serializers.ListField(child=serializers.IntegerField(), help_text=(
         "Ids of the running jobs whose end makes room for this one on the nodes (empty: none known)."))
     room_by = serializers.DateTimeField(allow_null=True, help_text=(
@@ -190,6 +209,7 @@ class JobCreatedSerializer(JobSerializer):
     def get_feasibility(self, job, verdict=None) -> dict:
         verdict = verdict or feasibility.assess(job)
         return {"verdict": verdict.verdict, "message": verdict.message,
+                "kueue_reason": verdict.kueue_reason, "kueue_message": verdict.kueue_message,
                 "waits_for": [held.pk for held in verdict.waits_for],
                 "room_by": serializers.DateTimeField().to_representation(verdict.room_by) if verdict.room_by else None}
 
@@ -281,16 +301,22 @@ class JobDetailSerializer(JobSerializer):
         help_text="Seconds before the max runtime stops the job, counted from its admission; null without a "
                   "limit, before admission and once it ended.")
     preemption = serializers.SerializerMethodField()
+    queue = serializers.SerializerMethodField()
     eta = serializers.SerializerMethodField()
 
     class Meta(JobSerializer.Meta):
-        fields = [*JobSerializer.Meta.fields, "gpu_utilization", "idle", "runtime_left_seconds", "preemption", "eta"]
+        fields = [*JobSerializer.Meta.fields, "gpu_utilization", "idle", "runtime_left_seconds", "preemption", "queue",
+                  "eta"]
         read_only_fields = [*JobSerializer.Meta.read_only_fields, "gpu_utilization", "idle", "runtime_left_seconds",
-                            "preemption", "eta"]
+                            "preemption", "queue", "eta"]
 
     @extend_schema_field(EtaSerializer(allow_null=True))
     def get_eta(self, job) -> dict | None:
         return eta_of(job, self.context["request"].user)
+
+    @extend_schema_field(PlaceSerializer(allow_null=True))
+    def get_queue(self, job) -> dict | None:
+        return place_of(job)
 
     @extend_schema_field(PreemptionContractSerializer)
     def get_preemption(self, job) -> dict:
@@ -313,10 +339,11 @@ class JobDetailSerializer(JobSerializer):
         left = job.runtime_left()
         return None if left is None else int(left.total_seconds())
 
+    @looks.one_look()  # the place and the estimate read Kueue's pending list once
     def to_representation(self, job: Job) -> dict:
         return {**super().to_representation(job), "gpu_utilization": self.get_gpu_utilization(job),
                 "idle": self.get_idle(job), "runtime_left_seconds": self.get_runtime_left_seconds(job),
-                "preemption": self.get_preemption(job), "eta": self.get_eta(job)}
+                "preemption": self.get_preemption(job), "queue": self.get_queue(job), "eta": self.get_eta(job)}
 
 
 class JobEventSerializer(serializers.ModelSerializer):

@@ -214,6 +214,11 @@ class Job(JobHardware, JobVolumes, JobMoves, PreemptionContract, RayRules, Noteb
     state = models.CharField(max_length=12, choices=State, default=State.DRAFT, db_index=True)
     reason = models.CharField(max_length=64, blank=True)
     message = models.TextField(blank=True)
+    # Kueue's own reason and message for not admitting the job yet, verbatim (its Workload's
+    # QuotaReserved=False condition; "" when it says none): shown first, before the platform's
+    # ``reason`` and ``message`` (`workloads.kueue_words`, docs/ui.md).
+    kueue_reason = models.CharField(max_length=64, blank=True, default="", editable=False)
+    kueue_message = models.TextField(blank=True, default="", editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
     submitted_at = models.DateTimeField(null=True, blank=True)

@@ -6,7 +6,16 @@ from django.utils import timezone
 
 from workloads.gates import ADMISSION_GATED
 
-from ..lifecycle import FINAL_STATES, HOLDING_QUOTA, TIMESTAMP_ON_ENTRY, TRANSITIONS, InvalidTransition, State, path
+from ..lifecycle import (
+    FINAL_STATES,
+    HOLDING_QUOTA,
+    TIMESTAMP_ON_ENTRY,
+    TRANSITIONS,
+    WAITING_FOR_QUOTA,
+    InvalidTransition,
+    State,
+    path,
+)
 from ..signals import job_reason_changed
 from .intervals import GpuInterval, held_after
 
@@ -38,6 +47,8 @@ class JobMoves:
             changes[stamp] = at
         if target == State.ADMITTED:  # every run, not the first only
             changes["run_admitted_at"] = at
+        if target not in WAITING_FOR_QUOTA:  # Kueue's words say why it waits: no longer (`hear_kueue`)
+            changes.update(kueue_reason="", kueue_message="")
         held = held_after(self, current, target, gpus)
         if held != self.gpus_in_use:
             changes["gpus_in_use"] = held
@@ -91,6 +102,17 @@ class JobMoves:
             if not self.transition(step, reason=State(step).label, gpus=gpus, at=when):
                 return False
         return self.transition(target, reason=reason, message=message, gpus=gpus, at=stamps[-1])
+
+    def hear_kueue(self, reason: str, message: str) -> bool:
+        """Keep Kueue's own reason and message for not admitting the job (``""``: it says none,
+        or admitted it); written only when they changed. A job's state times do not move with
+        them: they are Kueue's words, not a step of the lifecycle."""
+        reason = reason[:64]
+        if (reason, message) == (self.kueue_reason, self.kueue_message):
+            return False
+        type(self)._default_manager.filter(pk=self.pk).update(kueue_reason=reason, kueue_message=message)
+        self.kueue_reason, self.kueue_message = reason, message
+        return True
 
     def give_back(self, gpus: int, at=None) -> bool:
         """A job being cancelled whose pods hold ``gpus`` now, its workload gone: the interval

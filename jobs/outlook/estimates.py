@@ -183,7 +183,10 @@ def estimate(job: Job, *, record: bool = True, advise=True, verdict=None, now=No
         now_eta = eta.Eta(0.0, 0.0, 0.0)
         return Estimate(now_eta, now_eta, eta.sentence(now_eta))
     if verdict.verdict == feasibility.Feasibility.NEVER:
-        unknown = eta.Eta(reason=verdict.message.removeprefix("Can never run: ").rstrip("."))
+        # The model's numbers when it agrees; Kueue's verdict alone otherwise (its words are on the page).
+        ours = verdict.message.startswith("Can never run: ") or not verdict.kueue_reason
+        why = verdict.message.removeprefix("Can never run: ").rstrip(".") if ours else "Kueue cannot admit it as it is"
+        unknown = eta.Eta(reason=why)
         return Estimate(unknown, unknown, eta.sentence(unknown))
     queue = queue_for(job, now)
     raw = eta.estimate(queue)

@@ -1,5 +1,10 @@
 """Will a job start, queue, or never run? And where does a waiting job stand in its queue?
 
+Kueue's word first: once Kueue has said why it does not admit a waiting job (its reason, kept
+on the job: `workloads.kueue_words`), the verdict is Kueue's, and what follows is what the
+platform adds. Before that (an unsaved job, a job Kueue has not looked at yet, another
+scheduler), the verdict is the platform's model.
+
 Model-level rules the web UI asks before a submission and on job pages; computed from
 the team's quota (nominal and what it can borrow), the GPUs its jobs' pods hold now
 (`jobs.use.usage`), the queue of its waiting jobs as the scheduler orders it (`jobs.queue.queueing`),
@@ -17,22 +22,43 @@ that can never start is never ahead of anyone.
 from dataclasses import dataclass, replace
 from datetime import datetime
 
-from ..lifecycle import WAITING_FOR_QUOTA
+from ..lifecycle import NEVER_STARTS_REASONS, WAITING_FOR_QUOTA
 from ..models import Job
+from ..queue import looks
 from ..use.usage import usage_of
 from . import fragmentation, pending, reservations
 
 
-def queue_position(job: Job, cluster=None) -> int | None:
-    """How many of the team's jobs the scheduler considers before ``job`` on its flavor, of
-    those that may start; None if it does not wait or can never start. In Kueue's own order
-    when its visibility API answers (`jobs.outlook.pending`), else in the same order from the
-    database (`Job.queue_position`)."""
+@dataclass(frozen=True)
+class Place:
+    """Where a waiting job stands in its queue. ``ahead``: the jobs that may start before it,
+    as GPU Platform counts them, in Kueue's own order when its visibility API lists the job
+    (``in_kueue_order``), else in the same order from the database. ``kueue_position``: Kueue's
+    own ``positionInClusterQueue``, verbatim (every pending workload before it, those that can
+    never start too); None when Kueue did not say."""
+
+    ahead: int
+    in_kueue_order: bool = False
+    kueue_position: int | None = None
+
+
+@looks.one_look()  # Kueue's pending list, read once for both numbers
+def place(job: Job, cluster=None) -> Place | None:
+    """``job``'s place in its queue; None if it does not wait or can never start."""
     counted = job.queue_position()
     if counted is None:
         return None
     seen = pending.position(job, cluster)
-    return counted if seen is None else seen
+    if seen is None:
+        return Place(counted)
+    return Place(seen, True, pending.kueue_position(job, cluster))
+
+
+def queue_position(job: Job, cluster=None) -> int | None:
+    """How many of the team's jobs the scheduler considers before ``job`` on its flavor, of
+    those that may start; None if it does not wait or can never start (`place`)."""
+    found = place(job, cluster)
+    return None if found is None else found.ahead
 
 
 @dataclass(frozen=True)
@@ -45,6 +71,10 @@ class Feasibility:
     # The jobs whose end makes room on the nodes, and when the last is due (if known).
     waits_for: tuple = ()
     room_by: datetime | None = None
+    # Kueue's own reason and message for not admitting the job, verbatim, when it gave one:
+    # then the verdict is Kueue's (`_kueue_first`) and ``message`` is what GPU Platform adds.
+    kueue_reason: str = ""
+    kueue_message: str = ""
 
     NOW = "now"
     QUEUE = "queue"
@@ -61,8 +91,26 @@ def _sizes_ahead(job: Job, usage) -> list[int]:
 
 
 def assess(job: Job, cluster=None) -> Feasibility:
-    """Whether an unsaved (or waiting) ``job`` starts now, queues, or can never run: the
-    quota's answer, then the nodes' (`jobs.outlook.fragmentation`, when the cluster can be read)."""
+    """Whether an unsaved (or waiting) ``job`` starts now, queues, or can never run: Kueue's
+    answer when it gave one for the job (`_kueue_first`), else the platform's model: the quota's
+    answer, then the nodes' (`jobs.outlook.fragmentation`, when the cluster can be read)."""
+    return _kueue_first(job, _by_model(job, cluster))
+
+
+def _kueue_first(job: Job, ours: Feasibility) -> Feasibility:
+    """Kueue's reason for not admitting a waiting job, when it gave one, decides: never for a
+    reason that never starts as it is (ExceedsMaxQuota, NoMatchingFlavor: `workloads.kueue_words`),
+    else it queues. The model's numbers stay; its sentence too when it agrees, else the
+    platform's reading of Kueue's words (the job's message)."""
+    if job.pk is None or not job.kueue_reason or job.state not in WAITING_FOR_QUOTA:
+        return ours
+    verdict = Feasibility.NEVER if job.reason in NEVER_STARTS_REASONS else Feasibility.QUEUE
+    message = ours.message if ours.verdict == verdict else job.message
+    return replace(ours, verdict=verdict, message=message, kueue_reason=job.kueue_reason,
+                   kueue_message=job.kueue_message)
+
+
+def _by_model(job: Job, cluster=None) -> Feasibility:
     verdict = _by_quota(job)
     if verdict.verdict == Feasibility.NEVER or (job.pk and job.at_personal_cap):
         return verdict

@@ -50,35 +50,58 @@ def _workload_owner(item: dict) -> str | None:
 def kueue_order(job: Job, cluster) -> list[str] | None:
     """Names of the objects of the pending workloads of ``job``'s ClusterQueue, in Kueue's order
     (a server's replicas each count once, where the first stands); None when Kueue cannot say."""
+    listed = _listed(job, cluster)
+    return None if listed is None else [name for name, _ in listed]
+
+
+def kueue_position(job: Job, cluster=None) -> int | None:
+    """Kueue's own ``positionInClusterQueue`` of ``job``'s workload, verbatim (0: first; it counts
+    every pending workload, those that can never start too); None when Kueue does not list it
+    or cannot say."""
+    cluster = _cluster_for(job, cluster)
+    if cluster is None:
+        return None
+    mine = object_name(job)
+    return next((at for name, at in _listed(job, cluster) or () if name == mine), None)
+
+
+def _listed(job: Job, cluster) -> list[tuple[str, int]] | None:
     path = pending_path(queue_name(job.team.namespace_name, job.flavor))
     return looks.remembered(("pending", path), lambda: _ask(job, cluster, path))
 
 
-def _ask(job: Job, cluster, path: str) -> list[str] | None:
+def _ask(job: Job, cluster, path: str) -> list[tuple[str, int]] | None:
     try:
         summary = cluster.get_path(path, limit=LIMIT)
     except ClusterError as err:  # not served (no visibility API), Kueue down, a 403: count ourselves
         log.debug("no pending workloads from Kueue for job %s: %s", job.pk, err)
         return None
-    names: list[str] = []
+    listed: list[tuple[str, int]] = []
     for item in sorted(summary.get("items") or (), key=lambda i: i.get("positionInClusterQueue", 0)):
         name = _workload_owner(item)
-        if name and name not in names:
-            names.append(name)
-    return names
+        if name and all(name != seen for seen, _ in listed):
+            listed.append((name, item.get("positionInClusterQueue", 0)))
+    return listed
 
 
-def position(job: Job, cluster=None) -> int | None:
-    """How many jobs that may start Kueue considers before ``job``; None when Kueue cannot say
-    (the caller counts from the database), or ``job`` does not wait on a Kueue flavor or can
-    never start."""
-    if job.flavor.scheduler != KUEUE.name or job.never_starts:
+def _cluster_for(job: Job, cluster):
+    """The cluster to ask, or None when Kueue cannot say (another scheduler, no cluster)."""
+    if job.flavor.scheduler != KUEUE.name:
         return None
     if cluster is None:
         try:
             cluster = current_cluster()
         except NoCluster:
             return None
+    return cluster
+
+
+def position(job: Job, cluster=None) -> int | None:
+    """How many jobs that may start Kueue considers before ``job``; None when Kueue cannot say
+    (the caller counts from the database), or ``job`` does not wait on a Kueue flavor or can
+    never start."""
+    if job.never_starts or (cluster := _cluster_for(job, cluster)) is None:
+        return None
     order = kueue_order(job, cluster)
     mine = object_name(job)
     if not order or mine not in order:

@@ -289,6 +289,7 @@ class StatusWatcher:
                 changed += 1
                 log.info("job %s: %s (%s)", job.pk, job.state, job.reason)
             job.record_progress(seen.progress)  # a TrainJob's trainer's own words, when it published any
+            job.hear_kueue(seen.kueue_reason, seen.kueue_message)
             if seen.preempted is not None and job.state == State.PREEMPTED and self._changed(
                     ("preempted", job.pk), (seen.preempted.at, seen.checkpoint)):
                 self._record_preemption(job, seen)

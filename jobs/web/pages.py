@@ -59,13 +59,16 @@ def _job(request, pk) -> Job:
 def _status_context(request, job: Job) -> dict:
     now = timezone.now()
     rules = IdlePolicy.objects.rules(job.team, job.flavor, cached=True)
+    place = feasibility.place(job)
     return {
         # The idle-GPU banner: warned (when it will be reclaimed), paused (why), exempt.
         "idle": IdleWatch.summary(job, rules),
         "can_exempt": IdleWatch.can_exempt(job, request.user, rules),
         "job": job,
         "events": list(job.events.all()),
-        "queue_position": feasibility.queue_position(job),
+        # Kueue's own position (its visibility API) beside the platform's count of the jobs ahead.
+        "queue_position": None if place is None else place.ahead,
+        "queue_place": place,
         # When it will start (p50, p10-p90) and what would start it sooner (docs/eta.md).
         "eta": estimates.estimate(job, advise=lambda: job.team.can_submit(request.user)) if estimates.applies(job) else None,
         "can_cancel": job.can_cancel(request.user),

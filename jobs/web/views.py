@@ -58,7 +58,9 @@ CURSOR_PARAMS = ("older", "newer", "page")
 # What a row shows (templates/jobs/partials/job_rows.html), not the JSON and text of five tables.
 # reason and the flavor's node size: whether a waiting job can never start (its state's label);
 # the scheduler and GPUs in use: the utilization column (how its pods are named, of how many).
-LIST_COLUMNS = ("id", *(field.column for field in spec.LISTED), "state", "reason", "flavor__gpus_per_node", "created_at",
+# kueue_reason: Kueue's own reason for a job it has not admitted, shown first under its state.
+LIST_COLUMNS = ("id", *(field.column for field in spec.LISTED), "state", "reason", "kueue_reason",
+                "flavor__gpus_per_node", "created_at",
                 "submitter__username", "flavor__scheduler", "gpus_in_use")
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)

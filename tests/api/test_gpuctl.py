@@ -409,3 +409,21 @@ def test_a_job_that_fits_the_quota_but_not_the_nodes_names_the_job_it_waits_for(
     assert verdict["verdict"] == "queue" and verdict["waits_for"] == [holder.pk] and verdict["room_by"] is None
     assert "6 h100 GPUs free, but at most 3 on one node" in err
     assert f"cannot start until job {holder.pk} (other/{holder.name}, end unknown) ends" in err
+
+
+def test_status_shows_kueues_own_words_before_the_platforms(gpuctl, job_file):
+    from jobs.lifecycle import State
+
+    gpuctl("submit", "-f", str(job_file))
+    job = Job.objects.get()
+    said = ("couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu in flavor h100, "
+            "4 more needed")
+    job.transition(State.QUEUED, reason="WaitingForQuota", message="Waiting for quota: team vision has too few free "
+                   "h100 GPUs for this job (8 needed, 4 more must free up).")
+    job.hear_kueue("WaitingForQuota", said)
+    code, out, _ = gpuctl("status", str(job.pk))
+    lines = out.splitlines()
+    kueue = lines.index(f"  Kueue says: WaitingForQuota: {said}")
+    ours = next(i for i, line in enumerate(lines) if line.startswith("  GPU Platform: WaitingForQuota: Waiting for"))
+    assert code == 0 and lines[kueue - 1] == "state: queued" and kueue < ours
+    assert "  GPU Platform counts 0 job(s) ahead that can start" in lines

@@ -36,7 +36,9 @@ def shapes(team, flavor, member):
     finished = make_job(team, flavor, name="done", priority=high, max_runtime_seconds=3600,
                         command=[], args=["--epochs", "3", ""], workers=4, gpus_per_worker=8)
     Job.objects.filter(pk=finished.pk).update(
-        state="succeeded", reason="Finished", message="Done.", submitter=member,
+        state="succeeded", reason="Finished", message="Done.", submitter=member, kueue_reason="WaitingForQuota",
+        kueue_message="couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu in "
+                      "flavor h100, 8 more needed",
         admitted_at=datetime(2026, 1, 2, 3, 4, 5, 123456, tzinfo=dt_timezone.utc),
         started_at=timezone.now() - timedelta(hours=1), finished_at=timezone.now())
     submitted = actions.submit(team=team, submitter=member, flavor=flavor, name="fresh", image="busybox:1",
@@ -90,6 +92,7 @@ def test_the_api_list_shows_each_job_as_its_own_page_does(client_as, team, flavo
     for item in listed:
         detail = api.get(f"/api/v1/jobs/{item['id']}").json()
         # The detail adds what only one job's page asks: its GPUs now, its idle-GPU state, the
-        # time left before its max runtime, its preemptions.
-        assert set(detail) - set(item) == {"gpu_utilization", "idle", "runtime_left_seconds", "preemption", "eta"}
+        # time left before its max runtime, its preemptions, its place in the queue.
+        assert set(detail) - set(item) == {"gpu_utilization", "idle", "runtime_left_seconds", "preemption", "queue",
+                                           "eta"}
         assert item == {name: value for name, value in detail.items() if name in item}

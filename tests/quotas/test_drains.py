@@ -15,7 +15,8 @@ from notifications.models import Event, Kind
 from quotas import actions
 from quotas.models import Drain
 from quotas.models.flavors import Scheduler
-from workloads.kueue import quota_message, render_cluster_queue
+from workloads.kueue import render_cluster_queue
+from workloads.kueue_words import quota_message
 
 from ..builders import build_job, make_flavor, make_job, make_quota
 

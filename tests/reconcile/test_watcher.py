@@ -69,6 +69,27 @@ def test_workload_admission_and_completion_move_the_job(fake, running_watcher, t
         "submitted", "queued", "admitted", "running", "succeeded"]
 
 
+def test_kueue_words_for_a_waiting_job_are_kept_verbatim_and_cleared_at_admission(fake, running_watcher, team,
+                                                                                   flavor):
+    make_quota(team, flavor)
+    job = make_job(team, flavor, workers=2)
+    job.submit()
+    reconcile_job(job.pk)
+    said = ("couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu in flavor h100, "
+            "2 more needed")
+    waiting = workload_for(job)
+    waiting["status"]["conditions"] = [{"type": "QuotaReserved", "status": "False", "reason": "WaitingForQuota",
+                                        "message": said, "lastTransitionTime": "2026-12-07T19:00:00Z"}]
+    fake.put(waiting)
+    assert wait_for(lambda: Job.objects.get(pk=job.pk).kueue_message == said)
+    row = Job.objects.get(pk=job.pk)
+    assert (row.state, row.kueue_reason, row.reason) == (State.QUEUED, "WaitingForQuota", "WaitingForQuota")
+    assert "2 more must free up" in row.message
+    fake.put(workload_for(job, ("QuotaReserved", "QuotaReserved", ""), ("Admitted", "Admitted", "")))
+    assert wait_for(lambda: state_of(job) == State.ADMITTED)
+    assert wait_for(lambda: Job.objects.get(pk=job.pk).kueue_reason == "")
+
+
 def test_a_watch_that_lost_its_history_relists_and_catches_up(fake, running_watcher, team, flavor):
     job = make_job(team, flavor)
     job.submit()

@@ -6,7 +6,7 @@ from jobs.lifecycle import State, path
 from jobs.models import Job
 from quotas.models import Scheduler
 from workloads.kueue import observe_training as observe_kueue_training
-from workloads.kueue import quota_message
+from workloads.kueue_words import quota_message
 from workloads.pods import observe_inference
 from workloads.volcano import observe_training as observe_volcano_training
 
