@@ -1,10 +1,11 @@
-"""The start estimate in the API (docs/eta.md): its serializers and who gets its advice; the
-job detail and the 201 body of a submission (`jobs.api.views`) carry it."""
+"""The start estimate and the feasibility verdict in the API (docs/eta.md): their serializers
+and who gets the advice; the job detail, the answers of a submission (first and replayed) and
+of a dry run (`jobs.api.views`) carry them."""
 
 from rest_framework import serializers
 
 from ..models import Job
-from ..outlook import estimates
+from ..outlook import estimates, feasibility
 
 
 class AdviceSerializer(serializers.Serializer):
@@ -32,3 +33,31 @@ def eta_of(job: Job, user, verdict=None) -> dict | None:
         return None
     estimate = estimates.estimate(job, advise=lambda: user is not None and job.team.can_submit(user), verdict=verdict)
     return None if estimate is None else estimate.as_dict()
+
+
+def eta_of_plan(job: Job, verdict) -> dict | None:
+    """The start estimate of a job not submitted (a dry run): recorded nowhere, no advice."""
+    estimate = estimates.estimate(job, record=False, advise=False, verdict=verdict)
+    return None if estimate is None else estimate.as_dict()
+
+
+class FeasibilitySerializer(serializers.Serializer):
+    verdict = serializers.ChoiceField(choices=["now", "queue", "never"], help_text=(
+        "now: fits the free quota (or what the cohort lends) and the free GPUs of the nodes; queue: waits behind "
+        "other jobs, or for room on the nodes; never: cannot run as asked (bigger than a node, a rack or the "
+        "team's quota with borrowing)."))
+    message = serializers.CharField()
+    waits_for = serializers.ListField(child=serializers.IntegerField(), help_text=(
+        "Ids of the running jobs whose end makes room for this one on the nodes (empty: none known)."))
+    room_by = serializers.DateTimeField(allow_null=True, help_text=(
+        "When the last of those jobs reaches its max runtime; null when one of them has none. The start "
+        "estimate (the queue ahead too) is the body's eta."))
+
+
+
+
+def feasibility_of(verdict: feasibility.Feasibility) -> dict:
+    """A verdict (`jobs.outlook.feasibility.assess`) as the API says it."""
+    return {"verdict": verdict.verdict, "message": verdict.message,
+            "waits_for": [held.pk for held in verdict.waits_for],
+            "room_by": serializers.DateTimeField().to_representation(verdict.room_by) if verdict.room_by else None}
