@@ -135,9 +135,9 @@ def list_jobs(client: Client, args, out: Output) -> int:
             break
     if out.answer(jobs):
         return EXIT["ok"]
-    out.table([("ID", "TEAM", "NAME", "STATE", "FLAVOR", "GPUS", "SUBMITTED")] + [
-        (str(j["id"]), j["team"], j["name"], _state(j), j["flavor"], str(j["total_gpus"]), j["submitted_at"] or "-")
-        for j in jobs
+    out.table([("ID", "TEAM", "NAME", "STATE", "FLAVOR", "GPUS", "SUBMITTED", "PAGE")] + [
+        (str(j["id"]), j["team"], j["name"], _state(j), j["flavor"], str(j["total_gpus"]), j["submitted_at"] or "-",
+         j["web_url"]) for j in jobs
     ])
     return EXIT["ok"]
 

@@ -157,7 +157,9 @@ def test_status_list_cancel_and_logs(gpuctl, job_file, monkeypatch):
     code, out, _ = gpuctl("status", str(job.pk))
     assert code == 0 and f"job {job.pk}  vision/resnet  (training, h100, 8 GPUs)" in out and "state: submitted" in out
     code, out, _ = gpuctl("list")
-    assert code == 0 and out.splitlines()[0].split() == ["ID", "TEAM", "NAME", "STATE", "FLAVOR", "GPUS", "SUBMITTED"]
+    assert code == 0 and out.splitlines()[0].split() == ["ID", "TEAM", "NAME", "STATE", "FLAVOR", "GPUS", "SUBMITTED",
+                                                         "PAGE"]
+    assert out.splitlines()[1].split()[-1] == f"{settings.PUBLIC_URL}/jobs/{job.pk}/"
     assert out.splitlines()[1].split()[:6] == [str(job.pk), "vision", "resnet", "submitted", "h100", "8"]
     code, out, _ = gpuctl("list", "--state", "running")
     assert len(out.splitlines()) == 1  # only the header
