@@ -189,10 +189,11 @@ def whoami(client: Client, args, out: Output) -> int:
 
 
 def flavors(client: Client, args, out: Output) -> int:
-    """The flavors the caller's teams have quota on, with the GPUs free in that quota now."""
+    """The flavors the caller's teams have quota on, with the GPUs free in that quota now:
+    the teams the person is in (``me``), not every team a quota manager may read."""
     specs = {flavor["name"]: flavor for flavor in client.pages("flavors")}
     rows = []
-    for team in client.pages("teams"):
+    for team in client.get("me")["teams"]:
         if args.team and team["slug"] != args.team:
             continue
         for quota in client.get(f"teams/{team['slug']}")["quotas"]:

@@ -124,6 +124,21 @@ def test_flavors_lists_the_teams_quotas_with_what_is_free(gpuctl, job_file, flav
     assert out.splitlines()[1].split()[:2] == ["h100", "vision"]
 
 
+def test_flavors_are_those_of_the_persons_teams_and_team_narrows_them(gpuctl, member, flavor, monkeypatch):
+    from tenants.models import Membership
+
+    from ..builders import make_quota, make_team
+    from ..support.api import issue_token
+
+    make_quota(make_team("nlp", members={member: Membership.Role.MEMBER}), flavor, nominal_gpus=4)
+    make_quota(make_team("strangers"), flavor, nominal_gpus=16)
+    monkeypatch.setenv("GPUPLATFORM_TOKEN", issue_token(member))  # all of the member's teams
+    rows = json.loads(gpuctl("-o", "json", "flavors")[1])
+    assert [(r["team"], r["nominal_gpus"]) for r in rows] == [("nlp", 4), ("vision", 8)]
+    rows = json.loads(gpuctl("-o", "json", "flavors", "--team", "nlp")[1])
+    assert [(r["team"], r["free_gpus"]) for r in rows] == [("nlp", 4)]
+
+
 def test_with_json_an_api_error_is_json_on_stderr(gpuctl, monkeypatch):
     monkeypatch.setenv("GPUPLATFORM_TOKEN", "gpp_0000000000000000")
     code, out, err = gpuctl("-o", "json", "list")
