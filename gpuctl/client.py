@@ -2,6 +2,7 @@
 runs anywhere Python does)."""
 
 import json
+import random
 import time
 import urllib.error
 import urllib.parse
@@ -11,6 +12,10 @@ from . import __version__
 
 RETRY_STATUSES = {502, 503, 504}
 RETRIES = 3
+MAX_BACKOFF = 30.0  # seconds: the longest pause between two tries, however long the outage
+# A 503 in the API's own error shape with one of these codes is the platform's answer (no
+# cluster for logs), not an outage: asking again changes nothing.
+ANSWERS_NOT_OUTAGES = {"logs_unavailable"}
 
 
 class ApiError(Exception):
@@ -23,6 +28,17 @@ class ApiError(Exception):
 
 class Unreachable(Exception):
     """The server could not be reached (or kept answering 5xx)."""
+
+
+class _Transient(Exception):
+    """A failure worth another try: the server unreachable, or a 502/503/504."""
+
+    def __init__(self, error: Exception, why: str):
+        super().__init__(why)
+        self.error, self.why = error, why
+
+    def final(self) -> Exception:
+        return self.error
 
 
 class _TokenStaysHome(urllib.request.HTTPRedirectHandler):
@@ -54,17 +70,25 @@ _opener = urllib.request.build_opener(_TokenStaysHome)
 
 
 class Client:
-    def __init__(self, url: str, token: str, *, timeout: float = 30, backoff: float = 1.0):
+    """``outage_window``: for how many seconds a request safe to repeat keeps being retried
+    while the server is unreachable or answers 502/503/504, counted from the first failure of
+    each outage (0: a few quick tries). ``on_outage(message)`` hears once per outage that it
+    began, and once that it ended."""
+
+    def __init__(self, url: str, token: str, *, timeout: float = 30, backoff: float = 1.0,
+                 outage_window: float = 0, on_outage=None):
         self.base = url.rstrip("/")
         if not self.base.endswith("/api/v1"):
             self.base += "/api/v1"
         self.token, self.timeout, self.backoff = token, timeout, backoff
+        self.outage_window, self.on_outage = outage_window, on_outage or (lambda message: None)
+        self._outage_since = None
 
     def request(self, method: str, path: str, *, body=None, params=None, headers=None,
                 retry: bool | None = None) -> tuple[int, dict | list | None]:
         """Send a request; returns ``(status, parsed body)`` or raises ``ApiError`` /
         ``Unreachable``. GETs (and POSTs carrying an Idempotency-Key) are retried on
-        connection errors and 502/503/504, with backoff."""
+        connection errors and 502/503/504, with bounded exponential backoff and jitter."""
         url = f"{self.base}/{path.lstrip('/')}"
         if params:
             url += "?" + urllib.parse.urlencode(params, doseq=True)
@@ -77,26 +101,60 @@ class Client:
             sent["Content-Type"] = "application/json"
         if retry is None:
             retry = method == "GET" or "Idempotency-Key" in sent
-        attempts = RETRIES if retry else 1
-        last = None
-        for attempt in range(attempts):
-            if attempt:
-                time.sleep(self.backoff * 2 ** (attempt - 1))
+        attempt = 0
+        while True:
             try:
-                with _opener.open(
-                    urllib.request.Request(url, data=data, headers=sent, method=method), timeout=self.timeout
-                ) as response:
-                    return response.status, _parse(response.read())
-            except urllib.error.HTTPError as err:
-                payload = _parse(err.read())
-                if err.code in RETRY_STATUSES and attempt + 1 < attempts:
-                    last = err
-                    continue
-                raise _api_error(err.code, payload) from None
-            except (urllib.error.URLError, TimeoutError, ConnectionError) as err:
-                last = err
-        reason = getattr(last, "reason", last)
-        raise Unreachable(f"Cannot reach {self.base}: {reason}")
+                answer = self._send(urllib.request.Request(url, data=data, headers=sent, method=method))
+            except _Transient as err:
+                if not (retry and self._may_retry(attempt)):
+                    raise err.final() from None
+                self._pause(attempt, err)
+                attempt += 1
+                continue
+            self._recovered()
+            return answer
+
+    def _send(self, request) -> tuple[int, dict | list | None]:
+        try:
+            with _opener.open(request, timeout=self.timeout) as response:
+                return response.status, _parse(response.read())
+        except urllib.error.HTTPError as err:
+            payload = _parse(err.read())
+            error = _api_error(err.code, payload)
+            if err.code in RETRY_STATUSES and error.code not in ANSWERS_NOT_OUTAGES:
+                raise _Transient(error, f"HTTP {err.code}") from None
+            self._recovered()
+            raise error from None
+        except (urllib.error.URLError, TimeoutError, ConnectionError) as err:
+            reason = getattr(err, "reason", err)
+            raise _Transient(Unreachable(f"Cannot reach {self.base}: {reason}"), str(reason)) from None
+
+    def _may_retry(self, attempt: int) -> bool:
+        """A few quick tries always; more while the outage is younger than the window."""
+        if attempt + 1 < RETRIES:
+            return True
+        return self._outage_since is not None and time.monotonic() - self._outage_since < self.outage_window
+
+    def _pause(self, attempt: int, err: "_Transient") -> None:
+        now = time.monotonic()
+        if self._outage_since is None:
+            self._outage_since = now
+            if self.outage_window:
+                self.on_outage(f"platform unreachable ({err.why}), retrying for up to {self.outage_window:g}s")
+        # Exponential, capped, with jitter (half fixed, half random) so that many waiting
+        # pipelines do not all knock again at the same instant when the platform is back.
+        step = min(MAX_BACKOFF, self.backoff * 2 ** min(attempt, 16))
+        delay = step / 2 + random.uniform(0, step / 2)
+        if self.outage_window:
+            delay = min(delay, max(self._outage_since + self.outage_window - now, 0))
+        time.sleep(delay)
+
+    def _recovered(self) -> None:
+        if self._outage_since is not None:
+            lasted = time.monotonic() - self._outage_since
+            self._outage_since = None
+            if self.outage_window:
+                self.on_outage(f"platform reachable again after {lasted:.0f}s")
 
     def get(self, path, **params):
         return self.request("GET", path, params=params or None)[1]

@@ -18,7 +18,7 @@ from core.api_errors import not_found
 from jobs.api.views import JobViewSet
 from notifications.api import PreferenceViewSet, WebhookViewSet
 from quotas.api import FlavorViewSet, QuotaGrantViewSet, QuotaRequestViewSet, TrainingRuntimeViewSet
-from tenants.api import TokenViewSet
+from tenants.api import TokenViewSet, WhoAmIView
 
 router = SimpleRouter(trailing_slash=False)
 router.register("teams", TeamViewSet, basename="team")
@@ -52,6 +52,7 @@ class Ping(APIView):
 
 urlpatterns = [
     path("v1/ping", Ping.as_view(), name="api-ping"),
+    path("v1/me", WhoAmIView.as_view(), name="api-me"),
     path("v1/teams/<slug:slug>/access", TeamAccessView.as_view(), name="api-team-access"),
     path("v1/", include((router.urls, "api"), namespace="api")),
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),

@@ -1,4 +1,5 @@
-"""REST API for the caller's own API tokens (teams, with quotas and usage: `console.api`)."""
+"""REST API for the caller's own API tokens and who the caller is (`/me`: teams, with quotas and
+usage, are `console.api`'s)."""
 
 from datetime import timedelta
 
@@ -7,13 +8,15 @@ from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
+from rest_framework.views import APIView
 
 from core.api_errors import RefuseNulMixin, SlugRelatedField
 from core.api_fields import StrictFields
 from core.api_input import CursorPagination
-from tenants.auth import SessionOnly
+from tenants.auth import SessionOnly, token_of
 
-from .models import Team
+from .models import Membership, Team
+from .roles import is_quota_manager
 from .tokens import ALL_SCOPES, ApiToken
 
 
@@ -108,3 +111,42 @@ class TokenViewSet(RefuseNulMixin, mixins.ListModelMixin, mixins.RetrieveModelMi
     def destroy(self, request, pk=None):
         self.get_object().revoke()
         return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class MyTeamSerializer(serializers.Serializer):
+    slug = serializers.CharField(source="team.slug")
+    display_name = serializers.CharField(source="team.display_name")
+    role = serializers.ChoiceField(choices=Membership.Role.choices, help_text="Your role in the team.")
+
+
+class MyTokenSerializer(serializers.ModelSerializer):
+    team = SlugRelatedField(slug_field="slug", read_only=True, allow_null=True,
+                            help_text="The one team the token acts for; null: all of your teams.")
+
+    class Meta:
+        model = ApiToken
+        fields = ["name", "prefix", "team", "scopes", "expires_at"]
+        read_only_fields = fields
+
+
+class WhoAmISerializer(serializers.Serializer):
+    username = serializers.CharField()
+    quota_manager = serializers.BooleanField(help_text="Whether you manage every team's quotas.")
+    token = MyTokenSerializer(allow_null=True, help_text="The token this request came with; null in a session.")
+    teams = MyTeamSerializer(many=True, help_text=(
+        "The teams you are in, with your role (narrowed to the token's team, as every answer to it)."))
+
+
+class WhoAmIView(APIView):
+    """Who the caller is: the person, the token they call with, their teams and roles there."""
+
+    @extend_schema(responses={200: WhoAmISerializer})
+    def get(self, request):
+        token = token_of(request)
+        memberships = Membership.objects.filter(user=request.user).select_related("team").order_by("team__slug")
+        if token is not None:
+            memberships = token.narrow(memberships)
+        return Response(WhoAmISerializer({
+            "username": request.user.get_username(), "quota_manager": is_quota_manager(request.user),
+            "token": token, "teams": memberships,
+        }).data)

@@ -12,8 +12,10 @@ import hashlib
 import json
 from decimal import Decimal
 
+from django.conf import settings
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError
+from django.urls import reverse
 from django.utils import timezone
 from drf_spectacular.utils import (
     OpenApiParameter,
@@ -28,7 +30,6 @@ from rest_framework.exceptions import NotFound
 from rest_framework.response import Response
 
 from cluster import ClusterError
-from cluster.prometheus import PrometheusUnavailable
 from core.api_errors import Conflict, SlugRelatedField, Unavailable, error_response
 from core.api_fields import DecimalInput, StrictFields
 from core.api_input import CursorPagination
@@ -45,16 +46,22 @@ from .. import actions
 from ..filters import JobFilter
 from ..gpus import total_gpus
 from ..manifests import render_job
-from ..models import LIVE_NAME_TAKEN, MAX_CPU_PER_WORKER, IdleWatch, Job, JobEvent, Preemption
+from ..models import LIVE_NAME_TAKEN, MAX_CPU_PER_WORKER, IdleWatch, Job, JobEvent
 from ..models.idempotency import KeyConflict
-from ..models.idle import MAX_EXEMPT_REASON
 from ..outlook import feasibility
 from ..queue import looks
-from ..use import gpu_use, telemetry
 from ..watch.logs import problem_of
-from .eta import EtaSerializer, PlaceSerializer, eta_of, place_of
+from .eta import EtaSerializer, FeasibilitySerializer, PlaceSerializer, eta_of, eta_of_plan, feasibility_of, place_of
+from .parts import (
+    ExemptSerializer,
+    GpuUtilizationSerializer,
+    IdleSerializer,
+    PreemptionContractSerializer,
+    gpu_utilization,
+)
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
+PLAN_ID = 0  # the id a dry run's objects are rendered with (as the submit form's preview)
 MAX_LOG_LINES = 5000
 
 TIMESTAMPS = ["created_at", "updated_at", "submitted_at", "admitted_at", "started_at", "finished_at"]
@@ -87,6 +94,12 @@ def _when(value, zone) -> str | None:
     return text[:-6] + "Z" if text.endswith("+00:00") else text
 
 
+def page_url(job_id: int | None) -> str | None:
+    """The job's page, as emails and webhooks link it (`notifications.messages.absolute`);
+    None for a job not stored (it has none)."""
+    return None if job_id is None else f"{settings.PUBLIC_URL}{reverse('jobs:detail', args=[job_id])}"
+
+
 def _help(name: str) -> str:
     return spec.BY_NAME[name].help
 
@@ -109,12 +122,15 @@ class JobSerializer(StrictFields, serializers.ModelSerializer):
     volumes = serializers.DictField(child=serializers.CharField(), required=False, help_text=_help("volumes"))
     cpu_per_worker = DecimalInput(min_value=Decimal("0.1"), max_value=Decimal(MAX_CPU_PER_WORKER), required=False,
                                   help_text=_help("cpu_per_worker"))
+    web_url = serializers.SerializerMethodField(help_text=(
+        "The job's page in the web UI (below PUBLIC_URL, as links in emails and webhooks)."))
 
     class Meta:
         model = Job
         fields = ["id", *spec.NAMES, "submitter", "total_gpus", "runs_until_cancelled", *STATUS_FIELDS,
-                  *PROGRESS_FIELDS]
-        read_only_fields = ["id", "submitter", "total_gpus", "runs_until_cancelled", *STATUS_FIELDS, *PROGRESS_FIELDS]
+                  *PROGRESS_FIELDS, "web_url"]
+        read_only_fields = ["id", "submitter", "total_gpus", "runs_until_cancelled", *STATUS_FIELDS, *PROGRESS_FIELDS,
+                            "web_url"]
         extra_kwargs = {
             **{field.name: {"help_text": field.help} for field in spec.FIELDS},
             "reason": {"help_text": "GPU Platform's reason, in the job lifecycle's words (a waiting job that can never "
@@ -165,25 +181,12 @@ class JobSerializer(StrictFields, serializers.ModelSerializer):
             "trainer_progress_percent": row["trainer_progress_percent"],
             "trainer_remaining_seconds": row["trainer_remaining_seconds"],
             "trainer_status_at": _when(row["trainer_status_at"], zone),
+            "web_url": page_url(row["id"]),
         })
         return out
 
-
-class FeasibilitySerializer(serializers.Serializer):
-    verdict = serializers.ChoiceField(choices=["now", "queue", "never"], help_text=(
-        "now: fits the free quota (or what the cohort lends) and the free GPUs of the nodes; queue: waits behind "
-        "other jobs, or for room on the nodes; never: cannot run as asked (bigger than a node, a rack or the "
-        "team's quota with borrowing). Kueue's when kueue_reason is set, else GPU Platform's estimate."))
-    message = serializers.CharField(help_text="GPU Platform's words: its estimate, or its reading of Kueue's.")
-    kueue_reason = serializers.CharField(help_text=(
-        "Kueue's own reason for not admitting the job, verbatim, when it gave one (then the verdict is Kueue's); "
-        "empty before Kueue has looked at it."))
-    kueue_message = serializers.CharField(help_text="Kueue's own message with kueue_reason, verbatim.")
-    waits_for = serializers.ListField(child=serializers.IntegerField(), help_text=(
-        "Ids of the running jobs whose end makes room for this one on the nodes (empty: none known)."))
-    room_by = serializers.DateTimeField(allow_null=True, help_text=(
-        "When the last of those jobs reaches its max runtime; null when one of them has none. The start "
-        "estimate (the queue ahead too) is the body's eta."))
+    def get_web_url(self, job) -> str | None:
+        return page_url(job.pk)
 
 
 class JobCreatedSerializer(JobSerializer):
@@ -207,89 +210,12 @@ class JobCreatedSerializer(JobSerializer):
 
     @extend_schema_field(FeasibilitySerializer)
     def get_feasibility(self, job, verdict=None) -> dict:
-        verdict = verdict or feasibility.assess(job)
-        return {"verdict": verdict.verdict, "message": verdict.message,
-                "kueue_reason": verdict.kueue_reason, "kueue_message": verdict.kueue_message,
-                "waits_for": [held.pk for held in verdict.waits_for],
-                "room_by": serializers.DateTimeField().to_representation(verdict.room_by) if verdict.room_by else None}
+        return feasibility_of(verdict or feasibility.assess(job))
 
     def to_representation(self, job: Job) -> dict:
         verdict = feasibility.assess(job)  # once, for both: the estimate starts from it
         return {**super().to_representation(job), "feasibility": self.get_feasibility(job, verdict),
                 "eta": self.get_eta(job, verdict)}
-
-
-class GpuUtilizationSerializer(serializers.Serializer):
-    available = serializers.BooleanField(help_text="False when Prometheus could not be asked; message says why.")
-    message = serializers.CharField(help_text="Empty, or why there are no figures (as the job page says it).")
-    gpus_in_use = serializers.IntegerField(help_text="GPUs the job's pods hold now.")
-    gpus_reporting = serializers.IntegerField(help_text="Of them, those dcgm-exporter reports for the job's pods.")
-    gpus_busy = serializers.IntegerField(help_text="Of those reporting, the ones at or above the idle threshold.")
-    mean_util_percent = serializers.FloatField(allow_null=True, help_text=(
-        "Mean DCGM_FI_DEV_GPU_UTIL of the reporting GPUs now (0-100), or null when none reports."))
-    mem_used_mib = serializers.FloatField(allow_null=True, help_text="GPU memory used now, MiB, summed over them.")
-
-
-def gpu_utilization(job: Job) -> dict:
-    """The job's GPUs now (one Prometheus query, a page's wait at most), or why not."""
-    out = {"available": True, "message": "", "gpus_in_use": job.gpus_in_use, "gpus_reporting": 0, "gpus_busy": 0,
-           "mean_util_percent": None, "mem_used_mib": None}
-    if not job.gpus_in_use:
-        return {**out, "message": "The job holds no GPUs now."}
-    try:
-        now = telemetry.utilization_now([job], prometheus=gpu_use.for_pages()).get(job.pk, telemetry.NO_GPUS)
-    except PrometheusUnavailable as err:
-        return {**out, "available": False, "message": gpu_use.unavailable(err)}
-    threshold = gpu_use.idle_threshold()
-    busy = sum(1 for gpu in now.gpus if gpu.util_percent is not None and gpu.util_percent >= threshold)
-    return {**out, "gpus_reporting": now.gpus_reporting, "gpus_busy": busy,
-            "mean_util_percent": now.mean_util_percent, "mem_used_mib": now.mem_used_mib,
-            "message": "" if now.gpus_reporting else "No GPU of this job reports to Prometheus yet."}
-
-
-class IdleSerializer(serializers.Serializer):
-    watched = serializers.BooleanField(help_text="Whether an idle-GPU policy watches the job (docs/idle.md).")
-    policy = serializers.CharField(help_text="The policy in force for the job's team and flavor, in words.")
-    idle_seconds = serializers.IntegerField(help_text="How long every GPU of the job has been idle, at the last check.")
-    checked_at = serializers.DateTimeField(allow_null=True)
-    paused_reason = serializers.CharField(help_text="Why reclaim is paused for the job (metrics missing or stale).")
-    warned_at = serializers.DateTimeField(allow_null=True, help_text="When the job was warned that its GPUs sit idle.")
-    reclaim_at = serializers.DateTimeField(allow_null=True, help_text=(
-        "When it will be reclaimed unless busy again (once reclaimed: when it was)."))
-    exempt_reason = serializers.CharField(help_text="Why the job is exempt from idle reclaim; empty if it is not.")
-    exempted_by = serializers.CharField(allow_null=True)
-    idle_gpu_hours = serializers.DecimalField(max_digits=12, decimal_places=2, allow_null=True, help_text=(
-        "A reclaimed job's idle GPU-hours: the GPUs it held, for the time they sat idle."))
-
-
-class ExemptSerializer(StrictFields, serializers.Serializer):
-    reason = serializers.CharField(max_length=MAX_EXEMPT_REASON, help_text="Why this job may keep idle GPUs.")
-
-
-class PreemptionSerializer(serializers.ModelSerializer):
-    """One preemption the job suffered (docs/preemption.md)."""
-
-    by_team = SlugRelatedField(slug_field="slug", read_only=True, allow_null=True,
-                               help_text="The team charged for the lost GPU-hours (null: a workload outside the platform).")
-    by_job = serializers.CharField(source="by_job.name", read_only=True, allow_null=True, default=None)
-    explanation = serializers.CharField(read_only=True, help_text="In plain words, as the job page says it.")
-
-    class Meta:
-        model = Preemption
-        fields = ["preempted_at", "reason", "by_team", "by_job", "by_priority", "run_started_at", "checkpoint_at",
-                  "lost_gpu_hours", "explanation"]
-        read_only_fields = fields
-
-    def to_representation(self, preemption: Preemption) -> dict:
-        return {**super().to_representation(preemption), "explanation": preemption.explanation()}
-
-
-class PreemptionContractSerializer(serializers.Serializer):
-    checkpoint_grace_seconds = serializers.IntegerField(
-        help_text="Seconds its pods have between SIGTERM and SIGKILL (env GPUPLATFORM_CHECKPOINT_GRACE_SECONDS).")
-    minimum_runtime_seconds = serializers.IntegerField(help_text="Seconds after admission before it may be preempted.")
-    protected_until = serializers.DateTimeField(allow_null=True, help_text="Until when it may not be preempted now.")
-    preemptions = PreemptionSerializer(many=True)
 
 
 class JobDetailSerializer(JobSerializer):
@@ -346,6 +272,26 @@ class JobDetailSerializer(JobSerializer):
                 "preemption": self.get_preemption(job), "queue": self.get_queue(job), "eta": self.get_eta(job)}
 
 
+class JobPlanSerializer(JobSerializer):
+    """A job as a dry run would submit it: its fields, the defaults filled in; no id, no state."""
+
+    class Meta(JobSerializer.Meta):
+        fields = [*spec.NAMES, "total_gpus", "runs_until_cancelled"]
+        read_only_fields = ["total_gpus", "runs_until_cancelled"]
+
+    def to_representation(self, job: Job) -> dict:
+        out = super().to_representation(job)
+        return {name: out[name] for name in self.Meta.fields}
+
+
+class DryRunSerializer(serializers.Serializer):
+    job = JobPlanSerializer()
+    feasibility = FeasibilitySerializer()
+    eta = EtaSerializer(allow_null=True)
+    objects = serializers.ListField(child=serializers.DictField(), help_text=(
+        "The Kubernetes objects the platform would apply (the job's id in their names is 0)."))
+
+
 class JobEventSerializer(serializers.ModelSerializer):
     class Meta:
         model = JobEvent
@@ -388,7 +334,7 @@ class JobViewSet(TeamScopedViewSet, mixins.CreateModelMixin, mixins.ListModelMix
     filter_backends = [*TeamScopedViewSet.filter_backends, filters.OrderingFilter]
     filterset_class = JobFilter
     ordering_fields = ["id", "created_at"]
-    required_scopes = {"create": Scope.SUBMIT, "cancel": Scope.CANCEL, "exempt_idle": Scope.CANCEL,
+    required_scopes = {"create": Scope.SUBMIT, "dry_run": Scope.SUBMIT, "cancel": Scope.CANCEL, "exempt_idle": Scope.CANCEL,
                        "stop": Scope.CANCEL, "start": Scope.SUBMIT}
 
     def get_serializer_class(self):
@@ -404,9 +350,10 @@ class JobViewSet(TeamScopedViewSet, mixins.CreateModelMixin, mixins.ListModelMix
         parameters=[OpenApiParameter(
             IDEMPOTENCY_HEADER, location=OpenApiParameter.HEADER, required=False,
             description="Retry-safe submission: the same key and body return the same job "
-                        "(201 first, 200 after); the same key with another body is 409.",
+                        "(201 first, 200 after, each with the verdict and estimate as they stand); the same "
+                        "key with another body is 409.",
         )],
-        responses={201: JobCreatedSerializer, 200: JobSerializer,
+        responses={201: JobCreatedSerializer, 200: JobCreatedSerializer,
                    409: error_response("Idempotency-Key reused with another body.")},
     )
     def create(self, request, *args, **kwargs):
@@ -431,7 +378,9 @@ class JobViewSet(TeamScopedViewSet, mixins.CreateModelMixin, mixins.ListModelMix
         job = self.get_queryset().filter(pk=job_id).first()
         if job is None:
             raise NotFound("The job this Idempotency-Key created is gone.")
-        return Response(self.get_serializer(job).data, status=status.HTTP_200_OK)
+        # The replay says what the first answer said, worked out again: still true now.
+        return Response(JobCreatedSerializer(job, context=self.get_serializer_context()).data,
+                        status=status.HTTP_200_OK)
 
     def _submit(self, data) -> Job:
         data = dict(data)
@@ -448,6 +397,21 @@ class JobViewSet(TeamScopedViewSet, mixins.CreateModelMixin, mixins.ListModelMix
         headers = {"Location": f"{self.request.build_absolute_uri().rstrip('/')}/{job.pk}"}
         data = JobCreatedSerializer(job, context=self.get_serializer_context()).data
         return Response(data, status=status.HTTP_201_CREATED, headers=headers)
+
+    @extend_schema(request=JobSerializer, responses={
+        200: DryRunSerializer, 403: error_response("Only the team's owners and members can submit jobs.")})
+    @action(detail=False, methods=["post"], url_path="dry-run", pagination_class=None, filter_backends=[])
+    def dry_run(self, request):
+        """Check a submission as POST /jobs does and show what it would apply; nothing is created."""
+        serializer = self.get_serializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = dict(serializer.validated_data)
+        job = Job.objects.checked(team=data.pop("team"), submitter=request.user, **data)
+        job.pk = PLAN_ID
+        plan = {"job": JobPlanSerializer(job).data, "objects": render_job(job)}
+        job.pk = None  # not submitted: for the verdict, a new job behind every one waiting
+        verdict = feasibility.assess(job)
+        return Response({**plan, "feasibility": feasibility_of(verdict), "eta": eta_of_plan(job, verdict)})
 
     # --- actions -----------------------------------------------------------------------
     @extend_schema(request=None, responses={202: JobSerializer, 409: error_response("The job already ended or is being cancelled.")})

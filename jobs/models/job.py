@@ -94,16 +94,23 @@ class JobQuerySet(CapQuerySet, QueueingQuerySet):
         """Check the submitter may, validate, save as submitted (`jobs.actions.submit`
         then reconciles it). ``hold(job)``: the reason and message it is kept back with when
         it fits its submitter's cap (`jobs.outlook.reservations.verdict`), None to let it go."""
-        if not team.can_submit(submitter):
-            raise PermissionDenied(f"Only owners and members of {team.slug} can submit jobs.")
-        job = Job(team=team, submitter=submitter, **fields)
-        job.full_clean()
+        job = self.checked(team=team, submitter=submitter, **fields)
         # No savepoint of its own: nothing in here is caught and carried on from, and the
         # caller's transaction (``jobs.actions.submit``) rolls back as one.
         with transaction.atomic(savepoint=False):
             self._refuse_over_cap(team)
             # Over its submitter's cap: saved, but waiting (`jobs.queue.caps`), never admitted.
             job.save_submitted(because=self.cap_verdict(job) or (hold(job) if hold else None))
+        return job
+
+    def checked(self, *, team: Team, submitter, **fields) -> "Job":
+        """The job `submit` would store, checked as it checks it (who may, every field), not
+        saved: the one check of a submission and of a dry run. The team's cap of live jobs is
+        counted when the job is stored, with the team locked."""
+        if not team.can_submit(submitter):
+            raise PermissionDenied(f"Only owners and members of {team.slug} can submit jobs.")
+        job = Job(team=team, submitter=submitter, **fields)
+        job.full_clean()
         return job
 
     def _refuse_over_cap(self, team: Team) -> None:

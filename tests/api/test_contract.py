@@ -177,6 +177,7 @@ def writable_bodies(team, flavor, hook):
     """A valid body of every API operation that reads one (the schema lists them all)."""
     return {
         ("POST", "/api/v1/jobs"): ("/api/v1/jobs", JOB_BODY),
+        ("POST", "/api/v1/jobs/dry-run"): ("/api/v1/jobs/dry-run", JOB_BODY),
         ("POST", "/api/v1/tokens"): ("/api/v1/tokens", {"name": "ci"}),
         ("POST", "/api/v1/quota-requests"): ("/api/v1/quota-requests", {
             "team": "vision", "flavor": "h100", "gpus": 8, "starts_on": "2099-01-01", "justification": "x"}),

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from django.conf import settings
 
 from gpuctl.cli import EXIT, main
 from jobs.lifecycle import State
@@ -21,90 +22,20 @@ from jobs.models import Job
 
 from ..builders import make_quota
 from ..support.api import add_pod, issue_token
+from ..support.gpuctl import JOB_YAML, in_own_connection, move_job_later
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-JOB_YAML = """\
-team: vision
-name: resnet
-kind: training
-flavor: h100
-image: ghcr.io/example/train:1
-command: [torchrun, train.py]
-args: [--epochs, 3]
-env:
-  EPOCHS: 3
-  DEBUG: true
-workers: 2
-gpus_per_worker: 4
-"""
-
-
 @pytest.fixture
-def quota(team, flavor):
-    """Room for the job file's 2 x 4 GPUs: its verdict is "now", not "never"."""
-    return make_quota(team, flavor, nominal_gpus=8)
-
-
-@pytest.fixture
-def gpuctl(live_server, member, team, flavor, quota, monkeypatch, capsys):
-    """Run ``gpuctl ARGS`` in-process; returns (exit code, stdout, stderr)."""
-    monkeypatch.setenv("GPUPLATFORM_URL", live_server.url)
-    monkeypatch.setenv("GPUPLATFORM_TOKEN", issue_token(member, team=team))
-    monkeypatch.setenv("GPUPLATFORM_RETRY_BACKOFF", "0")
-
-    def run(*args):
-        capsys.readouterr()
-        code = main(list(args))
-        out, err = capsys.readouterr()
-        return code, out, err
-
-    return run
-
-
-@pytest.fixture
-def job_file(tmp_path):
-    path = tmp_path / "job.yaml"
-    path.write_text(JOB_YAML)
-    return path
-
-
-def in_own_connection(function):
-    """A thread's database connection is its own: close it when the thread ends."""
-
-    def run():
-        from django.db import connection
-
-        try:
-            function()
-        finally:
-            connection.close()
-
-    return run
-
-
-def move_job_later(name: str, states: list[str], delay: float = 0.3) -> threading.Thread:
-    """Play the status watcher: once the job exists, walk it through ``states``."""
-
-    def walk():
-        deadline = time.monotonic() + 20
-        while not Job.objects.filter(name=name).exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        for state in states:
-            time.sleep(delay)
-            job = Job.objects.get(name=name)
-            job.observe(state, reason=State(state).label, message=f"now {state}")
-
-    thread = threading.Thread(target=in_own_connection(walk))
-    thread.start()
-    return thread
+def quota(gpuctl_quota):
+    return gpuctl_quota
 
 
 def test_submit_creates_the_job_from_the_yaml_file(gpuctl, job_file):
     code, out, _ = gpuctl("submit", "-f", str(job_file))
     assert code == EXIT["ok"]
     job = Job.objects.get()
-    assert out == f"job {job.pk} vision/resnet submitted: submitted\n"
+    assert out == f"job {job.pk} vision/resnet submitted: submitted\npage: {settings.PUBLIC_URL}/jobs/{job.pk}/\n"
     assert (job.command, job.args, job.env, job.workers) == (["torchrun", "train.py"], ["--epochs", "3"],
                                                               {"EPOCHS": "3", "DEBUG": "true"}, 2)
 
@@ -122,10 +53,11 @@ def test_submit_wait_streams_state_changes_and_exits_0_when_the_job_succeeds(gpu
     mover.join()
     assert code == EXIT["ok"]
     lines = out.splitlines()
-    transitions = [line.split()[1:4] for line in lines[1:-1]]
+    transitions = [line.split()[1:4] for line in lines[2:-2]]
     assert transitions == [["draft", "->", "submitted"], ["submitted", "->", "admitted"],
                            ["admitted", "->", "running"], ["running", "->", "succeeded"]]
-    assert lines[-1].endswith("succeeded: now succeeded")
+    assert lines[-2].endswith("succeeded: now succeeded")
+    assert lines[-1] == f"page: {settings.PUBLIC_URL}/jobs/{Job.objects.get().pk}/"
 
 
 @pytest.mark.parametrize("end, exit_code", [(State.FAILED, EXIT["failed"]), ("cancel", EXIT["cancelled"])])
@@ -147,7 +79,7 @@ def test_submit_wait_exits_non_zero_when_the_job_fails_or_is_cancelled(gpuctl, j
     code, out, _ = gpuctl("submit", "-f", str(job_file), "--wait", "--interval", "0.1", "--timeout", "30")
     mover.join()
     assert code == exit_code
-    assert out.splitlines()[-1].split()[2].rstrip(":") == ("failed" if end == State.FAILED else "cancelled")
+    assert out.splitlines()[-2].split()[2].rstrip(":") == ("failed" if end == State.FAILED else "cancelled")
 
 
 def test_submit_wait_gives_up_after_its_timeout(gpuctl, job_file):
@@ -225,7 +157,9 @@ def test_status_list_cancel_and_logs(gpuctl, job_file, monkeypatch):
     code, out, _ = gpuctl("status", str(job.pk))
     assert code == 0 and f"job {job.pk}  vision/resnet  (training, h100, 8 GPUs)" in out and "state: submitted" in out
     code, out, _ = gpuctl("list")
-    assert code == 0 and out.splitlines()[0].split() == ["ID", "TEAM", "NAME", "STATE", "FLAVOR", "GPUS", "SUBMITTED"]
+    assert code == 0 and out.splitlines()[0].split() == ["ID", "TEAM", "NAME", "STATE", "FLAVOR", "GPUS", "SUBMITTED",
+                                                         "PAGE"]
+    assert out.splitlines()[1].split()[-1] == f"{settings.PUBLIC_URL}/jobs/{job.pk}/"
     assert out.splitlines()[1].split()[:6] == [str(job.pk), "vision", "resnet", "submitted", "h100", "8"]
     code, out, _ = gpuctl("list", "--state", "running")
     assert len(out.splitlines()) == 1  # only the header
@@ -241,7 +175,7 @@ def test_status_list_cancel_and_logs(gpuctl, job_file, monkeypatch):
     assert (code, out) == (0, "loss 0.5\n")
 
     code, out, _ = gpuctl("cancel", str(job.pk))
-    assert (code, out) == (0, f"job {job.pk} cancelling\n")
+    assert (code, out) == (0, f"job {job.pk} cancelling  {settings.PUBLIC_URL}/jobs/{job.pk}/\n")
     code, _, err = gpuctl("cancel", str(job.pk))
     assert code == EXIT["invalid"] and "already cancelling" in err
     assert gpuctl("status", "999999")[0] == EXIT["not_found"]
@@ -364,7 +298,7 @@ def test_submit_wait_is_done_once_a_ray_cluster_is_up(gpuctl, tmp_path):
     mover = move_job_later("ray-dev", [State.RUNNING])
     code, out, _ = gpuctl("submit", "-f", str(path), "--wait", "--interval", "0.1", "--timeout", "30")
     mover.join()
-    assert code == EXIT["ok"] and out.splitlines()[-1].endswith("is up (its dashboard: see the job page)")
+    assert code == EXIT["ok"] and out.splitlines()[-2].endswith("is up (its dashboard: see the job page)")
     assert Job.objects.get().kind == "ray-cluster"
 
 

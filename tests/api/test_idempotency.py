@@ -94,3 +94,16 @@ def test_twenty_concurrent_identical_submissions_create_exactly_one_job(live_ser
     job = Job.objects.get()
     assert sorted(status for status, _ in answers) == [200] * 19 + [201]
     assert {job_id for _, job_id in answers} == {job.pk}
+
+
+def test_a_replay_answers_with_the_verdict_and_estimate_of_the_first_submit(client_as, member, team, flavor):
+    """The team has no quota on h100: the first answer says "never", and so must the replay,
+    or `gpuctl submit --wait` on a replay would wait for a job that cannot run."""
+    client = client_as(token=issue_token(member))
+    first = client.post("/api/v1/jobs", JOB_BODY, format="json", HTTP_IDEMPOTENCY_KEY="ci-never")
+    again = client.post("/api/v1/jobs", JOB_BODY, format="json", HTTP_IDEMPOTENCY_KEY="ci-never")
+    assert (first.status_code, again.status_code) == (201, 200)
+    assert first.json()["feasibility"]["verdict"] == "never"
+    assert again.json()["feasibility"] == first.json()["feasibility"]
+    assert again.json()["eta"] == first.json()["eta"] and again.json()["eta"]["known"] is False
+    assert again.json()["web_url"] == first.json()["web_url"]

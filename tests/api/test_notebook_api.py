@@ -12,6 +12,7 @@ from jobs.models import Job
 
 from ..builders import make_flavor, make_job, make_quota
 from ..support.api import JOB_BODY, issue_token
+from ..support.gpuctl import job_page
 
 pytestmark = pytest.mark.django_db
 
@@ -177,9 +178,9 @@ def test_gpuctl_submits_stops_and_starts_a_notebook(gpuctl, tmp_path):
     assert code == EXIT["ok"] and job.kind == "notebook", out
     Job.objects.filter(pk=job.pk).update(state=State.RUNNING)
     code, out, _ = gpuctl("stop", str(job.pk))
-    assert code == EXIT["ok"] and out.strip() == f"job {job.pk} stopped"
+    assert code == EXIT["ok"] and out.split() == ["job", str(job.pk), "stopped", job_page(job)]
     code, out, _ = gpuctl("start", str(job.pk))
-    assert code == EXIT["ok"] and out.strip() == f"job {job.pk} submitted"
+    assert code == EXIT["ok"] and out.split() == ["job", str(job.pk), "submitted", job_page(job)]
 
 
 def test_gpuctl_prints_a_notebook_over_the_teams_quota_on_its_field(gpuctl, tmp_path):

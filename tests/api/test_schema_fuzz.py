@@ -20,9 +20,9 @@ from hypothesis import HealthCheck, settings
 from ..builders import make_quota
 from ..support.api import add_pod, issue_token
 
-EXAMPLES = 10  # per operation, phase and mode (39 operations, 2 callers)
+EXAMPLES = 10  # per operation, phase and mode (56 operations, 2 callers)
 NAMES_ROWS = [
-    "GET /api/v1/jobs", "POST /api/v1/jobs", "GET /api/v1/quota-requests", "POST /api/v1/quota-requests",
+    "GET /api/v1/jobs", "POST /api/v1/jobs", "POST /api/v1/jobs/dry-run", "GET /api/v1/quota-requests", "POST /api/v1/quota-requests",
     "POST /api/v1/webhooks", "PATCH /api/v1/webhooks/{id}", "POST /api/v1/tokens", "POST /api/v1/group-mappings",
     "GET /api/v1/quota-grants", "POST /api/v1/quota-grants/{id}/renew", "POST /api/v1/member-caps",
     "GET /api/v1/member-caps", "GET /api/v1/volumes", "POST /api/v1/volumes", "GET /api/v1/drains",

@@ -38,6 +38,7 @@ SEES = {
     "tokens": ("owner",),  # one's own tokens
     "group-mappings": (),  # quota managers only
     "flavors": (), "notification-preferences": (), "ping": (), "schema": (),
+    "me": (),  # who you are, and the slugs and display names of the teams you are in
     "drains": (),  # a pool's drain is everyone's to read; the jobs on it quota managers' only
 }
 
@@ -115,6 +116,7 @@ def body_of(method: str, path: str, world) -> dict | None:
     """A body that would change the team if the caller were allowed to."""
     bodies = {
         ("POST", "/api/v1/jobs"): {**JOB_BODY, "name": "intruder"},
+        ("POST", "/api/v1/jobs/dry-run"): {**JOB_BODY, "name": "intruder"},
         ("POST", "/api/v1/jobs/{id}/cancel"): None,
         ("POST", "/api/v1/jobs/{id}/stop"): None,
         ("POST", "/api/v1/jobs/{id}/start"): None,

@@ -10,7 +10,7 @@ from django.core.exceptions import ValidationError
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from gpuctl.cli import _span
+from gpuctl.commands import _span
 from jobs.lifecycle import State
 from jobs.models import Job
 from quotas.models import Limits, PriorityClass, runtime_limits
@@ -204,7 +204,8 @@ def test_gpuctl_status_prints_the_max_runtime_and_the_time_left(team, flavor, me
     """What `gpuctl status` prints from the API's own body for a running job."""
     from types import SimpleNamespace
 
-    from gpuctl.cli import _status
+    from gpuctl.commands import status
+    from gpuctl.output import Output
 
     job = running(team, flavor, timedelta(minutes=30), max_runtime_seconds=2 * HOUR)
     api = APIClient()
@@ -214,7 +215,7 @@ def test_gpuctl_status_prints_the_max_runtime_and_the_time_left(team, flavor, me
         def get(self, path):
             return api.get(f"/api/v1/{path}").json()
 
-    _status(Client(), SimpleNamespace(id=job.pk, output="text"))
+    status(Client(), SimpleNamespace(id=job.pk), Output("text"))
     printed = capsys.readouterr().out
     assert "max runtime: 2 h 00 min, 1 h 29 min" in printed or "max runtime: 2 h 00 min, 1 h 30 min" in printed
     assert "left (counted from admission)" in printed
