@@ -77,9 +77,11 @@ def _ask(job: Job, cluster, path: str) -> list[tuple[str, int]] | None:
         log.debug("no pending workloads from Kueue for job %s: %s", job.pk, err)
         return None
     listed: list[tuple[str, int]] = []
+    seen: set[str] = set()
     for item in sorted(summary.get("items") or (), key=lambda i: i.get("positionInClusterQueue", 0)):
         name = _workload_owner(item)
-        if name and all(name != seen for seen, _ in listed):
+        if name and name not in seen:
+            seen.add(name)
             listed.append((name, item.get("positionInClusterQueue", 0)))
     return listed
 
