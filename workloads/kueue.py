@@ -229,6 +229,9 @@ def render_training(job) -> list[dict]:
 PODS_READY_TIMEOUT = "PodsReadyTimeout"
 REQUEUING_LIMIT_EXCEEDED = "RequeuingLimitExceeded"
 PODS_NEVER_READY = "PodsNeverReady"
+# Kueue v0.19 finishes a Workload whose owner is gone (FinishOrphanedWorkloads) before the
+# garbage collector deletes it: not an outcome of the job, which ended some other way.
+OWNER_NOT_FOUND = "OwnerNotFound"
 _PREEMPTION_REASONS = ("Preempted", "InCohortReclamation", "InClusterQueue", "InCohortReclaimWhileBorrowing")
 # "Preempted to accommodate a workload (UID: <uid>, JobUID: <uid>) due to ..." (Kueue's
 # preemption.preemptionMessage, v0.17 to v0.19; "UNKNOWN" when it has none).
@@ -273,6 +276,8 @@ def observe_training(job, workload: dict | None, batch_job: dict | None) -> Obse
     if failed := true_condition(job_conditions, "Failed"):
         return seen(Phase.FAILED, failed.get("reason", "Failed"), failed.get("message", "The job failed."), failed)
     if finished := true_condition(found, "Finished"):
+        if finished.get("reason") == OWNER_NOT_FOUND:
+            return None  # its Job is gone (a cancel, a prune): nothing of it is left to say how it ended
         ok = finished.get("reason") == "Succeeded"
         return seen(Phase.SUCCEEDED if ok else Phase.FAILED, finished.get("reason", "Finished"),
                     finished.get("message", ""), finished)
