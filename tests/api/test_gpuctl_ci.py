@@ -110,7 +110,7 @@ def proxy(live_server, monkeypatch):
 
 
 def test_a_wait_rides_out_two_outages_and_exits_with_the_jobs_real_outcome(gpuctl, job_file, proxy, monkeypatch):
-    """Connections refused for 2 s, then 502s for 2 s; the job succeeds meanwhile."""
+    """Connections refused for 2 s, 2 s up, then 502s for 2 s; the job succeeds meanwhile."""
     monkeypatch.setenv("GPUPLATFORM_RETRY_BACKOFF", "0.1")
 
     def outages(job):
@@ -118,7 +118,7 @@ def test_a_wait_rides_out_two_outages_and_exits_with_the_jobs_real_outcome(gpuct
         time.sleep(2)
         job.observe(State.RUNNING, reason="Running", message="now running")
         proxy.set("up")
-        time.sleep(1)
+        time.sleep(2)  # longer than the longest pause by then (1.6 s): gpuctl gets through
         proxy.set("bad_gateway")
         job.observe(State.SUCCEEDED, reason="Succeeded", message="now succeeded")
         time.sleep(2)
