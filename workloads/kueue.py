@@ -232,6 +232,8 @@ _OVER_CAPACITY = re.compile(
 _MORE_NEEDED = re.compile(
     r"insufficient unused quota for (?P<resource>\S+) in flavor (?P<flavor>[^,\s]+), (?P<more>\d+) more needed"
 )
+# Kueue v0.19 finishes the Workload of an object that was deleted (v0.17 deleted the Workload).
+OWNER_NOT_FOUND = "OwnerNotFound"
 # WaitForPodsReady: an admitted workload whose pods are not all ready in time is evicted for
 # this reason and requeued; past the requeuing limit Kueue deactivates it
 # ("DeactivatedDueToRequeuingLimitExceeded"), which the platform reports as PODS_NEVER_READY.
@@ -300,7 +302,9 @@ def observe_training(job, workload: dict | None, batch_job: dict | None) -> Obse
         return seen(Phase.SUCCEEDED, "Completed", "All workers finished successfully.", done)
     if failed := true_condition(job_conditions, "Failed"):
         return seen(Phase.FAILED, failed.get("reason", "Failed"), failed.get("message", "The job failed."), failed)
-    if finished := true_condition(found, "Finished"):
+    if (finished := true_condition(found, "Finished")) and finished.get("reason") == OWNER_NOT_FOUND:
+        return None  # its object was deleted (our cancel or stop), which says nothing of how the job ended
+    if finished:
         ok = finished.get("reason") == "Succeeded"
         return seen(Phase.SUCCEEDED if ok else Phase.FAILED, finished.get("reason", "Finished"),
                     finished.get("message", ""), finished)
