@@ -68,6 +68,9 @@ KUEUE_CASES = [
               cond("QuotaReserved", "False", "Pending"), count=1, at="2026-12-07T20:15:00Z"),
      batch(), State.PREEMPTED, "not all running within Kueue's time limit after admission, so its GPUs went back "
                                "to the queue; it queues again from 20:15 UTC (retry 1)."),
+    ("a workload whose object was deleted (a cancel) says nothing of the job's end (Kueue 0.19)",
+     workload(cond("Finished", reason="OwnerNotFound", message="owner not found"), cond("Admitted", "False")), None,
+     None, None),
     ("a complete batch job succeeded", workload(cond("Finished", reason="Succeeded")), batch(cond("Complete")),
      State.SUCCEEDED, "All workers finished successfully."),
     # Kueue v0.19 finishes a Workload whose Job was deleted (a cancel) before the garbage
