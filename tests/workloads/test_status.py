@@ -73,11 +73,6 @@ KUEUE_CASES = [
      None, None),
     ("a complete batch job succeeded", workload(cond("Finished", reason="Succeeded")), batch(cond("Complete")),
      State.SUCCEEDED, "All workers finished successfully."),
-    # Kueue v0.19 finishes a Workload whose Job was deleted (a cancel) before the garbage
-    # collector takes it: no outcome of the job (it was seen as `failed` before).
-    ("a workload finished because its job is gone says nothing",
-     workload(cond("Admitted"), cond("Finished", reason="OwnerNotFound",
-                                     message="Workload owner not found")), None, None, None),
     ("a failed batch job failed with its message", workload(), batch(cond("Failed", reason="BackoffLimitExceeded",
                                                                           message="Job has reached the specified backoff limit")),
      State.FAILED, "backoff limit"),
