@@ -17,6 +17,8 @@ which Trainer merges into the JobSet it makes. ``status.trainerStatus`` (Trainer
 TrainJobStatus gate) carries the trainer's own progress and remaining time.
 """
 
+from dataclasses import replace
+
 from cluster.fields import FieldRules
 
 from .base import Observation, Phase, Progress, times_of, transition_time
@@ -156,8 +158,7 @@ def observe_train_job(job, workload: dict | None, train_job: dict | None, jobset
     if seen is None:
         return Observation(Phase.QUEUED, "Queued", "Waiting for Kueue to queue it.") if train_job else None
     if seen.state != Phase.ADMITTED:
-        return Observation(seen.state, seen.reason, seen.message, times=seen.times, preempted=seen.preempted,
-                           progress=said)
+        return replace(seen, progress=said)  # Kueue's own words (why it waits) kept with ours
     running = _running_nodes(pods)
     if running >= job.workers:
         return Observation(Phase.RUNNING, "Running", f"All {job.workers} nodes are running.", times=seen.times,

@@ -161,6 +161,12 @@ def test_a_train_jobs_state_comes_from_trainer_kueue_and_its_pods(team, flavor, 
     assert (seen.state, seen.reason) == (state, reason), case
 
 
+def test_a_waiting_train_job_keeps_kueues_own_words(team, flavor):
+    seen = observe_train_job(a_train_job(team, flavor), WAITING, TRAIN_JOB, None, [])
+    assert (seen.kueue_reason, seen.kueue_message) == (
+        "Pending", "insufficient unused quota for nvidia.com/gpu in flavor h100, 8 more needed")
+
+
 def test_nothing_is_said_of_a_train_job_not_on_the_cluster(team, flavor):
     assert observe_train_job(a_train_job(team, flavor), None, None, None, []) is None
 

@@ -70,8 +70,10 @@ def test_the_policy_holds_the_cluster_admin_to_what_trainer_and_jobset_make(live
 
 def test_a_jobsets_pod_templates_keep_the_hardened_rules(live, world):
     team, h100, _ = world
+    # JobSet's own webhook looks its owner up first: a real TrainJob (suspended, held by Kueue).
+    owner = live.create(a_trainjob(team, h100, "admin-owner"))
     loose = a_jobset(team, h100, "admin-loose")
-    loose["metadata"]["ownerReferences"] = [{"apiVersion": trainer.API, "kind": "TrainJob", "name": "x",
-                                             "uid": "00000000-0000-0000-0000-000000000000", "controller": True}]
+    loose["metadata"]["ownerReferences"] = [{"apiVersion": trainer.API, "kind": "TrainJob", "controller": True,
+                                             "name": owner["metadata"]["name"], "uid": owner["metadata"]["uid"]}]
     loose["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["serviceAccountName"] = "default"
     assert "ServiceAccount" in denied_by_policy(live, loose, team.namespace_name)

@@ -18,8 +18,10 @@ import yaml
 from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.html import escape
 
 from cluster import TransientError
+from core.ownership import WORKLOAD_SERVICE_ACCOUNT
 from jobs.lifecycle import State
 from jobs.outlook import estimates
 from quotas.models import TrainingRuntime
@@ -104,7 +106,7 @@ def test_a_two_node_train_job_is_admitted_runs_on_kwok_and_succeeds_with_its_pod
     pods = wait_until(lambda: [p for p in node_pods(live, job) if p["spec"].get("nodeName")], timeout=60,
                       message="the TrainJob's node pods on nodes")
     assert len(pods) == 2 and all(p["spec"]["nodeSelector"] == h100.node_labels for p in pods)
-    assert all(p["spec"]["serviceAccountName"] == "gpuplatform-workload" for p in pods)
+    assert [p["spec"].get("serviceAccountName") for p in pods] == [WORKLOAD_SERVICE_ACCOUNT] * 2
     wait_until(lambda: job.refresh_from_db() or job.gpus_in_use == 4, timeout=60, message="its 4 GPUs counted")
     shown = page(job, owner, "jobs:pods")
     assert all(p["metadata"]["name"] in shown for p in pods)
@@ -131,7 +133,8 @@ def test_a_second_train_job_over_the_quota_waits_with_kueues_own_reason(live, tr
     shown = page(second, owner)
     assert "Waiting for quota" in shown
     # Kueue's own words beside ours (issue 46 item 3: the condition reading in workloads/kueue.py).
-    assert said["message"] in shown, said
+    assert escape(said["message"]) in shown, said  # verbatim, as the page escapes it
+    assert f"<code class=\"kueue-reason\">{said['reason']}</code>" in shown
     [obj] = live.list(*trainer.TRAIN_JOB, namespace=team.namespace_name,
                       label_selector=f"gpuplatform.io/job={second.pk}")
     assert obj["spec"]["suspend"] is True and not node_pods(live, second)
