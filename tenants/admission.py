@@ -289,19 +289,22 @@ def _placed() -> str:
             f"{where}.contains('|tol:' + {_TOLERATION} + '|')))))")
 
 
+# Where each kind keeps its pod templates (the pod specs the pod rules read).
+_TEMPLATES = (
+    "object.kind == 'Service' ? [] : "
+    "object.kind == 'Pod' ? [object.spec] : "
+    "object.kind == 'CronJob' ? [object.spec.jobTemplate.spec.template.spec] : "
+    # A TrainJob holds no pod template (its runtime's JobSet, checked below, does); a
+    # JobSet keeps one in each replicated job's Job template.
+    "variables.trainer ? [] : "
+    "variables.jobset ? object.spec.replicatedJobs.map(r, r.template.spec.template.spec) : "
+    "variables.volcano ? (has(object.spec.tasks) ? object.spec.tasks.map(t, t.template.spec) : []) : "
+    "variables.ray ? variables.rayGroups.map(g, g.template.spec) : "
+    "[object.spec.template.spec]"
+)
+
+
 def _variables() -> list[dict]:
-    templates = (
-        "object.kind == 'Service' ? [] : "
-        "object.kind == 'Pod' ? [object.spec] : "
-        "object.kind == 'CronJob' ? [object.spec.jobTemplate.spec.template.spec] : "
-        # A TrainJob holds no pod template (its runtime's JobSet, checked below, does); a
-        # JobSet keeps one in each replicated job's Job template.
-        "variables.trainer ? [] : "
-        "variables.jobset ? object.spec.replicatedJobs.map(r, r.template.spec.template.spec) : "
-        "variables.volcano ? (has(object.spec.tasks) ? object.spec.tasks.map(t, t.template.spec) : []) : "
-        "variables.ray ? variables.rayGroups.map(g, g.template.spec) : "
-        "[object.spec.template.spec]"
-    )
     # A RayJob's cluster spec (none when it names an existing cluster) or a RayCluster's spec:
     # its head group and worker groups, each with a pod template.
     ray_groups = (
@@ -341,7 +344,7 @@ def _variables() -> list[dict]:
         {"name": "queues", "expression": "variables.data.filter(k, !k.startsWith('_'))"},
         {"name": "teamFlavors", "expression": "variables.queues.map(q, variables.data[q])"},
         {"name": "owners", "expression": "has(object.metadata.ownerReferences) ? object.metadata.ownerReferences : []"},
-        {"name": "templates", "expression": templates},
+        {"name": "templates", "expression": _TEMPLATES},
         {"name": "annotations", "expression": template_metadata},
         {"name": "containers", "expression": "variables.templates.map(s, s.containers + "
                                              "(has(s.initContainers) ? s.initContainers : [])).flatten()"},
