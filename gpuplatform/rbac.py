@@ -15,6 +15,8 @@ Where each right comes from:
   LIST per reconcile, and says so once per kind (tests/live/install/test_chart_live.py runs the
   whole platform as the chart's identity and counts every 403);
 - every kind the status watcher follows: list, watch;
+- what the cluster sync reads and never writes (`quotas.tasks.READS`): the Kubeflow Trainer
+  ClusterTrainingRuntimes, get and list, to record which runtimes are installed;
 - pods: their logs for the job pages (get pods/log); nodes: list, for the capacity page;
 - Kueue's visibility API: get the pending workloads of a ClusterQueue, for queue
   positions in Kueue's own order (`jobs.outlook.pending`);
@@ -58,6 +60,7 @@ from core.owners import registered
 from jobs.outlook.pending import VISIBILITY_GROUP
 from jobs.use.reclaim import RIGHTS as RECLAIM_RIGHTS
 from jobs.watch.watcher import WATCHED
+from quotas.tasks import READS as CLUSTER_SYNC_READS
 from tenants.admission import API as ADMISSION_API
 from tenants.admission import POLICY_NAME
 from tenants.manifests import WEB_TEAM_RULES
@@ -120,6 +123,8 @@ def required() -> dict[tuple[str, str], set[str]]:
     needs[(VISIBILITY_GROUP, "clusterqueues/pendingworkloads")] |= {"get"}
     for key, verbs in RECLAIM_RIGHTS.items():
         needs[key] |= verbs
+    for (api_version, kind), verbs in CLUSTER_SYNC_READS.items():
+        needs[(group(api_version), resource(kind))] |= verbs
     for write in (True, False):
         for rule in [*team_role_rules(write), *WEB_TEAM_RULES]:
             for api_group in rule["apiGroups"]:

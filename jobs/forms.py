@@ -24,12 +24,14 @@ PRESETS = kinds.presets()
 
 def runtime_presets(user) -> dict[str, tuple[str, dict]]:
     """A preset per training runtime the person's teams may use (`quotas.TrainingRuntime`), each
-    the TrainJob kind's own preset with the runtime's values over it."""
+    the TrainJob kind's own preset with the runtime's values over it; one the cluster sync found
+    missing says so (a job on it is refused)."""
     base = next(values for _, values in PRESETS.values() if values["kind"] == train_job.NAME)
     found = {}
     for runtime in TrainingRuntime.objects.visible_to(user).filter(enabled=True):
         values = {key: value for key, value in runtime.preset().items() if value not in ("", [], {})}
-        found[f"runtime-{runtime.name}"] = (f"TrainJob on {runtime}", {**base, **values})
+        missing = " (not installed on the cluster)" if runtime.installed is False else ""
+        found[f"runtime-{runtime.name}"] = (f"TrainJob on {runtime}{missing}", {**base, **values})
     return found
 
 

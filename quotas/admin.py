@@ -193,16 +193,26 @@ class IdlePolicyAdmin(SimpleHistoryAdmin):
 @admin.register(TrainingRuntime)
 class TrainingRuntimeAdmin(SimpleHistoryAdmin):
     """The Kubeflow Trainer ClusterTrainingRuntimes teams may run TrainJobs on (docs/trainjobs.md),
-    and the preset each offers. Nothing reaches the cluster: the runtimes are the cluster admin's."""
+    and the preset each offers. Nothing reaches the cluster: the runtimes are the cluster admin's;
+    the list says which the cluster sync found installed."""
 
-    list_display = ["name", "label", "framework", "enabled", "limited_to_teams", "nodes", "gpus_per_node"]
-    list_filter = ["enabled", "framework", "limited_to_teams"]
+    list_display = ["name", "label", "framework", "enabled", "installed", "limited_to_teams", "nodes", "gpus_per_node"]
+    list_filter = ["enabled", "installed", "framework", "limited_to_teams"]
+    readonly_fields = ["installed", "checked_at"]
     search_fields = ["name", "label", "framework"]
     filter_horizontal = ["teams"]
     fieldsets = [
         (None, {"fields": ["name", "label", "framework", "enabled", "limited_to_teams", "teams"]}),
+        ("On the cluster", {"fields": ["installed", "checked_at"],
+                            "description": "What the cluster sync last read: not installed refuses new TrainJobs."}),
         ("Preset", {"fields": ["image", "command", "args", "env", "nodes", "gpus_per_node"]}),
     ]
+
+    def save_model(self, request, obj, form, change):
+        if "name" in form.changed_data:  # what was read was of another name: unknown until read again
+            obj.installed, obj.checked_at = None, None
+        super().save_model(request, obj, form, change)
+        cluster_objects_changed()  # whether the cluster has it is read now, not at the next sweep
 
 
 @admin.register(Cohort)

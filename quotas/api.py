@@ -109,8 +109,15 @@ class TrainingRuntimeSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = TrainingRuntime
-        fields = ["name", "label", "framework", "enabled", "preset"]
+        fields = ["name", "label", "framework", "enabled", "installed", "checked_at", "preset"]
         read_only_fields = fields
+
+        extra_kwargs = {
+            "installed": {"help_text": (
+                "Whether the cluster has this ClusterTrainingRuntime, as the platform last read it: false refuses "
+                "new TrainJobs on it (ask the platform administrators); null: never checked, which refuses nothing.")},
+            "checked_at": {"help_text": "When the platform last read the cluster for it; null: never."},
+        }
 
     def get_preset(self, runtime) -> dict:
         return runtime.preset()

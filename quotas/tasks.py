@@ -1,9 +1,12 @@
 """Reconcile what quotas put on the cluster: the cluster-wide objects of every flavor
 (ResourceFlavors, Cohorts, priority classes) and each team's ResourceQuota and queues."""
 
-from celery import shared_task
+import logging
 
-from cluster import ObjectRef, PermanentError
+from celery import shared_task
+from django.utils import timezone
+
+from cluster import ClusterError, ObjectRef, PermanentError, UnknownKind
 from cluster.objects import Snapshot
 from core.owners import Owner, Scope, run
 from core.ownership import team_selector
@@ -12,11 +15,17 @@ from tenants.admission import PARAMS_NAME
 from tenants.models import SystemNamespace, Team
 from tenants.tasks import TEAM_ITEMS, sync_team
 from workloads import queue_name
+from workloads.trainer import CLUSTER_TRAINING_RUNTIME, FRAMEWORK_LABEL
 
 from .manifests import CLUSTER_KINDS, QUOTA_KINDS, job_prerequisites, render_cluster, render_team_quotas
 from .models import Cohort, GpuFlavor, PriorityClass, Quota, StorageQuota
+from .models.runtimes import record_installed
 
+log = logging.getLogger(__name__)
 THE_CLUSTER = ""  # the key and label of the one item of the cluster-wide owner
+# What the cluster sync reads besides what it applies, (apiVersion, kind) -> verbs: the
+# ClusterTrainingRuntimes (`check_training_runtimes`). Granted by `gpuplatform.rbac`.
+READS = {CLUSTER_TRAINING_RUNTIME: {"get", "list"}}
 
 
 def _render_cluster(_item) -> list[dict]:
@@ -26,6 +35,29 @@ def _render_cluster(_item) -> list[dict]:
 
 def sync_cluster_objects(cluster) -> Outcome:
     return run(cluster, CLUSTER_OBJECTS, THE_CLUSTER)
+
+
+def check_training_runtimes(cluster) -> int:
+    """Record on each `TrainingRuntime` whether the cluster has its ClusterTrainingRuntime (and
+    the runtime's framework label where the row has none). Trainer not served: none is. A
+    cluster that does not answer (or refuses the read) changes nothing: the last known value
+    stays, and a runtime never checked refuses no job. How many rows changed."""
+    try:
+        found = cluster.list(*CLUSTER_TRAINING_RUNTIME)
+    except UnknownKind:
+        found = []
+    except ClusterError as err:
+        log.warning("ClusterTrainingRuntimes not read, keeping what was last known: %s", err)
+        return 0
+    live = {}
+    for obj in found:
+        metadata = obj.get("metadata") or {}
+        live[metadata.get("name", "")] = (metadata.get("labels") or {}).get(FRAMEWORK_LABEL, "")
+    return record_installed(live, timezone.now())
+
+
+def _record_cluster(cluster, _item, _outcome) -> None:
+    check_training_runtimes(cluster)
 
 
 def team_ready_for(cluster, team: Team, flavor: GpuFlavor) -> bool:
@@ -120,12 +152,13 @@ def reconcile_team_quotas_soon(team: Team) -> None:
     enqueue(reconcile_team_quotas, team.pk)
 
 
-# ResourceFlavors, Cohorts, WorkloadPriorityClasses (the admission policy is the installer's: tenants.admission).
+# ResourceFlavors, Cohorts, WorkloadPriorityClasses (the admission policy is the installer's: tenants.admission);
+# what it records is which ClusterTrainingRuntimes the cluster has.
 CLUSTER_OBJECTS = Owner(
     name="cluster objects", scope=Scope.CLUSTER, kinds=tuple(CLUSTER_KINDS),
     load=lambda keys: [THE_CLUSTER], keys=lambda: [THE_CLUSTER], key=lambda item: THE_CLUSTER,
     label=lambda item: THE_CLUSTER, key_for=lambda label: THE_CLUSTER, title=lambda item: "cluster-wide objects",
-    render=_render_cluster, record=lambda cluster, item, outcome: None, task=reconcile_cluster_objects,
+    render=_render_cluster, record=_record_cluster, task=reconcile_cluster_objects,
 )
 # The team's ResourceQuota, admission parameters and queues; its namespace first when the
 # team is not ready (a refusal there is the team objects' to record).

@@ -22,6 +22,9 @@ QUOTA_MANAGER_PERMISSIONS = {
         # Per-person caps inside a team (set by its owners; the admin for the cases they ask).
         "membercap": "add change delete view",
         "historicalmembercap": "view",
+        # The Kubeflow Trainer runtimes teams may run TrainJobs on (docs/trainjobs.md).
+        "trainingruntime": "add change delete view",
+        "historicaltrainingruntime": "view",
         # The console: decide requests (in the console only; the admin shows them read
         # only), run grants, read the audit trail.
         "quotarequest": "view",

@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from jobs.models import Job
 from jobs.tasks import reconcile_job
-from quotas.models import Cohort, MemberCap, PriorityClass, Quota, QuotaGrant
+from quotas.models import Cohort, MemberCap, PriorityClass, Quota, QuotaGrant, TrainingRuntime
 from tenants import tasks as team_tasks
 from tenants.models import Team
 
@@ -20,7 +20,7 @@ pytestmark = pytest.mark.django_db
 CHANGELISTS = [
     "tenants_team", "tenants_membership",
     "quotas_gpuflavor", "quotas_cohort", "quotas_quota", "quotas_priorityclass",
-    "jobs_job", "jobs_jobevent", "quotas_membercap",
+    "jobs_job", "jobs_jobevent", "quotas_membercap", "quotas_trainingruntime",
 ]
 
 
@@ -165,3 +165,15 @@ def test_a_cap_set_in_the_admin_is_saved_as_the_team_page_saves_it(
         client.post(reverse("admin:quotas_membercap_delete", args=[cap.pk]), {"post": "yes"})
     assert not MemberCap.objects.filter(pk=cap.pk).exists()
     assert released == [(team.pk,), (team.pk,)]
+
+
+def test_the_runtimes_list_says_which_the_cluster_has(client, quota_manager):
+    TrainingRuntime.objects.create(name="jax", label="JAX", installed=False)
+    TrainingRuntime.objects.create(name="deepspeed", label="DeepSpeed", installed=True)
+    client.force_login(quota_manager)
+    page = client.get(reverse("admin:quotas_trainingruntime_changelist")).content.decode()
+    assert "column-installed" in page
+    rows = {name: page.split(f">{name}<", 1)[1].split("</tr>", 1)[0] for name in ("jax", "deepspeed",
+                                                                                 "torch-distributed")}
+    assert 'alt="False"' in rows["jax"] and 'alt="True"' in rows["deepspeed"]
+    assert 'alt="None"' in rows["torch-distributed"]  # never checked

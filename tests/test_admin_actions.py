@@ -3,10 +3,12 @@ team's reconcile, or its quotas' reconcile, is sent once the transaction commits
 
 import pytest
 from django.urls import reverse
+from django.utils import timezone
 
 from quotas import tasks as quota_tasks
-from quotas.models import Quota
+from quotas.models import Quota, TrainingRuntime
 from tenants import tasks as team_tasks
+from workloads.kinds.train_job import TORCH_RUNTIME as TORCH
 
 from .builders import make_quota
 
@@ -138,3 +140,18 @@ def test_a_priority_class_added_in_the_admin_reaches_the_cluster_after_commit(
                                 "checkpoint_grace_seconds": "30", "minimum_runtime_seconds": "0"})
     assert response.status_code == 302, response.context and response.context["adminform"].form.errors
     assert cluster_sent["cluster"] == [()] and cluster_sent["quotas"] == []
+
+
+def test_a_runtime_renamed_in_the_admin_is_unknown_until_the_cluster_is_read_again(
+    client, quota_manager, cluster_sent, django_capture_on_commit_callbacks
+):
+    TrainingRuntime.objects.filter(name=TORCH).update(installed=True, checked_at=timezone.now())
+    runtime = TrainingRuntime.objects.get(name=TORCH)
+    client.force_login(quota_manager)
+    url = reverse("admin:quotas_trainingruntime_change", args=[runtime.pk])
+    with django_capture_on_commit_callbacks(execute=True):
+        response = client.post(url, change_form_data(client.get(url), name="torch-v2"))
+    assert response.status_code == 302, response.context and response.context["adminform"].form.errors
+    runtime.refresh_from_db()
+    assert (runtime.name, runtime.installed, runtime.checked_at) == ("torch-v2", None, None)
+    assert cluster_sent["cluster"] == [()]

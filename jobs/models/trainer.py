@@ -11,12 +11,14 @@ from workloads import Progress
 
 class TrainJobRules:
     def training_runtime_problem(self) -> str:
-        """Why the job's runtime is not one its team may use ("" when it is)."""
+        """Why the job's runtime is not one its team may use ("" when it is), or is one the
+        cluster sync found missing from the cluster (never checked refuses nothing)."""
         name = (self.training_runtime or "").strip()
-        allowed = list(TrainingRuntime.objects.for_team(self.team).values_list("name", flat=True)) \
-            if self.team_id else []
-        if name and name in allowed:
-            return ""
+        runtimes = {runtime.name: runtime for runtime in TrainingRuntime.objects.for_team(self.team)} \
+            if self.team_id else {}
+        allowed = list(runtimes)
+        if name and name in runtimes:
+            return runtimes[name].missing_problem()  # one the cluster is known not to have
         offered = f"Your team may use: {', '.join(allowed)}." if allowed else \
             "Your team may use none yet: ask a quota manager to allow one."
         if not name:

@@ -5,7 +5,9 @@ chosen by quota managers in the admin; the cluster admin seeds them through the 
 offer for it (image, command, arguments, nodes, GPUs per node, environment).
 
 The runtime itself (its JobSet template, its launcher) is the cluster admin's, installed with
-Trainer; the platform names it and never writes it.
+Trainer; the platform names it and never writes it. It reads them, though: every cluster sync
+records whether each is installed (`record_installed`), so a TrainJob on one known to be
+missing is refused at submission instead of waiting forever.
 """
 
 from django.core.validators import RegexValidator
@@ -57,6 +59,13 @@ class TrainingRuntime(models.Model):
     env = models.JSONField(default=dict, blank=True, validators=[validate_env])
     nodes = models.PositiveSmallIntegerField(default=2, validators=between(1, 256))
     gpus_per_node = models.PositiveSmallIntegerField(default=8, validators=between(1, 64))
+    # What the cluster sync last saw (`quotas.tasks.check_training_runtimes`); None: never checked
+    # (no cluster configured, or not read yet), which refuses nothing.
+    installed = models.BooleanField(null=True, editable=False,
+                                    help_text="Whether the cluster has this ClusterTrainingRuntime, as last checked; "
+                                              "empty: never checked.")
+    checked_at = models.DateTimeField(null=True, blank=True, editable=False,
+                                      help_text="When the cluster was last read for it.")
 
     objects = TrainingRuntimeQuerySet.as_manager()
     history = HistoricalRecords()
@@ -67,6 +76,13 @@ class TrainingRuntime(models.Model):
     def __str__(self) -> str:
         return self.label or self.name
 
+    def missing_problem(self) -> str:
+        """Why a new TrainJob may not run on it although its team may use it ("" when it may):
+        the cluster was read and has no such ClusterTrainingRuntime. Never checked is no refusal."""
+        if self.installed is False:
+            return f"{self.name} is not installed on the cluster: ask the platform administrators."
+        return ""
+
     def preset(self) -> dict:
         """The fields a TrainJob on this runtime starts from (the form's and the API's preset)."""
         values = {"kind": train_job.NAME, "training_runtime": self.name, "workers": self.nodes,
@@ -75,6 +91,22 @@ class TrainingRuntime(models.Model):
             values["image"] = self.image
         values.update(command=list(self.command), args=list(self.args), env=dict(self.env))
         return values
+
+
+def record_installed(live: dict[str, str], now) -> int:
+    """Record what the cluster has: ``live`` maps each ClusterTrainingRuntime's name to its
+    framework label ("" when it has none); a runtime not in it is missing. A row without a
+    framework takes the runtime's label. Every row gets ``checked_at``; how many rows changed
+    otherwise."""
+    changed = 0
+    for runtime in TrainingRuntime.objects.all():
+        values = {"installed": runtime.name in live}
+        if not runtime.framework and live.get(runtime.name):
+            values["framework"] = live[runtime.name][:32]
+        if any(getattr(runtime, name) != value for name, value in values.items()):
+            changed += 1
+        TrainingRuntime.objects.filter(pk=runtime.pk).update(checked_at=now, **values)
+    return changed
 
 
 def seed_from_settings(names, using: str = "default") -> list[str]:

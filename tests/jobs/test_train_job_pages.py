@@ -107,3 +107,30 @@ def test_a_team_of_its_own_runtime_only_sees_it_offered(client_for, outsider, ru
     assert make_team("third")  # a team nobody here belongs to changes nothing
     page = client_for(outsider).get(reverse("jobs:submit")).content.decode()
     assert "runtime-deepspeed" in page
+
+
+def test_a_runtime_missing_from_the_cluster_is_refused_in_the_form_and_the_api_and_said_everywhere(
+        client_for, client_as, member, team, flavor, runtimes):
+    make_quota(team, flavor, nominal_gpus=16)
+    client = client_as(member)
+    [row] = client.get("/api/v1/training-runtimes").json()["results"]
+    assert row["installed"] is None and row["checked_at"] is None  # never checked: refuses nothing
+    TrainingRuntime.objects.filter(name=train_job.TORCH_RUNTIME).update(installed=False)
+    assert client.get(f"/api/v1/training-runtimes/{train_job.TORCH_RUNTIME}").json()["installed"] is False
+    missing = "torch-distributed is not installed on the cluster: ask the platform administrators."
+    refused = client.post("/api/v1/jobs", TRAIN_BODY, format="json")
+    assert refused.status_code == 400
+    body = refused.json()
+    assert body["code"] == "invalid" and body["fields"] == {"training_runtime": [missing]}
+    data = {"team": team.pk, "name": "ddp", "kind": "train-job", "flavor": flavor.pk, "image": "ghcr.io/example/t:2",
+            "command": "torchrun", "args": "train.py --epochs 7", "env": "A=b", "workers": 2, "gpus_per_worker": 4,
+            "cpu_per_worker": 8, "memory_per_worker_gib": 64, "training_runtime": train_job.TORCH_RUNTIME,
+            "readiness_initial_delay_seconds": 30}
+    response = client_for(member).post(reverse("jobs:submit"), data)
+    assert response.status_code == 400
+    page = response.content.decode()
+    assert "is not installed on the cluster: ask the platform administrators" in page
+    assert "train.py --epochs 7" in page and 'value="ghcr.io/example/t:2"' in page
+    assert not Job.objects.filter(name="ddp").exists()
+    assert "TrainJob on torch-distributed (not installed on the cluster)" in client_for(member).get(
+        reverse("jobs:submit")).content.decode()
