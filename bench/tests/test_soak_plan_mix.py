@@ -21,7 +21,7 @@ def test_the_mix_is_each_kind_on_each_scheduler_it_names_in_the_registrys_order(
         ("kueue-training", ("training", "h100")), ("volcano-training", ("training", "a100")),
         ("kueue-inference", ("inference", "t4-shared")), ("volcano-inference", ("inference", "mig-1g-10gb")),
         ("kueue-rayjob", ("ray-job", "h100")), ("kueue-raycluster", ("ray-cluster", "h100")),
-        ("kueue-notebook", ("notebook", "t4-shared")), ("kueue-trainjob", ("train-job", "h100")),
+        ("kueue-notebook", ("notebook", "t4-shared")),
     ]
     assert plan.LONG_LIVED == {"kueue-rayjob", "kueue-raycluster", "kueue-notebook"}
     # What a long-lived variant's account reads: the object Kueue queues.
@@ -53,9 +53,6 @@ def test_each_job_sets_the_fields_its_kind_declares_for_the_soak():
     for label in ("kueue-inference", "volcano-inference"):
         assert bodies[label]["args"] == ["serve.py"] and bodies[label]["readiness_path"] == "/healthz"
     assert bodies["kueue-training"]["args"] == ["train.py"] and "port" not in bodies["kueue-training"]
-    # A TrainJob names the runtime the local cluster installs and ends by itself, as training does.
-    assert bodies["kueue-trainjob"]["training_runtime"] == "torch-distributed"
-    assert bodies["kueue-trainjob"]["args"] == bodies["kueue-training"]["args"]
     # Priorities are Kueue's: none on Volcano.
     assert "priority" in bodies["kueue-inference"] and "priority" not in bodies["volcano-inference"]
     assert {bodies[label]["kind"] for label in plan.LONG_LIVED} == {ray_job.NAME, ray_cluster.NAME, notebook.NAME}
