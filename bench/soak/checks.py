@@ -141,10 +141,12 @@ def drain_rows(pool_jobs: set[int], accounts: dict[int, Account], window: tuple[
             failed = account.verdict == "failed" and account.finished is not None and held <= account.finished <= reopen
             if (evicted or failed) and not cancelled:
                 killed.append(job_id)
+        # Kubernetes stamps conditions in whole seconds: an admission stamped s happened in
+        # [s, s + 1), inside the window only if it ended before the reopening.
         admissions = [at for at, on in edges if on]
-        if any(held < at < reopen for at in admissions):
+        if any(held < at and at + 1 <= reopen for at in admissions):
             admitted_inside.append(job_id)
-        if any(at >= reopen for at in admissions):
+        if any(at + 1 > reopen for at in admissions):
             admitted_after.append(job_id)
     ids = lambda found: f" (#{', #'.join(map(str, found[:6]))})" if found else ""  # noqa: E731
     return [

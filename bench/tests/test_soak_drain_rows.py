@@ -42,6 +42,14 @@ def test_an_admission_while_held_breaks_the_row_and_one_after_reopening_is_count
     assert found["jobs admitted after the pool reopened"].result == "1"
 
 
+def test_an_admission_stamped_in_the_second_the_pool_reopened_is_after_it():
+    # The pool reopened at 160: an admission stamped 160 came after it, one stamped 159 before.
+    found = rows({1: account(1, [(160.0, True)]), 2: account(2, [(159.0, True)])}, held=HELD)
+    inside = found["jobs admitted to a drained pool before it reopened"]
+    assert (inside.ok, inside.result) == (False, "1 (#2)")
+    assert found["jobs admitted after the pool reopened"].result == "1"
+
+
 def test_queues_never_seen_held_break_the_row():
     assert checks.drain_rows({1}, {1: account(1, [(50, True)])}, (START, DEADLINE, REOPEN), {}, None)[0].ok is False
     assert checks.held_from({"team-a-h100": [(0, "None"), (112, "Hold")], "team-b-h100": [(1, "None"), (114, "Hold")],
