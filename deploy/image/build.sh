@@ -76,5 +76,8 @@ start=$SECONDS
 buildah "${STORAGE[@]}" bud --quiet --isolation chroot --layers=false --squash -t "$TAG" -f "$context/Containerfile" "$context" >/dev/null
 rm -f "$OUT"
 buildah "${STORAGE[@]}" push --quiet "$TAG" "oci-archive:$OUT:$TAG"
+# The tag moved to this build: the storage drops the images it left untagged (vfs holds a
+# full copy of each, and the cache outlives every CI run).
+buildah "${STORAGE[@]}" rmi --prune >/dev/null
 log "built $TAG in $((SECONDS - start))s: $OUT ($(du -h "$OUT" | cut -f1) compressed layers)"
 echo "$TAG"
