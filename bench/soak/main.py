@@ -135,7 +135,7 @@ def final_checks(profile: Profile, run, observer: Observer, grant_start: float, 
     found_lags = checks.lags(jobs, found)
     rows += checks.lag_row(found_lags, profile.lag_budget_seconds)
     rows.append(checks.phantom_preemptions(jobs, found, profile.lag_budget_seconds))
-    evictable = {"kueue-training", *plan_module.LONG_LIVED}  # what Kueue admits and may preempt whole
+    evictable = plan_module.EVICTED_WHOLE
     rows.append(checks.preemptions_charged({p.job_id for p in run.plan if p.job_id and p.label in evictable}
                                            & set(found), found))
     pool = {p.job_id for p in run.plan if p.job_id and plan_module.KINDS[p.label][1] == world.DRAIN[0]} & set(found)

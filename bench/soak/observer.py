@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from cluster import ClusterError
+from workloads.trainer import TRAIN_JOB
 
 JOB_LABEL = "gpuplatform.io/job"
 TEAM_LABEL = "gpuplatform.io/team"
@@ -31,12 +32,12 @@ RAY_JOB = ("ray.io/v1", "RayJob")
 RAY_CLUSTER = ("ray.io/v1", "RayCluster")
 STATEFULSET = ("apps/v1", "StatefulSet")
 # The objects Kueue makes a Workload for, which then names them as its owner.
-QUEUED_KINDS = (BATCH_JOB, RAY_JOB, RAY_CLUSTER, STATEFULSET)
+QUEUED_KINDS = (BATCH_JOB, TRAIN_JOB, RAY_JOB, RAY_CLUSTER, STATEFULSET)
 WORKLOAD = ("kueue.x-k8s.io/v1beta2", "Workload")
 CLUSTER_QUEUE = ("kueue.x-k8s.io/v1beta2", "ClusterQueue")
 VOLCANO_QUEUE = ("scheduling.volcano.sh/v1beta1", "Queue")
 # Kinds whose every platform write after creation is a fight: a job's rendering never changes.
-JOB_OBJECT_KINDS = (BATCH_JOB, VOLCANO_JOB, DEPLOYMENT, SERVICE, HPA, RAY_JOB, RAY_CLUSTER, STATEFULSET)
+JOB_OBJECT_KINDS = (BATCH_JOB, TRAIN_JOB, VOLCANO_JOB, DEPLOYMENT, SERVICE, HPA, RAY_JOB, RAY_CLUSTER, STATEFULSET)
 WATCHED = [(kind, OURS) for kind in (POD, *JOB_OBJECT_KINDS, CLUSTER_QUEUE, VOLCANO_QUEUE)] + [(WORKLOAD, None)]
 
 
@@ -190,8 +191,8 @@ class Observer:
     def _summary(kind, obj: dict):
         """The part of an object the invariants read, as a comparable value."""
         spec, status = obj.get("spec") or {}, obj.get("status") or {}
-        if kind == WORKLOAD or kind == BATCH_JOB:
-            extra = (spec.get("suspend"),) if kind == BATCH_JOB else ()
+        if kind in (WORKLOAD, BATCH_JOB, TRAIN_JOB):
+            extra = (spec.get("suspend"),) if kind != WORKLOAD else ()
             return (tuple(sorted(conditions(obj).items())), *extra)
         if kind == VOLCANO_JOB:
             phases = tuple((c.get("status"), ts(c.get("lastTransitionTime"))) for c in status.get("conditions") or [])

@@ -62,11 +62,34 @@ def variants(kinds: tuple[WorkKind, ...]) -> dict[str, Variant]:
         for kind in kinds if kind.soak for i in kind.integrations if i.scheduler in kind.soak.flavors)}
 
 
+def short_names(labels) -> dict[str, str]:
+    """label -> the stem of its jobs' names ("kueue-training" -> "kue-train"): the kind's part
+    as short as it stays apart from every other label's ("kue-traini", "kue-trainj")."""
+    parts = {label: (label.split("-")[0][:3], label.split("-", 1)[1]) for label in labels}
+
+    def stem(label: str, size: int) -> tuple[str, str]:
+        scheduler, kind = parts[label]
+        return scheduler, kind[:size]
+
+    names = {}
+    for label in labels:
+        size = 5
+        while size < len(parts[label][1]) and any(
+                stem(other, size) == stem(label, size) for other in labels if other != label):
+            size += 1
+        names[label] = "-".join(stem(label, size))
+    return names
+
+
 VARIANTS = variants(workloads.kinds.KINDS)
+NAMES = short_names(VARIANTS)
 KINDS = {label: (v.kind.name, v.flavor) for label, v in VARIANTS.items()}  # label: (job kind, flavor)
 # Kinds that run until cancelled (issue 31), fewer of each (`wanted`): nothing runs inside
 # kwok's pods, so they end only by a cancel.
 LONG_LIVED = {label for label, v in VARIANTS.items() if v.kind.soak.long_lived}
+# What Kueue admits, and may preempt, as a whole (a service's pods are admitted one by one).
+EVICTED_WHOLE = {label for label, v in VARIANTS.items()
+                 if v.scheduler == KUEUE and (label in LONG_LIVED or not v.kind.runs_until_cancelled)}
 
 
 def wanted(label: str, profile: Profile) -> int:
@@ -164,7 +187,7 @@ def build(profile: Profile) -> list[Planned]:
 
     def add(label, team, at, scene, cancel_after=None, scale=False, **shape):
         counts[label] += 1
-        name = f"{label.split('-')[0][:3]}-{label.split('-')[1][:5]}-{counts[label]:03d}"
+        name = f"{NAMES[label]}-{counts[label]:03d}"
         at = _outside(at, windows)
         item = Planned(key=f"soak-{profile.seed}-{label}-{counts[label]}", at=at, team=team, label=label,
                        body=_body(team, label, name, rng, **shape), scene=scene)

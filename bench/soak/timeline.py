@@ -4,8 +4,9 @@ final state the cluster gave it, how many of its pods were restarts, and the int
 during which it held GPUs.
 
 Per scheduler, the cluster's clock is read where the cluster writes it:
-- Kueue training: Workload conditions (Admitted, Evicted, Finished) and the batch Job's
-  Complete/Failed conditions, each with its lastTransitionTime; pods' Ready times.
+- Kueue training (a batch Job or a TrainJob): Workload conditions (Admitted, Evicted,
+  Finished) and the batch Job's or the TrainJob's Complete/Failed conditions, each with its
+  lastTransitionTime; pods' Ready times.
 - Volcano training: the Volcano Job's phase conditions (Running, Restarting, Completed,
   ...) with their lastTransitionTime; pods' creation times (Volcano creates the gang's
   pods once its PodGroup is admitted).
@@ -18,7 +19,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .observer import BATCH_JOB, DEPLOYMENT, VOLCANO_JOB, WORKLOAD, Observer, PodInfo
+from workloads.spec import KUEUE
+
+from .observer import BATCH_JOB, DEPLOYMENT, TRAIN_JOB, VOLCANO_JOB, WORKLOAD, Observer, PodInfo
 from .plan import LONG_LIVED as PLANNED_LONG_LIVED
 from .plan import VARIANTS
 
@@ -88,7 +91,36 @@ def _evicted(account: Account, condition: tuple, evictions: set) -> None:
             account.preemptions.append(at)
 
 
-def kueue_training(account: Account, job: dict, workloads, batch_jobs, pods: list[PodInfo]) -> None:
+# How the object Kueue queues says it ended: (condition type, verdict), first true wins.
+ENDS = {
+    BATCH_JOB: (("SuccessCriteriaMet", "succeeded"), ("Complete", "succeeded"),
+                ("FailureTarget", "failed"), ("Failed", "failed")),
+    # A TrainJob says it itself (Trainer copies its JobSet's end onto it).
+    TRAIN_JOB: (("Complete", "succeeded"), ("Failed", "failed")),
+}
+
+
+def kueue_training(account: Account, job: dict, workloads, runs, pods: list[PodInfo], *, kind=BATCH_JOB) -> None:
+    """A batch Job or a TrainJob (``kind``, the object Kueue queues, ``runs`` its objects):
+    admitted, evicted and finished by its Workload's conditions, ended by its own
+    (`ENDS`), running once its first run's pods are all Ready."""
+    _workload_edges(account, workloads)
+    for run in runs:
+        for _, (conds, _suspend) in run.history:
+            conds = dict(conds)
+            for condition, verdict in ENDS[kind]:
+                if c := _true(conds, condition):
+                    account.finished = _first([account.finished, c[2]])
+                    account.edges.append((c[2], False))
+                    if account.verdict in ("absent", "live"):
+                        account.verdict = verdict
+        if run.deletion or run.gone:
+            account.edges.append((run.deletion or run.gone, False))
+    _running_from_pods(account, pods, job["workers"])
+    _restarts(account, pods, per_run=job["workers"])
+
+
+def _workload_edges(account: Account, workloads) -> None:
     evictions = set()
     for wl in workloads:
         was_admitted = False
@@ -107,20 +139,6 @@ def kueue_training(account: Account, job: dict, workloads, batch_jobs, pods: lis
         if wl.deletion or wl.gone:
             account.edges.append((wl.deletion or wl.gone, False))
     account.evictions = len(evictions)
-    for bj in batch_jobs:
-        for _, (conds, _suspend) in bj.history:
-            conds = dict(conds)
-            for kind, verdict in (("SuccessCriteriaMet", "succeeded"), ("Complete", "succeeded"),
-                                  ("FailureTarget", "failed"), ("Failed", "failed")):
-                if c := _true(conds, kind):
-                    account.finished = _first([account.finished, c[2]])
-                    account.edges.append((c[2], False))
-                    if account.verdict in ("absent", "live"):
-                        account.verdict = verdict
-        if bj.deletion or bj.gone:
-            account.edges.append((bj.deletion or bj.gone, False))
-    _running_from_pods(account, pods, job["workers"])
-    _restarts(account, pods, per_run=job["workers"])
 
 
 def volcano_training(account: Account, job: dict, vcjobs, pods: list[PodInfo]) -> None:
@@ -187,6 +205,9 @@ def inference(account: Account, job: dict, deployments, workloads, pods: list[Po
 # Long-lived kinds (plan.LONG_LIVED): the object Kueue queues (RayJob, RayCluster, a notebook's
 # StatefulSet), and the pods one run starts (a Ray head and its workers; a notebook's one pod).
 LONG_LIVED = {label: VARIANTS[label].queued for label in sorted(PLANNED_LONG_LIVED)}
+# Kueue variants that end by themselves, by the object Kueue queues (a batch Job, a TrainJob).
+RUNS_TO_AN_END = {label: v.queued for label, v in VARIANTS.items()
+                  if v.scheduler == KUEUE and label not in LONG_LIVED and v.queued in ENDS}
 
 
 def kueue_long_lived(account: Account, job: dict, workloads, pods: list[PodInfo], per_run: int) -> None:
@@ -226,7 +247,7 @@ def _restarts(account: Account, pods: list[PodInfo], *, per_run: int, expected: 
 def accounts(observer: Observer, jobs: dict[int, dict], labels: dict[int, str]) -> dict[int, Account]:
     """The cluster's account of every job the soak submitted (call with observer.lock held)."""
     pods = observer.pods_by_job()
-    by_kind = {kind: observer.job_objects(kind) for kind in (BATCH_JOB, VOLCANO_JOB, DEPLOYMENT, WORKLOAD,
+    by_kind = {kind: observer.job_objects(kind) for kind in (*ENDS, VOLCANO_JOB, DEPLOYMENT, WORKLOAD,
                                                              *LONG_LIVED.values())}
     result = {}
     for job_id, job in jobs.items():
@@ -235,9 +256,10 @@ def accounts(observer: Observer, jobs: dict[int, dict], labels: dict[int, str]) 
         cancelled_at = job.get("cancel_requested")
         # Pods started after a cancel was asked for are not the job's runs.
         own = [p for p in pods.get(job_id, []) if not cancelled_at or (p.created or p.first_seen) <= cancelled_at + 1]
-        if label == "kueue-training":
-            kueue_training(account, job, by_kind[WORKLOAD].get(job_id, []), by_kind[BATCH_JOB].get(job_id, []), own)
-            objects = by_kind[BATCH_JOB].get(job_id, [])
+        if label in RUNS_TO_AN_END:
+            kind = RUNS_TO_AN_END[label]
+            objects = by_kind[kind].get(job_id, [])
+            kueue_training(account, job, by_kind[WORKLOAD].get(job_id, []), objects, own, kind=kind)
         elif label in LONG_LIVED:
             objects = by_kind[LONG_LIVED[label]].get(job_id, [])
             per_run = 1 if label == "kueue-notebook" else 1 + job["workers"]  # the Ray head, then its workers

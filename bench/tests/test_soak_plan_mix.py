@@ -21,12 +21,27 @@ def test_the_mix_is_each_kind_on_each_scheduler_it_names_in_the_registrys_order(
         ("kueue-training", ("training", "h100")), ("volcano-training", ("training", "a100")),
         ("kueue-inference", ("inference", "t4-shared")), ("volcano-inference", ("inference", "mig-1g-10gb")),
         ("kueue-rayjob", ("ray-job", "h100")), ("kueue-raycluster", ("ray-cluster", "h100")),
-        ("kueue-notebook", ("notebook", "t4-shared")),
+        ("kueue-notebook", ("notebook", "t4-shared")), ("kueue-trainjob", ("train-job", "h100")),
     ]
     assert plan.LONG_LIVED == {"kueue-rayjob", "kueue-raycluster", "kueue-notebook"}
     # What a long-lived variant's account reads: the object Kueue queues.
     assert timeline.LONG_LIVED == {"kueue-rayjob": RAY_JOB, "kueue-raycluster": RAY_CLUSTER,
                                    "kueue-notebook": ("apps/v1", "StatefulSet")}
+    # The ones that end by themselves are read by the object Kueue queues, a batch Job or a TrainJob.
+    assert timeline.RUNS_TO_AN_END == {"kueue-training": ("batch/v1", "Job"),
+                                       "kueue-trainjob": ("trainer.kubeflow.org/v1alpha1", "TrainJob")}
+    # Kueue admits and preempts them whole; a service's pods one by one.
+    assert plan.EVICTED_WHOLE == {"kueue-training", "kueue-trainjob", *plan.LONG_LIVED}
+
+
+def test_names_stay_apart_when_two_kinds_begin_alike():
+    # "training" and "trainjob" both begin "train": each name as long as it needs to differ.
+    assert plan.short_names(["kueue-training", "kueue-trainjob", "volcano-training", "kueue-notebook"]) == {
+        "kueue-training": "kue-traini", "kueue-trainjob": "kue-trainj", "volcano-training": "vol-train",
+        "kueue-notebook": "kue-noteb"}
+    profile = load({"SOAK_MINUTES": "2"})
+    names = [(item.team, item.body["name"]) for item in plan.build(profile)]
+    assert len(names) == len(set(names))  # a team's job names never repeat across the mix
 
 
 def test_a_run_plans_every_variant_and_a_quarter_of_each_long_lived_one():
@@ -53,6 +68,9 @@ def test_each_job_sets_the_fields_its_kind_declares_for_the_soak():
     for label in ("kueue-inference", "volcano-inference"):
         assert bodies[label]["args"] == ["serve.py"] and bodies[label]["readiness_path"] == "/healthz"
     assert bodies["kueue-training"]["args"] == ["train.py"] and "port" not in bodies["kueue-training"]
+    # A TrainJob names the runtime the local cluster installs and ends by itself, as training does.
+    assert bodies["kueue-trainjob"]["training_runtime"] == "torch-distributed"
+    assert bodies["kueue-trainjob"]["args"] == bodies["kueue-training"]["args"]
     # Priorities are Kueue's: none on Volcano.
     assert "priority" in bodies["kueue-inference"] and "priority" not in bodies["volcano-inference"]
     assert {bodies[label]["kind"] for label in plan.LONG_LIVED} == {ray_job.NAME, ray_cluster.NAME, notebook.NAME}

@@ -8,7 +8,7 @@ from decimal import Decimal
 import pytest
 
 from bench.soak import checks, timeline
-from bench.soak.observer import WORKLOAD, ObjectInfo
+from bench.soak.observer import TRAIN_JOB, WORKLOAD, ObjectInfo
 from bench.soak.timeline import Account
 from jobs.models import Preemption
 from tests.builders import make_flavor, make_job, make_team
@@ -71,3 +71,30 @@ def test_a_workload_deactivated_past_its_max_runtime_failed_and_was_not_preempte
     account = Account(job=7, label="kueue-rayjob")
     timeline.kueue_long_lived(account, {"workers": 1}, [workload], [], per_run=2)
     assert (account.preemptions, account.finished, account.verdict) == ([], 1060.0, "failed")
+
+
+def _train_job(*readings):
+    """A TrainJob as the observer keeps it: each reading its conditions and spec.suspend."""
+    info = ObjectInfo(kind=TRAIN_JOB, name="tj", namespace="team-a", job=7, first_seen=0.0)
+    info.history = [(at, (tuple(sorted(conds.items())), suspend)) for at, conds, suspend in readings]
+    return info
+
+
+def test_a_train_job_is_read_like_a_batch_job_its_end_from_its_own_conditions():
+    workload = _workload((1.0, {"Admitted": ("True", "Admitted", ADMITTED)}),
+                         (2.0, {"Admitted": ("False", "NoReservation", 1010.0),
+                                "Evicted": ("True", "InCohortReclamation", 1010.0)}),
+                         (9.0, {"Admitted": ("True", "Admitted", 1020.0), "Evicted": ("False", "QuotaReserved", 1020.0)}),
+                         (40.0, {"Admitted": ("True", "Admitted", 1020.0), "Finished": ("True", "Succeeded", 1050.0)}))
+    train_job = _train_job((1.0, {}, True), (2.0, {}, False),
+                           (40.0, {"Complete": ("True", "JobSetCompleted", 1049.0)}, False))
+    account = Account(job=7, label="kueue-trainjob")
+    timeline.kueue_training(account, {"workers": 2}, [workload], [train_job], [], kind=TRAIN_JOB)
+    assert (account.verdict, account.finished, account.preemptions) == ("succeeded", 1049.0, [1010.0])
+    # Held its GPUs from each admission to the eviction and to its end.
+    assert account.held_seconds(until=2000.0) == (10.0 + 29.0, 2)
+    # A batch Job's conditions mean nothing on a TrainJob: no end read from them.
+    failed = _train_job((1.0, {"FailureTarget": ("True", "BackoffLimitExceeded", 1030.0)}, False))
+    other = Account(job=7, label="kueue-trainjob")
+    timeline.kueue_training(other, {"workers": 2}, [], [failed], [], kind=TRAIN_JOB)
+    assert other.verdict == "absent" and other.finished is None

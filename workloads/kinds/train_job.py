@@ -12,7 +12,7 @@ from workloads.pods import object_name
 
 from .. import spec
 from .admission import PODS, SERVICES, Admitted, Queue
-from .base import Integration, Preset, WorkKind
+from .base import Integration, Preset, Soak, WorkKind
 from .training import DEACTIVATE_RIGHTS, PYTORCH_IMAGE, deactivate_workload_of, needs_fabric
 
 NAME = "train-job"
@@ -76,8 +76,6 @@ KIND = WorkKind(
     holds_gpus=trainer_node,
     has_max_runtime=True,
     across_nodes=True,
-    # Not in the soak's mix yet: its first run (issue 46) broke four of the soak's checks, which
-    # its observer of the cluster must learn first (it follows a TrainJob's Workload and JobSet
-    # as it does a batch Job's; the names its variant plans collided with training's).
-    soak=None,
+    soak=Soak(flavors={spec.KUEUE: "h100"},
+              fields=lambda workers, replicas: {"workers": workers, "training_runtime": TORCH_RUNTIME}),
 )
