@@ -146,3 +146,31 @@ class Component:
         except OSError:
             return False
         return True
+
+
+def manager_configuration(component: Component, site: Site, api_version: str, *, cert_dir: str | None = None,
+                          **own) -> dict:
+    """The Configuration of a controller-runtime manager (JobSet, Trainer, LWS): one replica (no
+    leader election), its webhook, metrics and health endpoints on 127.0.0.1 at the component's
+    ports, its webhook certificate from ``cert_dir`` (one of the cluster's CA, cluster.sh), and
+    ``own`` settings (its key to turn its own certificate management off, ...) on top."""
+    port = {role: component.port(role, site.offset) for role in component.ports}
+    webhook = {"host": "127.0.0.1", "port": port["webhook"]}
+    if cert_dir:
+        webhook["certDir"] = cert_dir
+    return {
+        "apiVersion": api_version, "kind": "Configuration",
+        "leaderElection": {"leaderElect": False},
+        "webhook": webhook,
+        "metrics": {"bindAddress": f"127.0.0.1:{port['metrics']}"},
+        "health": {"healthProbeBindAddress": f"127.0.0.1:{port['health']}"},
+        "clientConnection": {"qps": 50, "burst": 100},
+        **own,
+    }
+
+
+def manager_arguments(component: Component, site: Site, *extra: str) -> list[str]:
+    """A controller-runtime manager's command line: its configuration file, the cluster's
+    kubeconfig, info logs."""
+    return ["--config", component.config_file(site), "--kubeconfig", site.kubeconfig, "--zap-log-level", "info",
+            *extra]

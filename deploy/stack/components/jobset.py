@@ -2,27 +2,17 @@
 TrainJob is run as (and Kueue admits as one workload); its CRD and webhooks come from the same
 module."""
 
-from ..component import Build, Component, Site
+from ..component import Build, Component, Site, manager_arguments, manager_configuration
 
 
 def configuration(site: Site) -> dict:
-    """One replica (no leader election); its webhooks on 127.0.0.1 with a certificate of the
-    cluster's CA (cluster.sh), not one it makes and rotates itself."""
-    port = {role: COMPONENT.port(role, site.offset) for role in COMPONENT.ports}
-    return {
-        "apiVersion": "config.jobset.x-k8s.io/v1alpha1", "kind": "Configuration",
-        "leaderElection": {"leaderElect": False},
-        "internalCertManagement": {"enable": False},
-        "webhook": {"host": "127.0.0.1", "port": port["webhook"], "certDir": f"{site.pki}/jobset-webhook"},
-        "metrics": {"bindAddress": f"127.0.0.1:{port['metrics']}"},
-        "health": {"healthProbeBindAddress": f"127.0.0.1:{port['health']}"},
-        "clientConnection": {"qps": 50, "burst": 100},
-    }
+    """Its webhook's certificate is one of the cluster's CA, not one it makes and rotates itself."""
+    return manager_configuration(COMPONENT, site, "config.jobset.x-k8s.io/v1alpha1", cert_dir=f"{site.pki}/jobset-webhook",
+                                 internalCertManagement={"enable": False})
 
 
 def arguments(site: Site) -> dict[str, list[str]]:
-    return {"jobset-controller": ["--config", COMPONENT.config_file(site), "--kubeconfig", site.kubeconfig,
-                                  "--zap-log-level", "info", "--zap-devel=false"]}
+    return {"jobset-controller": manager_arguments(COMPONENT, site, "--zap-devel=false")}
 
 
 COMPONENT = Component(

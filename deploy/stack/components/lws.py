@@ -2,27 +2,17 @@
 served across nodes (a leader and its workers), admitted by Kueue group by group; its CRDs and
 webhooks come from the same module."""
 
-from ..component import Build, Component, Site
+from ..component import Build, Component, Site, manager_arguments, manager_configuration
 
 
 def configuration(site: Site) -> dict:
-    """One replica (no leader election); its webhooks on 127.0.0.1 with a certificate of the
-    cluster's CA (cluster.sh), not one it makes and rotates itself."""
-    port = {role: COMPONENT.port(role, site.offset) for role in COMPONENT.ports}
-    return {
-        "apiVersion": "config.lws.x-k8s.io/v1alpha1", "kind": "Configuration",
-        "leaderElection": {"leaderElect": False},
-        "internalCertManagement": {"enable": False},
-        "webhook": {"host": "127.0.0.1", "port": port["webhook"], "certDir": f"{site.pki}/lws-webhook"},
-        "metrics": {"bindAddress": f"127.0.0.1:{port['metrics']}"},
-        "health": {"healthProbeBindAddress": f"127.0.0.1:{port['health']}"},
-        "clientConnection": {"qps": 50, "burst": 100},
-    }
+    """Its webhook's certificate is one of the cluster's CA, not one it makes and rotates itself."""
+    return manager_configuration(COMPONENT, site, "config.lws.x-k8s.io/v1alpha1", cert_dir=f"{site.pki}/lws-webhook",
+                                 internalCertManagement={"enable": False})
 
 
 def arguments(site: Site) -> dict[str, list[str]]:
-    return {"lws-controller": ["--config", COMPONENT.config_file(site), "--kubeconfig", site.kubeconfig,
-                               "--zap-log-level", "info", "--zap-devel=false"]}
+    return {"lws-controller": manager_arguments(COMPONENT, site, "--zap-devel=false")}
 
 
 COMPONENT = Component(
