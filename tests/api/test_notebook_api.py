@@ -5,13 +5,13 @@ one worker, a Volcano flavor) is answered on its field, and the form keeps what 
 import pytest
 from django.urls import reverse
 
-from gpuctl.cli import EXIT, main
+from gpuctl.cli import EXIT
 from gpuctl.jobfile import load
 from jobs.lifecycle import State
 from jobs.models import Job
 
 from ..builders import make_flavor, make_job, make_quota
-from ..support.api import JOB_BODY, issue_token
+from ..support.api import JOB_BODY
 from ..support.gpuctl import job_page
 
 pytestmark = pytest.mark.django_db
@@ -155,18 +155,9 @@ def test_a_job_file_takes_a_notebook():
 
 
 @pytest.fixture
-def gpuctl(live_server, member, team, flavor, quota, monkeypatch, capsys):
-    monkeypatch.setenv("GPUPLATFORM_URL", live_server.url)
-    monkeypatch.setenv("GPUPLATFORM_TOKEN", issue_token(member, team=team))
-    monkeypatch.setenv("GPUPLATFORM_RETRY_BACKOFF", "0")
-
-    def run(*args):
-        capsys.readouterr()
-        code = main(list(args))
-        out, err = capsys.readouterr()
-        return code, out, err
-
-    return run
+def gpuctl_quota(quota):
+    """The notebook's own quota for conftest's ``gpuctl``."""
+    return quota
 
 
 def test_gpuctl_submits_stops_and_starts_a_notebook(gpuctl, tmp_path):
