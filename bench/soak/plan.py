@@ -5,8 +5,8 @@ start of the run. The mix is the registry's: each kind of work says its place in
 (`WorkKind.soak`: a flavor of the local cluster per scheduler, each a variant labelled
 "<scheduler>-<kind>", the fields of its own, whether it lives until cancelled), at least
 ``wanted`` of each variant: today training on Kueue (H100) and on Volcano (A100), inference on
-Kueue (time-sliced T4) and on Volcano (MIG slices), Ray jobs, Ray clusters and notebooks on
-Kueue. On top of jobs at random times, scenes make sure the run exercises what it claims:
+Kueue (time-sliced T4) and on Volcano (MIG slices), Ray jobs, Ray clusters, notebooks and
+TrainJobs on Kueue. On top of jobs at random times, scenes make sure the run exercises what it claims:
 
 - borrow: team vision fills its H100 quota and borrows the idle part of nlp's (cohort);
 - preempt: high-priority vision jobs arrive while low-priority ones hold every GPU, and
