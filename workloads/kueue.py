@@ -262,6 +262,16 @@ def preempted_by(condition: dict, evicted: dict) -> Preempted:
                      by_workload_uid=uid("workload"), by_job_uid=uid("job"))
 
 
+def preemption_of(workload: dict) -> Preempted | None:
+    """The preemption a Workload shows right now (Evicted for one of the preemption reasons),
+    whatever it shows later: Kueue may admit it again within a second, before anyone read it."""
+    found = conditions(workload)
+    evicted = true_condition(found, "Evicted")
+    if not evicted or evicted.get("reason") not in _PREEMPTION_REASONS:
+        return None
+    return preempted_by(true_condition(found, "Preempted") or evicted, evicted)
+
+
 def observe_training(job, workload: dict | None, batch_job: dict | None) -> Observation | None:
     job_conditions = conditions(batch_job)
     found = conditions(workload)

@@ -94,13 +94,15 @@ def lag_row(found: dict[str, list[float]], budget: float) -> list[Row]:
     ]
 
 
-def preemptions_charged(kueue_jobs: set[int], accounts: dict[int, Account]) -> Row:
+def preemptions_charged(kueue_jobs: set[int], accounts: dict[int, Account], cancels: dict[int, float]) -> Row:
     """Every preemption Kueue made of a soak job is recorded with the job that took its GPUs,
     whose team is charged the hours lost (docs/preemption.md): one `jobs.Preemption` with a
-    preemptor per eviction the cluster showed."""
+    preemptor per eviction the cluster showed, but of a job already cancelled (its owner gave
+    its GPUs back; its objects were on their way out)."""
     from jobs.models import Preemption
 
-    made = {(job_id, round(at)) for job_id in kueue_jobs for at in accounts[job_id].preemptions}
+    made = {(job_id, round(at)) for job_id in kueue_jobs for at in accounts[job_id].preemptions
+            if job_id not in cancels or at < cancels[job_id]}
     charged = {(job_id, round(at.timestamp())) for job_id, at in Preemption.objects.filter(
         job_id__in=kueue_jobs, by_team__isnull=False).values_list("job_id", "preempted_at")}
     missing = sorted(made - charged)

@@ -22,7 +22,7 @@ from datetime import datetime, timezone
 from . import checks, world
 from . import plan as plan_module
 from .checks import Row
-from .observer import CLUSTER_QUEUE, DEPLOYMENT, VOLCANO_QUEUE, Observer
+from .observer import CLUSTER_QUEUE, DEPLOYMENT, JOB_OBJECT_KINDS, QUEUED_KINDS, VOLCANO_QUEUE, Observer
 from .processes import Processes, cluster_sh, cluster_up, kubectl
 from .profile import ROOT, Profile, load, platform_env
 from .timeline import accounts
@@ -137,7 +137,7 @@ def final_checks(profile: Profile, run, observer: Observer, grant_start: float, 
     rows.append(checks.phantom_preemptions(jobs, found, profile.lag_budget_seconds))
     evictable = plan_module.EVICTED_WHOLE
     rows.append(checks.preemptions_charged({p.job_id for p in run.plan if p.job_id and p.label in evictable}
-                                           & set(found), found))
+                                           & set(found), found, run.cancels()))
     pool = {p.job_id for p in run.plan if p.job_id and plan_module.KINDS[p.label][1] == world.DRAIN[0]} & set(found)
     with observer.lock:
         held = checks.held_from(observer.stop_policies, f"-{world.DRAIN[0]}", drain[0])
@@ -146,11 +146,10 @@ def final_checks(profile: Profile, run, observer: Observer, grant_start: float, 
                     + (f" ({'; '.join(wrong[:4])})" if wrong else ""), not wrong))
     with observer.lock:
         orphans = [f"{i.kind[1]} {i.namespace}/{i.name} belongs to no job" for i in observer.objects.values()
-                   if i.kind[1] in ("Job", "Deployment", "RayJob", "RayCluster", "StatefulSet") and i.job is not None
+                   if i.kind in (*QUEUED_KINDS, DEPLOYMENT) and i.job is not None
                    and i.job not in jobs]
         job_writes = [(i.kind, what) for i in observer.objects.values()
-                      if i.kind[1] in ("Job", "Deployment", "Service", "HorizontalPodAutoscaler", "RayJob", "RayCluster",
-                                       "StatefulSet")
+                      if i.kind in JOB_OBJECT_KINDS
                       for _, what in i.platform_writes]
     db_rows = Job.objects.filter(team__slug__in=world.TEAMS).count()
     rows.append(checks.exactly_once(run.plan, jobs, found, orphans, db_rows, run.retry_mismatches))

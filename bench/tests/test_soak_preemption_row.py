@@ -26,10 +26,16 @@ def test_every_eviction_charged_is_n_of_n_and_one_uncharged_breaks_it():
     Preemption.objects.create(job=victim, preempted_at=EVICTED, reason="InClusterQueue", by_job=by, by_team=b,
                               lost_gpu_hours=Decimal("1.00"))
     Preemption.objects.create(job=other, preempted_at=EVICTED, reason="InCohortReclamation")  # charged to nobody
-    row = checks.preemptions_charged({victim.pk, other.pk}, accounts)
+    row = checks.preemptions_charged({victim.pk, other.pk}, accounts, {})
+    assert (row.result, row.ok) == (f"1 of 2 (not: #{other.pk})", False)
+    # Preempted after its owner cancelled it: its GPUs were given back already, nobody is charged.
+    row = checks.preemptions_charged({victim.pk, other.pk}, accounts, {other.pk: EVICTED.timestamp() - 1})
+    assert (row.result, row.ok) == ("1 of 1", True)
+    # Cancelled after it: still owed.
+    row = checks.preemptions_charged({victim.pk, other.pk}, accounts, {other.pk: EVICTED.timestamp() + 1})
     assert (row.result, row.ok) == (f"1 of 2 (not: #{other.pk})", False)
     Preemption.objects.filter(job=other).update(by_job=by, by_team=b)
-    row = checks.preemptions_charged({victim.pk, other.pk}, accounts)
+    row = checks.preemptions_charged({victim.pk, other.pk}, accounts, {})
     assert (row.check, row.result, row.ok) == ("preemptions charged to the preemptor", "2 of 2", True)
 
 

@@ -61,7 +61,7 @@ class PreemptionQuerySet(models.QuerySet):
             return None
         found = self.filter(job=job, preempted_at=at).first()
         if found is None:
-            run_started = job.run_admitted_at or job.admitted_at
+            run_started = self._run_before(job, at)
             found, created = self.get_or_create(job=job, preempted_at=at, defaults=dict(
                 reason=reason[:64], by_job=by_job, by_team_id=by_job.team_id if by_job else None,
                 by_priority=by_job.priority.name if by_job and by_job.priority_id else "",
@@ -76,6 +76,15 @@ class PreemptionQuerySet(models.QuerySet):
             found.lost_gpu_hours = lost_gpu_hours(job, start, at) if found.run_started_at else Decimal(0)
             type(found).objects.filter(pk=found.pk).update(checkpoint_at=checkpoint, lost_gpu_hours=found.lost_gpu_hours)
         return found
+
+
+    def _run_before(self, job, at):
+        """When the run this eviction ended began: the latest of the job's run admission, its
+        first admission and its previous preemption that came before it (the eviction may be
+        read after Kueue admitted the job again, or after an earlier eviction nobody read)."""
+        previous = self.filter(job=job, preempted_at__lt=at).aggregate(last=models.Max("preempted_at"))["last"]
+        starts = [t for t in (job.run_admitted_at, job.admitted_at, previous) if t is not None and t <= at]
+        return max(starts) if starts else None
 
 
 class Preemption(models.Model):

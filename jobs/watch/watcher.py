@@ -27,7 +27,7 @@ from cluster.informer import Informer
 from core.metrics import WATCH_RESTARTS, WATCHER_LAG, WATCHER_TRANSITIONS
 from core.ownership import JOB_LABEL, MANAGED_BY_LABEL, MANAGED_BY_VALUE
 from quotas.models import Quota
-from workloads import Kind
+from workloads import Kind, kueue
 from workloads.kinds import integrations
 
 from ..actions import reconcile_soon
@@ -150,6 +150,10 @@ class StatusWatcher:
         # What follow-up work last saw of a job (`_changed`): a preemption recorded, labels
         # found in place; at most `max_warnings` jobs, least recently evaluated forgotten first.
         self._followed: OrderedDict[tuple, object] = OrderedDict()
+        # job id -> {eviction time: Preempted} as each Workload event showed them: Kueue may
+        # admit a preempted workload again before the job is evaluated, and every preemption
+        # is recorded and charged all the same (`_record_preemptions`).
+        self._preemptions_due: dict[int, dict] = {}
         self._on_stop: list = []  # what `leading`'s receivers started, stopped with the watcher
 
     # --- watching ---------------------------------------------------------------------------
@@ -189,6 +193,8 @@ class StatusWatcher:
                 self._wake.set()
                 if kind == POD and event != "DELETED":
                     self._note_failures(int(job_id), obj)
+                elif kind == kueue.WORKLOAD and event != "DELETED" and (preempted := kueue.preemption_of(obj)):
+                    self._preemptions_due.setdefault(int(job_id), {})[preempted.at] = preempted
 
     def _note_failures(self, job_id: int, pod: dict) -> None:
         """Mark the failed container runs of ``pod`` not handled yet (under the lock)."""
@@ -277,8 +283,12 @@ class StatusWatcher:
         """Bring the given jobs up to date with the cache; returns how many changed."""
         changed = 0
         # The submitter too: a job that starts or ends tells them (`notifications`), from this row.
-        jobs = list(Job.objects.select_related("team", "flavor", "submitter", "priority").filter(pk__in=list(job_ids))
+        job_ids = set(job_ids)
+        jobs = list(Job.objects.select_related("team", "flavor", "submitter", "priority").filter(pk__in=job_ids)
                     .live().exclude(state=State.DRAFT))
+        with self._lock:  # a job that ended has no preemption left to charge
+            for ended in job_ids - {job.pk for job in jobs}:
+                self._preemptions_due.pop(ended, None)
         ceilings = Ceilings(jobs)
         for job in jobs:
             seen = self.observe(job, ceilings)
@@ -290,9 +300,7 @@ class StatusWatcher:
                 log.info("job %s: %s (%s)", job.pk, job.state, job.reason)
             job.record_progress(seen.progress)  # a TrainJob's trainer's own words, when it published any
             job.hear_kueue(seen.kueue_reason, seen.kueue_message)
-            if seen.preempted is not None and job.state == State.PREEMPTED and self._changed(
-                    ("preempted", job.pk), (seen.preempted.at, seen.checkpoint)):
-                self._record_preemption(job, seen)
+            self._record_preemptions(job, seen)
             if self._labels_due(job):
                 reconcile_soon(job)
         self.transitions += changed
@@ -366,11 +374,20 @@ class StatusWatcher:
             return None
         return Job.objects.select_related("team", "priority").filter(pk=int(job_id)).first()
 
-    def _record_preemption(self, job: Job, seen) -> None:
-        preempted = seen.preempted
-        by_job = self._job_of_uid(preempted.by_job_uid, preempted.by_workload_uid)
-        Preemption.objects.record(job, at=preempted.at, reason=preempted.reason, by_job=by_job,
-                                  checkpoint=seen.checkpoint)
+    def _record_preemptions(self, job: Job, seen) -> None:
+        """The preemption the job shows now (with its checkpoint), and every one its Workload's
+        events showed since the last evaluation, even when Kueue admitted it again meanwhile."""
+        with self._lock:
+            due = self._preemptions_due.pop(job.pk, {})
+        now = seen.preempted if seen.preempted is not None and job.state == State.PREEMPTED else None
+        if now is not None and self._changed(("preempted", job.pk), (now.at, seen.checkpoint)):
+            due[now.at] = now
+        elif now is not None:
+            due.pop(now.at, None)  # recorded already, with this checkpoint
+        for at, preempted in sorted(due.items(), key=lambda item: item[0] or 0):
+            by_job = self._job_of_uid(preempted.by_job_uid, preempted.by_workload_uid)
+            Preemption.objects.record(job, at=at, reason=preempted.reason, by_job=by_job,
+                                      checkpoint=seen.checkpoint if preempted is now else None)
 
     def _labels_due(self, job: Job) -> bool:
         """Whether the job's objects on the cluster carry other labels than it renders now

@@ -343,6 +343,40 @@ def test_a_recorded_preemption_costs_the_next_evaluations_no_query(
         assert watcher.evaluate([running_victim.pk]) == 0
 
 
+def test_a_preemption_kueue_undid_before_the_watcher_read_it_is_recorded_and_charged(running_victim, preemptor):
+    # Under load Kueue evicts the job and admits it again before the watcher evaluates it: the
+    # job never reads as preempted, yet the eviction its Workload's event showed is charged.
+    readmitted = [{"type": "Admitted", "status": "True", "lastTransitionTime": "2026-11-03T14:10:05Z"},
+                  {**EVICTED, "status": "False", "reason": "QuotaReserved", "lastTransitionTime": "2026-11-03T14:10:05Z"}]
+    evicted_then = kueue_objects(running_victim, "a", [EVICTED, preempted_condition("wl-b", "job-b")])
+    watcher = watching(evicted_then + kueue_objects(preemptor, "b"))
+    watcher._record(kueue.WORKLOAD, "MODIFIED", {**evicted_then[1][1], "status": {"conditions": readmitted}})
+    watcher.evaluate([running_victim.pk])
+    p = Preemption.objects.get()
+    assert (p.job, p.preempted_at, p.by_job, p.by_team) == (running_victim, at(70), preemptor, preemptor.team)
+    assert p.lost_gpu_hours == Decimal("9.20")  # 8 GPUs from 13:01 to 14:10
+    watcher.evaluate([running_victim.pk])
+    assert Preemption.objects.count() == 1
+
+
+def test_an_eviction_read_late_is_charged_only_what_its_own_run_held(victim, preemptor, h100):
+    # Run 1 (13:00-14:10) was preempted and charged; run 2 (14:20-14:30) was evicted unread;
+    # the job runs a third time since 14:40 when that eviction is recorded.
+    Preemption.objects.record(victim, at=at(70), reason="InClusterQueue", by_job=preemptor)
+    GpuInterval.objects.create(job=victim, team=victim.team, flavor=h100, gpus=8, started_at=at(80), ended_at=at(90))
+    Job.objects.filter(pk=victim.pk).update(run_admitted_at=at(100))
+    victim.refresh_from_db()
+    p = Preemption.objects.record(victim, at=at(90), reason="InClusterQueue", by_job=preemptor)
+    assert (p.run_started_at, p.lost_gpu_hours) == (at(70), Decimal("1.33"))  # 8 GPUs x 10 minutes, not run 1 again
+
+
+def test_the_evictions_of_a_job_that_ended_are_forgotten(running_victim, preemptor):
+    watcher = watching(kueue_objects(running_victim, "a", [EVICTED, preempted_condition("wl-b", "job-b")]))
+    Job.objects.filter(pk=running_victim.pk).update(state=State.CANCELLED)
+    watcher.evaluate([running_victim.pk])
+    assert watcher._preemptions_due == {} and not Preemption.objects.exists()
+
+
 def test_a_preemptor_known_only_by_its_workload_is_found_through_its_owner(running_victim, preemptor):
     seen = (kueue_objects(running_victim, "a", [EVICTED, preempted_condition("wl-b", "UNKNOWN")])
             + kueue_objects(preemptor, "b"))
