@@ -158,7 +158,7 @@ def test_pod_labels_and_annotations_merge_with_the_components_keys_winning(every
     assert templates["worker"]["metadata"]["annotations"]["example.com/owner"] == "reconcilers"
     for component, pod in templates.items():
         assert pod["metadata"]["labels"]["team"] == "platform", component
-        assert "checksum/values" in pod["metadata"]["annotations"] or component == "migrations"
+        assert "checksum/values" in pod["metadata"]["annotations"], component
         if component != "worker":
             assert pod["metadata"]["annotations"]["example.com/owner"] == "platform", component
         if component != "web":
