@@ -30,7 +30,7 @@ EVERYTHING = {
             "topologySpreadConstraints": [{**SPREAD, "topologyKey": "kubernetes.io/hostname"}]},
     "worker": {"replicas": 3, "nodeSelector": {"pool": "workers"}, "tolerations": [GPU_TAINT],
                "podAnnotations": {"example.com/owner": "reconcilers"}},
-    "webhooks": {"replicas": 2, "podDisruptionBudget": {"maxUnavailable": None, "minAvailable": 1}},
+    "webhooks": {"replicas": 2, "podDisruptionBudget": {"minAvailable": 1}},  # wins over the default maxUnavailable
     "metrics": {"serviceMonitor": {"enabled": True, "interval": "15s", "scrapeTimeout": "10s",
                                    "labels": {"release": "kube-prometheus-stack"}}},
     "ingress": {"enabled": True},
@@ -104,11 +104,23 @@ def test_a_component_scaled_past_one_replica_gets_a_budget_over_its_own_pods(eve
         assert [c for c, pod in templates.items() if selects(spec["selector"], pod["metadata"]["labels"])] == [component]
 
 
+def test_the_web_takes_max_unavailable_once_its_min_available_is_null(helm):
+    web = budgets(template(helm, "--set", "web.podDisruptionBudget.minAvailable=null",
+                           "--set", "web.podDisruptionBudget.maxUnavailable=25%"))["web"]
+    assert web["maxUnavailable"] == "25%" and "minAvailable" not in web
+
+
 def test_a_watcher_scaled_to_one_replica_has_no_budget(helm):
     assert set(budgets(template(helm, "--set", "watcher.replicas=1"))) == {"web"}
 
 
 # --- chart-wide values and each component's own ------------------------------------------
+def test_the_chart_lints_strictly_with_every_convention_set(helm, tmp_path_factory):
+    path = tmp_path_factory.mktemp("values") / "values.yaml"
+    path.write_text(yaml.safe_dump(EVERYTHING))
+    run_helm(helm, "lint", "--strict", str(CHART), "-f", str(path))
+
+
 def test_every_object_is_valid_with_every_convention_set(everything):
     for obj in everything:
         validate(obj)
@@ -179,7 +191,7 @@ def test_pod_labels_never_change_a_selector(helm):
     ["--set", "web.topologySpreadConstraints[0].maxSkew=1"],  # no topologyKey nor whenUnsatisfiable
     ["--set", "beat.podLabels.team=not a label value"],
     ["--set", "webhooks.affinity.nodeAfinity.x=1"],
-    ["--set", "worker.podDisruptionBudget.minAvailable=1"],  # and its maxUnavailable: one of them only
+    ["--set", "worker.podDisruptionBudget.minAvailable=half"],
     ["--set", "watcher.podDisruptionBudget.maxUnavailable=0"],
     ["--set", "metrics.serviceMonitor.interval=often"],
     ["--set", "fullnameOverride=Platform"],

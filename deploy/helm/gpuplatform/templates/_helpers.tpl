@@ -132,8 +132,8 @@ securityContext: {{ include "gpuplatform.podSecurityContext" . | nindent 2 }}
 {{- end -}}
 
 {{/* A component's PodDisruptionBudget, when it runs more than one replica (one pod alone has
-     nothing to keep available): minAvailable if its podDisruptionBudget sets it, else
-     maxUnavailable. Called like podMetadata. */}}
+     nothing to keep available): minAvailable if its podDisruptionBudget sets it (not null),
+     else maxUnavailable (default 1). Called like podMetadata. */}}
 {{- define "gpuplatform.podDisruptionBudget" -}}
 {{- $own := index .root.Values .component }}
 {{- if gt (int $own.replicas) 1 }}
@@ -146,7 +146,7 @@ metadata:
   labels: {{- include "gpuplatform.labels" .root | nindent 4 }}
     app.kubernetes.io/component: {{ .component }}
 spec:
-  {{- if hasKey $budget "minAvailable" }}
+  {{- if not (kindIs "invalid" $budget.minAvailable) }}{{/* set, and not null */}}
   minAvailable: {{ $budget.minAvailable | toJson }}
   {{- else }}
   maxUnavailable: {{ $budget.maxUnavailable | default 1 | toJson }}
