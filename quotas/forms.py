@@ -87,6 +87,10 @@ class DenyForm(forms.Form):
     reason = forms.CharField(label="Reason", widget=forms.Textarea(attrs={"rows": 2}),
                              help_text="The team reads this on its page.")
 
+    def __init__(self, *args, **kwargs):
+        # Ids of its own: the request's page also shows the approve form, which has a reason too.
+        super().__init__(*args, **{"auto_id": "deny_%s", **kwargs})
+
     def clean_reason(self):
         reason = self.cleaned_data["reason"].strip()
         if not reason:

@@ -17,6 +17,7 @@ pytest_plugins = [
     "tests.fixtures.helm",
     "tests.fixtures.idp",
     "tests.fixtures.browser",
+    "tests.fixtures.demo",
     # GPUPLATFORM_TEST_CLOCK_SHIFT_DAYS=365 runs the whole session a year ahead, to prove that
     # no test depends on today's date.
     "tests.clock",

@@ -7,8 +7,9 @@ no ``x-kubernetes-preserve-unknown-fields`` rejects fields it does not list.
 
 CRDs come from ``../shared/crds`` (reference copies) and from the Go modules the local cluster
 builds (Kueue, Volcano, KEDA, KubeRay, JobSet, Kubeflow Trainer, LeaderWorkerSet; downloaded here
-when missing), so a clone without ``../shared`` still validates. Every source found is used: an object must satisfy both
-the reference version and the version the local cluster runs.
+when missing), and the Prometheus Operator's (the chart's ServiceMonitor), so a clone without
+``../shared`` still validates. Every source found is used: an object must satisfy both the
+reference version and the version the local cluster runs.
 """
 
 import functools
@@ -17,6 +18,7 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
+from types import SimpleNamespace
 
 import jsonschema
 import kubernetes_validate
@@ -38,9 +40,13 @@ CRD_MODULES = {
     "jobset.x-k8s.io": (jobset.COMPONENT, "config/components/crd/bases"),
     "trainer.kubeflow.org": (trainer.COMPONENT, "manifests/base/crds"),
     "leaderworkerset.x-k8s.io": (lws.COMPONENT, "config/crd/bases"),
+    # The chart's optional ServiceMonitor (metrics.serviceMonitor); the local cluster runs no
+    # Prometheus Operator, so its module is named here alone.
+    "monitoring.coreos.com": (SimpleNamespace(module="github.com/prometheus-operator/prometheus-operator",
+                                              version="v0.85.0"), "example/prometheus-operator-crd"),
 }
 CORE_GROUPS = {"", "apps", "batch", "autoscaling", "networking.k8s.io", "rbac.authorization.k8s.io",
-               "admissionregistration.k8s.io"}
+               "admissionregistration.k8s.io", "policy"}
 
 
 def _module_dir(module: str, version: str) -> Path | None:
@@ -90,7 +96,12 @@ def _crds(group: str) -> tuple[tuple[Path, dict], ...]:
     return tuple((path, yaml.load(path.read_text(), Loader=_Loader)) for path in _crd_files(group))
 
 
-_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
+    """YAML 1.1 reads a bare ``=`` as its "value" tag, which the safe loader cannot build; in a
+    CRD it is a string (an enum of match operators: the Prometheus Operator's)."""
+
+
+_Loader.add_constructor("tag:yaml.org,2002:value", lambda loader, node: loader.construct_scalar(node))
 
 
 @functools.cache

@@ -1,10 +1,21 @@
+{{/* nameOverride replaces the chart's name (the app.kubernetes.io/name label, and the full name
+     below); fullnameOverride the whole prefix of every object's name. 50 characters leave room
+     for the longest suffix a Service or Deployment takes ("-webhooks-metrics" is truncated). */}}
+{{- define "gpuplatform.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 50 | trimSuffix "-" -}}
+{{- end -}}
+
 {{- define "gpuplatform.fullname" -}}
-{{- if contains .Chart.Name .Release.Name -}}{{ .Release.Name | trunc 50 | trimSuffix "-" }}
-{{- else -}}{{ printf "%s-%s" .Release.Name .Chart.Name | trunc 50 | trimSuffix "-" }}{{- end -}}
+{{- if .Values.fullnameOverride -}}{{ .Values.fullnameOverride | trunc 50 | trimSuffix "-" }}
+{{- else -}}
+{{- $name := include "gpuplatform.name" . -}}
+{{- if contains $name .Release.Name -}}{{ .Release.Name | trunc 50 | trimSuffix "-" }}
+{{- else -}}{{ printf "%s-%s" .Release.Name $name | trunc 50 | trimSuffix "-" }}{{- end -}}
+{{- end -}}
 {{- end -}}
 
 {{- define "gpuplatform.labels" -}}
-app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/name: {{ include "gpuplatform.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
@@ -12,7 +23,7 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- end -}}
 
 {{- define "gpuplatform.selector" -}}
-app.kubernetes.io/name: {{ .root.Chart.Name }}
+app.kubernetes.io/name: {{ include "gpuplatform.name" .root }}
 app.kubernetes.io/instance: {{ .root.Release.Name }}
 app.kubernetes.io/component: {{ .component }}
 {{- end -}}
@@ -80,18 +91,67 @@ seccompProfile: {type: RuntimeDefault}
 {{- end }}{{ end }}
 {{- end -}}
 
+{{/* A component's pod: its labels (selector first, then the component's podLabels, then the
+     chart-wide ones), annotations likewise, and placement. Called with (dict "root" . "component"
+     "web"); the component's own value wins where it sets one (maps merge key by key; lists,
+     affinity and priorityClassName are replaced whole), else the chart-wide value applies. */}}
+{{- define "gpuplatform.podMetadata" -}}
+{{- $values := .root.Values }}{{ $own := index $values .component }}
+{{- $selector := include "gpuplatform.selector" . | fromYaml -}}
+labels: {{- merge (dict) $selector ($own.podLabels | default dict) $values.podLabels | toYaml | nindent 2 }}
+annotations: {{- merge (dict "checksum/values" (toJson $values | sha256sum | trunc 16)) ($own.podAnnotations | default dict) $values.podAnnotations | toYaml | nindent 2 }}
+{{- end -}}
+
 {{- define "gpuplatform.podSpecCommon" -}}
-{{- with .Values.imagePullSecrets }}
+{{- $values := .root.Values }}{{ $own := index $values .component }}
+{{- with $values.imagePullSecrets }}
 imagePullSecrets: {{ toYaml . | nindent 2 }}
 {{- end }}
-{{- with .Values.nodeSelector }}
+{{- with $own.priorityClassName | default $values.priorityClassName }}
+priorityClassName: {{ . }}
+{{- end }}
+{{- with merge (dict) ($own.nodeSelector | default dict) $values.nodeSelector }}
 nodeSelector: {{ toYaml . | nindent 2 }}
 {{- end }}
-{{- with .Values.tolerations }}
+{{- with $own.tolerations | default $values.tolerations }}
 tolerations: {{ toYaml . | nindent 2 }}
 {{- end }}
-{{- with .Values.affinity }}
+{{- with $own.affinity | default $values.affinity }}
 affinity: {{ toYaml . | nindent 2 }}
 {{- end }}
+{{- with $own.topologySpreadConstraints | default $values.topologySpreadConstraints }}
+{{- /* A constraint without a labelSelector spreads this component's pods (the chart-wide
+       ones cannot name a component). */}}
+{{- $selector := dict "matchLabels" (include "gpuplatform.selector" $ | fromYaml) }}
+topologySpreadConstraints:
+{{- range . }}
+  - {{ toYaml (hasKey . "labelSelector" | ternary . (merge (dict "labelSelector" $selector) .)) | nindent 4 | trim }}
+{{- end }}
+{{- end }}
 securityContext: {{ include "gpuplatform.podSecurityContext" . | nindent 2 }}
+{{- end -}}
+
+{{/* A component's PodDisruptionBudget, when it runs more than one replica (one pod alone has
+     nothing to keep available): minAvailable if its podDisruptionBudget sets it (not null),
+     else maxUnavailable (default 1). Called like podMetadata. */}}
+{{- define "gpuplatform.podDisruptionBudget" -}}
+{{- $own := index .root.Values .component }}
+{{- if gt (int $own.replicas) 1 }}
+{{- $budget := $own.podDisruptionBudget | default dict }}
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata:
+  name: {{ include "gpuplatform.fullname" .root }}-{{ .component }}
+  labels: {{- include "gpuplatform.labels" .root | nindent 4 }}
+    app.kubernetes.io/component: {{ .component }}
+spec:
+  {{- if not (kindIs "invalid" $budget.minAvailable) }}{{/* set, and not null */}}
+  minAvailable: {{ $budget.minAvailable | toJson }}
+  {{- else }}
+  maxUnavailable: {{ $budget.maxUnavailable | default 1 | toJson }}
+  {{- end }}
+  selector:
+    matchLabels: {{- include "gpuplatform.selector" . | nindent 6 }}
+{{- end }}
 {{- end -}}
