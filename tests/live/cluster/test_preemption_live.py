@@ -36,34 +36,6 @@ MINIMUM_RUNTIME = 90
 GRACE = 75
 
 
-@pytest.fixture
-def keep_classes(live):
-    """Keep this test's WorkloadPriorityClasses on the shared cluster: other sessions' cluster
-    reconciles (their own databases) prune the classes they do not know. Applied, never pruned."""
-    stop, classes = threading.Event(), []
-
-    def run():
-        while not stop.wait(1):
-            try:
-                live.apply([kueue.render_priority_class(p) for p in classes] + [kueue.render_protected_priority_class()])
-            except Exception:  # noqa: BLE001 - the next second tries again
-                pass
-
-    threading.Thread(target=run, daemon=True).start()
-    yield classes
-    stop.set()
-
-
-@pytest.fixture
-def eager_tasks(live):
-    """The watcher's reconciles run at once, in its thread, against the local cluster."""
-    from gpuplatform.celery import app
-
-    app.conf.task_always_eager = True
-    yield
-    app.conf.task_always_eager = False
-
-
 def pod_deletions(api_client, namespace: str, job_id: int, stop: threading.Event) -> list[dict]:
     """The job's pods as a watch sees them being deleted (kwok removes them at once)."""
     from kubernetes import client, watch

@@ -14,50 +14,23 @@ Trainer's own copy from its module when the cluster has none."""
 import uuid
 
 import pytest
-import yaml
 from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import escape
 
-from cluster import TransientError
 from core.ownership import WORKLOAD_SERVICE_ACCOUNT
 from jobs.lifecycle import State
 from jobs.outlook import estimates
-from quotas.models import TrainingRuntime
 from tenants.models import Membership
 from workloads import kueue, trainer
-from workloads.kinds import train_job
 from workloads.pods import object_name
 
 from ...builders import make_flavor, make_quota, make_user
-from ...schemas import _module_dir
-from ...support.cluster import TAINT, TOLERATION, on_the_cluster, reaches, submit, team_of_its_own, wait_until
+from ...support.cluster import TAINT, TOLERATION, on_the_cluster, reaches, team_of_its_own, wait_until
+from ...support.trainer import a_train_job, ensure_torch_runtime, node_pods
 
 pytestmark = [pytest.mark.cluster, pytest.mark.django_db(transaction=True)]
-
-TORCH = {"kind": "train-job", "training_runtime": train_job.TORCH_RUNTIME, "image": train_job.PYTORCH_IMAGE,
-         "command": ["torchrun"], "args": ["train.py"]}
-
-
-def ensure_torch_runtime(live) -> None:
-    """The torch-distributed ClusterTrainingRuntime on the cluster (Trainer's manifest, as its
-    install applies it) and allowed to every team on the platform."""
-    from deploy.stack.components import trainer as component
-
-    TrainingRuntime.objects.get_or_create(name=train_job.TORCH_RUNTIME, defaults={"label": "PyTorch"})
-    api_version, kind = trainer.CLUSTER_TRAINING_RUNTIME
-    if live.list(api_version, kind, field_selector=f"metadata.name={train_job.TORCH_RUNTIME}"):
-        return
-    module = _module_dir(component.COMPONENT.module, component.COMPONENT.version)
-    assert module is not None, "Trainer's module is not in the Go module cache: cannot install its runtime"
-    runtime = yaml.safe_load((module / "manifests/base/runtimes/torch_distributed.yaml").read_text())
-    try:
-        live.create(runtime)
-    except TransientError as err:
-        if err.status != 409:  # made meanwhile
-            raise
-
 
 @pytest.fixture
 def trainers(live):
@@ -74,19 +47,10 @@ def trainers(live):
         yield team, h100, owner
 
 
-def a_train_job(live, team, flavor, seconds: int, **fields):
-    return submit(live, team, flavor, **{**TORCH, "workers": 2, "gpus_per_worker": 2,
-                                         "env": {"GPUPLATFORM_FAKE_DURATION": f"{seconds}s"}, **fields})
-
-
 def page(job, person, name="jobs:detail") -> str:
     client = Client()
     client.force_login(person)
     return client.get(reverse(name, args=[job.pk])).content.decode()
-
-
-def node_pods(live, job) -> list[dict]:
-    return live.list("v1", "Pod", namespace=job.team.namespace_name, label_selector=f"gpuplatform.io/job={job.pk}")
 
 
 def test_a_two_node_train_job_is_admitted_runs_on_kwok_and_succeeds_with_its_pods_and_logs_shown(
