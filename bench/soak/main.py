@@ -22,7 +22,7 @@ from datetime import datetime, timezone
 from . import checks, world
 from . import plan as plan_module
 from .checks import Row
-from .observer import CLUSTER_QUEUE, DEPLOYMENT, JOB_OBJECT_KINDS, QUEUED_KINDS, VOLCANO_QUEUE, Observer
+from .observer import CLUSTER_QUEUE, DEPLOYMENT, JOB_OBJECT_KINDS, QUEUED_KINDS, VOLCANO_QUEUE, WORKLOAD, Observer
 from .processes import Processes, cluster_sh, cluster_up, kubectl
 from .profile import ROOT, Profile, load, platform_env
 from .timeline import accounts
@@ -161,7 +161,9 @@ def final_checks(profile: Profile, run, observer: Observer, grant_start: float, 
     edge = min(profile.lag_budget_seconds, checks.percentile(every_lag, 99) + 1) if every_lag else profile.lag_budget_seconds
     rows += checks.gpu_hours(jobs, found, until, edge, float(sum(r.gpu_hours for r in report)), len(report),
                              charged_hours(start, end))
-    dump(profile, run, jobs, found)
+    with observer.lock:
+        workloads = observer.job_objects(WORKLOAD)
+    dump(profile, run, jobs, found, workloads)
     from jobs.models import IdleWatch
 
     from .profile import IDLE_POLICY
@@ -239,10 +241,13 @@ def replicas_kept(run, observer: Observer) -> Row:
                len(run.scaled) == 2 and not resets)
 
 
-def dump(profile: Profile, run, jobs: dict, found: dict) -> None:
-    """Everything the table was computed from, per job, for a post-mortem."""
+def dump(profile: Profile, run, jobs: dict, found: dict, workloads: dict) -> None:
+    """Everything the table was computed from, per job, for a post-mortem: with each of its
+    Kueue Workloads' conditions as the observer saw them change."""
     out = {job_id: {"row": {k: (str(v) if k == "events" else v) for k, v in job.items()},
                     "cluster": vars(found[job_id]),
+                    "workloads": [{"name": w.name, "created": w.created, "deletion": w.deletion, "gone": w.gone,
+                                   "history": w.history} for w in workloads.get(job_id, [])],
                     "plan": next((vars(p) for p in run.plan if p.job_id == job_id), None)}
            for job_id, job in jobs.items()}
     path = profile.logs / "soak-jobs.json"
