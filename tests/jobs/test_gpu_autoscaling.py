@@ -20,7 +20,7 @@ from jobs.tasks import reconcile_job
 from tenants.models import Team
 from workloads import autoscaling
 from workloads.kinds import for_job
-from workloads.pods import KEDA_HPA_EXCLUDED_LABELS, SCALED_OBJECT
+from workloads.serving import KEDA_HPA_EXCLUDED_LABELS, SCALED_OBJECT
 
 from ..builders import build_job, make_flavor, make_job, make_quota
 from ..schemas import validate

@@ -6,7 +6,7 @@ workers), and its GPUs wait for traffic by design: the idle sweep never reclaims
 
 import workloads
 from workloads.autoscaling import Autoscale, gpu_scaling, unavailable
-from workloads.pods import (
+from workloads.serving import (
     DEPLOYMENT,
     INFERENCE_FIELDS,
     INFERENCE_KINDS,
