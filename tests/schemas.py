@@ -39,7 +39,7 @@ CRD_MODULES = {
     "trainer.kubeflow.org": (trainer.COMPONENT, "manifests/base/crds"),
     "leaderworkerset.x-k8s.io": (lws.COMPONENT, "config/crd/bases"),
 }
-CORE_GROUPS = {"", "apps", "batch", "autoscaling", "networking.k8s.io", "rbac.authorization.k8s.io",
+CORE_GROUPS = {"", "apps", "batch", "autoscaling", "networking.k8s.io", "policy", "rbac.authorization.k8s.io",
                "admissionregistration.k8s.io"}
 
 

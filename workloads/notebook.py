@@ -24,7 +24,7 @@ from core.ownership import JOB_LABEL
 from . import gates
 from .base import Observation, Phase, placed_gpus
 from .kueue import PRIORITY_LABEL, PROTECTED_PRIORITY_CLASS, QUEUE_LABEL, local_queue_name, observe_training
-from .pods import SERVICE, SERVICE_FIELDS, container, job_owned, object_name, pod_labels, pod_spec
+from .pods import SERVICE, SERVICE_FIELDS, container, job_owned, object_name, pod_labels, pod_spec, probes
 
 STATEFULSET = ("apps/v1", "StatefulSet")
 INGRESS = ("networking.k8s.io/v1", "Ingress")
@@ -33,6 +33,9 @@ NOTEBOOK_KINDS = (STATEFULSET, SERVICE, INGRESS)
 COMPONENT = "notebook"
 DEFAULT_PORT = 8888
 DEFAULT_IMAGE = "quay.io/jupyter/pytorch-notebook:cuda12-2025-10-20"
+# How long JupyterLab may take to listen on its port (its home's volume attached, its server
+# started) before the kubelet restarts it: the startup probe's budget.
+STARTUP_SECONDS = 300
 
 # Kueue allows no change of a queued StatefulSet's pod template (and Kubernetes none of its
 # selector or service name); the replicas are ours for its life: 1 running, 0 stopped. A held
@@ -68,7 +71,7 @@ def render_notebook(job, ingress_host: str = "", ingress_class: str = "") -> lis
     Service as its ``serviceName`` (immutable): only its pod's DNS name is missing."""
     name, namespace, port = object_name(job), job.team.namespace_name, job.port or DEFAULT_PORT
     main = container(job, [], [{"name": "http", "containerPort": port}],
-                     {"tcpSocket": {"port": "http"}, "periodSeconds": 10, "failureThreshold": 3})
+                     probes({"tcpSocket": {"port": "http"}}, STARTUP_SECONDS))
     main["name"] = "notebook"
     labels = {QUEUE_LABEL: local_queue_name(job.flavor), PRIORITY_LABEL: PROTECTED_PRIORITY_CLASS}
     objects = [

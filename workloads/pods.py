@@ -5,6 +5,8 @@ Whatever the user typed, every pod template gets the same hardened security sett
 user input only ever reaches image, command, args and env values.
 """
 
+import copy
+import math
 from datetime import datetime
 
 from cluster.fields import FieldRules
@@ -32,7 +34,22 @@ GPU_RUNTIME_ENV_PREFIXES = ("NVIDIA_",)
 # point into it, so images that write caches under the user's home (Hugging Face, pip, vLLM)
 # run as the non-root user.
 HOME_PATH = "/home/user"
-HOME_SCRATCH = "20Gi"
+HOME_SCRATCH_GIB = 20
+HOME_SCRATCH = gib(HOME_SCRATCH_GIB)
+# The node's local disk a container asks for and may use (its writable layer, its logs and the
+# pod's disk-backed emptyDirs count: the home scratch above must fit under the limit, or the
+# kubelet evicts a pod whose cache filled it). Every container we render states them; the team
+# namespaces' LimitRange gives the same numbers to any container that states none
+# (`tenants.manifests.render_limit_range`). Kueue must not count them against quota
+# (`resources.excludeResourcePrefixes` in its Configuration: docs/install.md).
+EPHEMERAL_STORAGE = "ephemeral-storage"
+EPHEMERAL_STORAGE_REQUEST = gib(2)
+EPHEMERAL_STORAGE_LIMIT = gib(HOME_SCRATCH_GIB + 10)
+# Probes: how often, and how long a live container may stop answering before it is restarted.
+PROBE_PERIOD_SECONDS = 10
+LIVENESS_TIMEOUT_SECONDS = 5
+LIVENESS_FAILURES = 6
+READINESS_FAILURES = 3
 GPU_RUNTIME_ENV_NAMES = frozenset({"AMD_VISIBLE_DEVICES"})
 
 # The preemption contract (docs/preemption.md): a training job's pods learn how long they
@@ -104,6 +121,29 @@ def _quantities(job) -> dict:
     return {"requests": {"cpu": cpu, "memory": memory, **gpus}, "limits": {"memory": memory, **gpus}}
 
 
+def with_local_disk(resources: dict) -> dict:
+    """``resources`` with the local disk every container asks for and may use."""
+    return {"requests": {**resources.get("requests", {}), EPHEMERAL_STORAGE: EPHEMERAL_STORAGE_REQUEST},
+            "limits": {**resources.get("limits", {}), EPHEMERAL_STORAGE: EPHEMERAL_STORAGE_LIMIT}}
+
+
+def probes(action: dict, startup_seconds: int, readiness_delay_seconds: int = 0) -> dict:
+    """Startup, liveness and readiness probes on one action (an ``httpGet`` or ``tcpSocket``).
+    The startup probe gives the container ``startup_seconds`` to answer at all (a server loading
+    its model: failureThreshold x periodSeconds covers it) before the kubelet restarts it;
+    liveness and readiness run only once it answered, so a slow start is never a restart loop,
+    and a server that stops answering for a minute is restarted."""
+    def probe(**fields) -> dict:  # each its own dicts: shared ones would come back as YAML aliases
+        return {**copy.deepcopy(action), "periodSeconds": PROBE_PERIOD_SECONDS, **fields}
+
+    found = {"startupProbe": probe(failureThreshold=max(1, math.ceil(startup_seconds / PROBE_PERIOD_SECONDS))),
+             "livenessProbe": probe(timeoutSeconds=LIVENESS_TIMEOUT_SECONDS, failureThreshold=LIVENESS_FAILURES),
+             "readinessProbe": probe(failureThreshold=READINESS_FAILURES)}
+    if readiness_delay_seconds:
+        found["readinessProbe"]["initialDelaySeconds"] = readiness_delay_seconds
+    return found
+
+
 def home_env(job) -> list[dict]:
     """A writable home and cache for the non-root user, each unless the job's env sets it."""
     env = {"HOME": HOME_PATH, "XDG_CACHE_HOME": f"{HOME_PATH}/.cache", "HF_HOME": f"{HOME_PATH}/.cache/huggingface"}
@@ -120,13 +160,14 @@ def mounts(job) -> list[tuple[str, str, str]]:
     return found
 
 
-def container(job, extra_env: list[dict], ports: list[dict], probe: dict | None = None) -> dict:
+def container(job, extra_env: list[dict], ports: list[dict], checks: dict | None = None) -> dict:
+    """The job's hardened container; ``checks``: its probes (`probes`), for a server."""
     user_env = [{"name": k, "value": v} for k, v in sorted(job.env.items())]
     out = {
         "name": "main",
         "image": job.image,
         "env": user_env + hardware_env(job) + home_env(job) + extra_env,
-        "resources": _quantities(job),
+        "resources": with_local_disk(_quantities(job)),
         "securityContext": {
             "allowPrivilegeEscalation": False,
             "privileged": False,
@@ -143,8 +184,8 @@ def container(job, extra_env: list[dict], ports: list[dict], probe: dict | None 
         out["args"] = list(job.args)
     if ports:
         out["ports"] = ports
-    if probe:
-        out["readinessProbe"] = probe
+    if checks:
+        out.update(checks)
     return out
 
 

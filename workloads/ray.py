@@ -26,7 +26,7 @@ from .kueue import (
     local_queue_name,
     observe_training,
 )
-from .pods import FINISHED_TTL_SECONDS, container, job_owned, object_name, pod_labels, pod_spec
+from .pods import FINISHED_TTL_SECONDS, container, job_owned, object_name, pod_labels, pod_spec, with_local_disk
 
 API = "ray.io/v1"
 RAY_JOB = (API, "RayJob")
@@ -79,7 +79,8 @@ def _head(job) -> dict:
     main["name"] = "ray-head"
     # No GPU on the head: its GPUs would sit idle under the team's quota.
     memory = gib(HEAD_MEMORY_GIB)
-    main["resources"] = {"requests": {"cpu": str(HEAD_CPU), "memory": memory}, "limits": {"memory": memory}}
+    main["resources"] = with_local_disk({"requests": {"cpu": str(HEAD_CPU), "memory": memory},
+                                         "limits": {"memory": memory}})
     template = _template(job, pod_spec(job, main), "head")
     # Ray's dashboard listens on localhost unless told otherwise.
     return {"rayStartParams": {"dashboard-host": "0.0.0.0"}, "template": template}

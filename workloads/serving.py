@@ -11,14 +11,15 @@ from cluster.fields import FieldRules
 from core.ownership import JOB_LABEL
 
 from .base import EXCEEDS_QUOTA, Observation, Phase
-from .pods import SERVICE, SERVICE_FIELDS, container, job_owned, object_name, pod_labels, pod_spec
+from .pods import SERVICE, SERVICE_FIELDS, container, job_owned, object_name, pod_labels, pod_spec, probes
 
 # The part every object and pod of a server plays (app.kubernetes.io/component).
 COMPONENT = "server"
 DEPLOYMENT = ("apps/v1", "Deployment")
 HPA = ("autoscaling/v2", "HorizontalPodAutoscaler")
 SCALED_OBJECT = ("keda.sh/v1alpha1", "ScaledObject")
-INFERENCE_KINDS = [DEPLOYMENT, SERVICE, HPA, SCALED_OBJECT]
+PDB = ("policy/v1", "PodDisruptionBudget")
+INFERENCE_KINDS = [DEPLOYMENT, SERVICE, HPA, SCALED_OBJECT, PDB]
 # KEDA makes an HPA for each ScaledObject and copies the ScaledObject's labels onto it, but
 # not those this annotation names: without our managed-by label that HPA is KEDA's, never
 # one of ours to prune (`cluster.objects.prune_victims`).
@@ -27,6 +28,14 @@ KEDA_HPA_EXCLUDED_LABELS = "scaledobject.keda.sh/hpa-excluded-labels"
 GPU_UTILIZATION = "DCGM_FI_DEV_GPU_UTIL"
 DEFAULT_TARGET_CPU_PERCENT = 70
 DEFAULT_TARGET_GPU_PERCENT = 70
+# How long a replica may take to answer its probe path at all (a model loading) before the
+# kubelet restarts it: the startup probe's budget, the job's `model_load_seconds`.
+DEFAULT_MODEL_LOAD_SECONDS = 900
+MODEL_LOAD_SECONDS_BOUNDS = (30, 4 * 3600)
+# At most one replica of a server of several away at a time for a node drain; a replica that
+# is not ready (crash-looping) never blocks one. A single replica has no budget: it would block
+# every drain of its node.
+MAX_UNAVAILABLE = 1
 # The HPA (ours on CPU, KEDA's on GPU utilization, or `kubectl scale`) sets replicas through
 # the scale subresource; we start the Deployment at the minimum. A Deployment's selector
 # and a Service's clusterIP cannot change.
@@ -92,18 +101,34 @@ def render_scaled_object(job, name: str, namespace: str, gpu: GpuScaling) -> dic
     }, COMPONENT)
 
 
+def spread(job) -> dict:
+    """A server that may run several replicas spreads them over nodes where it can (one node
+    lost takes one replica, not all); never a reason to leave one unscheduled. Per rollout
+    (``pod-template-hash``), so a new revision spreads on its own."""
+    if job.max_replicas <= 1:
+        return {}
+    return {"topologySpreadConstraints": [{
+        "maxSkew": 1, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "ScheduleAnyway",
+        "labelSelector": {"matchLabels": {JOB_LABEL: str(job.pk)}}, "matchLabelKeys": ["pod-template-hash"]}]}
+
+
+def render_disruption_budget(job, name: str, namespace: str) -> dict:
+    """Voluntary disruptions (a node drain) take at most one replica of the server at a time."""
+    return job_owned(job, {
+        "apiVersion": PDB[0], "kind": PDB[1],
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"maxUnavailable": MAX_UNAVAILABLE, "selector": {"matchLabels": {JOB_LABEL: str(job.pk)}},
+                 "unhealthyPodEvictionPolicy": "AlwaysAllow"},
+    }, COMPONENT)
+
+
 def render_inference(job, scheduler, gpu: GpuScaling | None = None) -> list[dict]:
     """Deployment + Service, queued the way `scheduler` says, and when it may scale an HPA on
     CPU, or with ``gpu`` a KEDA ScaledObject on GPU utilization (KEDA owns the HPA it makes)."""
     name, namespace = object_name(job), job.team.namespace_name
-    probe = {
-        "httpGet": {"path": job.readiness_path or "/", "port": job.port},
-        # Model loading takes minutes; do not count the server unready before that.
-        "initialDelaySeconds": job.readiness_initial_delay_seconds,
-        "periodSeconds": 10,
-        "failureThreshold": 3,
-    }
-    main = container(job, [], [{"name": "http", "containerPort": job.port}], probe)
+    checks = probes({"httpGet": {"path": job.readiness_path or "/", "port": job.port}}, job.model_load_seconds,
+                    readiness_delay_seconds=job.readiness_initial_delay_seconds)
+    main = container(job, [], [{"name": "http", "containerPort": job.port}], checks)
     deployment_labels, pod_annotations, extra = scheduler.inference_placement(job, namespace)
     # The queue labels on the pods too (Kueue's webhook would copy them; stated, the pods'
     # queue and priority class are ours and shown in the preview).
@@ -116,13 +141,16 @@ def render_inference(job, scheduler, gpu: GpuScaling | None = None) -> list[dict
          "spec": {
              "replicas": job.min_replicas,
              "selector": {"matchLabels": {JOB_LABEL: str(job.pk)}},
-             "template": {"metadata": pod_meta, "spec": pod_spec(job, main, restartPolicy="Always", **extra)},
+             "template": {"metadata": pod_meta, "spec": pod_spec(job, main, restartPolicy="Always", **extra,
+                                                                  **spread(job))},
          }}, COMPONENT),
         job_owned(job, {"apiVersion": "v1", "kind": "Service",
          "metadata": {"name": name, "namespace": namespace},
          "spec": {"type": "ClusterIP", "selector": {JOB_LABEL: str(job.pk)},
                   "ports": [{"name": "http", "port": job.port, "targetPort": "http"}]}}, COMPONENT),
     ]
+    if job.max_replicas > 1:
+        objects.append(render_disruption_budget(job, name, namespace))
     if job.max_replicas > job.min_replicas and gpu is not None:
         objects.append(render_scaled_object(job, name, namespace, gpu))
     elif job.max_replicas > job.min_replicas:

@@ -7,13 +7,14 @@ suite (shapes, stops, idle words, the test-only kind): `test_conformance.py`."""
 import pytest
 
 import workloads
-from cluster import MANAGED_BY_LABEL
+from cluster import MANAGED_BY_LABEL, quantity
 from core.ownership import JOB_LABEL
 from gpuplatform.rbac import APPLY, WATCH, group, required, resource
 from jobs.manifests import JOB_KINDS, job_fields, pod_templates_of, render_job
 from jobs.models import Job
 from jobs.watch.watcher import OURS, WATCHED
 from tenants import admission
+from tenants.manifests import render_limit_range
 from workloads import spec, trainer
 from workloads.kinds import (
     KINDS,
@@ -29,7 +30,7 @@ from workloads.kinds import (
 )
 from workloads.kinds.admission import Queue
 from workloads.kueue import QUEUE_LABEL
-from workloads.pods import APP_COMPONENT_LABEL, APP_INSTANCE_LABEL, APP_NAME_LABEL, object_name
+from workloads.pods import APP_COMPONENT_LABEL, APP_INSTANCE_LABEL, APP_NAME_LABEL, HOME_SCRATCH, object_name
 
 from ..builders import make_flavor, make_job, make_quota, make_team
 from ..schemas import validate
@@ -94,6 +95,23 @@ def assert_recommended_labels(objects: list[dict], job) -> None:
             assert selector == {"matchLabels": {JOB_LABEL: str(job.pk)}}, obj["kind"]
 
 
+def assert_local_disk_of_the_team_limit_range(objects: list[dict], job) -> None:
+    """Every container states its ephemeral-storage request and limit, the numbers of the team
+    namespace's LimitRange (read from it, not copied), and the limit holds the home scratch."""
+    [defaults] = render_limit_range(job.team)["spec"]["limits"]
+    request, limit = defaults["defaultRequest"]["ephemeral-storage"], defaults["default"]["ephemeral-storage"]
+    assert quantity.parse(limit)[0] > quantity.parse(HOME_SCRATCH)[0]
+    for obj in objects:
+        templates = pod_templates_of(obj) + ([trainer.pod_template_of(obj)] if obj["kind"] == "TrainJob" else [])
+        resources = [c["resources"] for t in templates for c in t["spec"]["containers"] if "resources" in c]
+        if obj["kind"] == "TrainJob":  # the runtime patch leaves the node's resources to resourcesPerNode
+            resources.append(obj["spec"]["trainer"]["resourcesPerNode"])
+        assert len(resources) >= len(templates), obj["kind"]
+        for found in resources:
+            assert found["requests"]["ephemeral-storage"] == request, obj["kind"]
+            assert found["limits"]["ephemeral-storage"] == limit, obj["kind"]
+
+
 CASES = [(kind, integration) for kind in KINDS for integration in kind.integrations]
 
 
@@ -131,6 +149,7 @@ def test_each_kind_renders_only_its_declared_kinds_in_objects_the_schemas_accept
             made.add((obj["apiVersion"], obj["kind"]))
         assert assert_hardened(objects, job) >= 1
         assert_recommended_labels(objects, job)
+        assert_local_disk_of_the_team_limit_range(objects, job)
     assert made == set(kind.renders)
     # What its fragment says it renders, it renders.
     assert {admitted.kind for admitted in kind.admits} <= made
