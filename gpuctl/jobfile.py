@@ -11,7 +11,7 @@ FIELDS = {
     "team", "name", "kind", "flavor", "priority", "image", "command", "args", "env", "workers",
     "gpus_per_worker", "gpu_memory_gib", "placement", "cpu_per_worker", "memory_per_worker_gib", "max_runtime_seconds",
     "port", "min_replicas", "max_replicas", "readiness_path", "readiness_initial_delay_seconds",
-    "autoscaling_target_cpu_percent", "autoscale_metric", "target_gpu_utilization_percent", "volumes",
+    "model_load_seconds", "autoscaling_target_cpu_percent", "autoscale_metric", "target_gpu_utilization_percent", "volumes",
     "ray_entrypoint", "ray_runtime_env", "training_runtime",
 }
 LISTS = ("command", "args")

@@ -9,6 +9,7 @@ its quotas (``quotas.manifests``).
 from django.conf import settings
 
 from core.ownership import WORKLOAD_SERVICE_ACCOUNT, owned
+from workloads.pods import EPHEMERAL_STORAGE, EPHEMERAL_STORAGE_LIMIT, EPHEMERAL_STORAGE_REQUEST
 
 from .models import Membership, SystemNamespace, Team
 from .models.identities import GroupMapping, cluster_user_name
@@ -72,12 +73,15 @@ def render_namespace(team: Team) -> dict:
 def render_limit_range(team: Team) -> dict:
     # Pods that state no requests still get admitted by the ResourceQuota. No default CPU
     # limit: it would also land on workers that request more CPU than it, and a request
-    # above its limit is invalid.
+    # above its limit is invalid. Local disk: the numbers every pod template we render states
+    # (`workloads.pods`), for the containers others add (a runtime's initializers).
     return owned({"apiVersion": "v1", "kind": "LimitRange",
                   "metadata": {"name": "defaults", "namespace": team.namespace_name},
                   "spec": {"limits": [{"type": "Container",
-                                       "defaultRequest": {"cpu": "100m", "memory": "256Mi"},
-                                       "default": {"memory": "1Gi"}}]}}, team=team.slug)
+                                       "defaultRequest": {"cpu": "100m", "memory": "256Mi",
+                                                          EPHEMERAL_STORAGE: EPHEMERAL_STORAGE_REQUEST},
+                                       "default": {"memory": "1Gi", EPHEMERAL_STORAGE: EPHEMERAL_STORAGE_LIMIT}}]}},
+                 team=team.slug)
 
 
 def render_service_account(team: Team) -> dict:

@@ -16,7 +16,7 @@ from django.db.models import TextChoices
 
 from cluster import ClusterError
 from core.reconcile import NoCluster, current_cluster
-from workloads.pods import SCALED_OBJECT, GpuScaling
+from workloads.serving import SCALED_OBJECT, GpuScaling
 
 SERVED_SECONDS = 60.0
 

@@ -201,11 +201,11 @@ def render_training(job) -> list[dict]:
             "backoffLimit": 3,
             "ttlSecondsAfterFinished": FINISHED_TTL_SECONDS,
             "template": {
-                "metadata": {"labels": pod_labels(job), **({"annotations": topology} if topology else {})},
+                "metadata": {"labels": pod_labels(job, "worker"), **({"annotations": topology} if topology else {})},
                 "spec": pod_spec(job, main, restartPolicy="Never", **grace, **({} if alone else {"subdomain": name})),
             },
         },
-    })
+    }, "worker")
     if alone:
         return [batch_job]
     service = job_owned(job, {
@@ -218,7 +218,7 @@ def render_training(job) -> list[dict]:
             "selector": {JOB_LABEL: str(job.pk)},
             "ports": [{"name": "rendezvous", "port": RENDEZVOUS_PORT, "targetPort": RENDEZVOUS_PORT}],
         },
-    })
+    }, "worker")
     return [service, batch_job]
 
 

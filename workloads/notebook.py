@@ -24,13 +24,18 @@ from core.ownership import JOB_LABEL
 from . import gates
 from .base import Observation, Phase, placed_gpus
 from .kueue import PRIORITY_LABEL, PROTECTED_PRIORITY_CLASS, QUEUE_LABEL, local_queue_name, observe_training
-from .pods import SERVICE, SERVICE_FIELDS, container, job_owned, object_name, pod_labels, pod_spec
+from .pods import SERVICE, SERVICE_FIELDS, container, job_owned, object_name, pod_labels, pod_spec, probes
 
 STATEFULSET = ("apps/v1", "StatefulSet")
 INGRESS = ("networking.k8s.io/v1", "Ingress")
 NOTEBOOK_KINDS = (STATEFULSET, SERVICE, INGRESS)
+# The part every object and pod of a notebook plays (app.kubernetes.io/component).
+COMPONENT = "notebook"
 DEFAULT_PORT = 8888
 DEFAULT_IMAGE = "quay.io/jupyter/pytorch-notebook:cuda12-2025-10-20"
+# How long JupyterLab may take to listen on its port (its home's volume attached, its server
+# started) before the kubelet restarts it: the startup probe's budget.
+STARTUP_SECONDS = 300
 
 # Kueue allows no change of a queued StatefulSet's pod template (and Kubernetes none of its
 # selector or service name); the replicas are ours for its life: 1 running, 0 stopped. A held
@@ -47,31 +52,43 @@ def replicas(job) -> int:
     return 0 if job.state == Phase.STOPPED else 1
 
 
+def governing_service_name(job) -> str:
+    """The headless Service that gives the StatefulSet's pod its stable host name."""
+    return f"{object_name(job)}-headless"
+
+
+def _service(job, name: str, port: int, **spec) -> dict:
+    return job_owned(job, {"apiVersion": "v1", "kind": "Service",
+                           "metadata": {"name": name, "namespace": job.team.namespace_name},
+                           "spec": {**spec, "selector": {JOB_LABEL: str(job.pk)},
+                                    "ports": [{"name": "http", "port": port, "targetPort": "http"}]}}, COMPONENT)
+
+
 def render_notebook(job, ingress_host: str = "", ingress_class: str = "") -> list[dict]:
-    """The notebook's StatefulSet (queued, one replica or none), its ClusterIP Service and,
-    with a host, an Ingress to the Service."""
+    """The notebook's StatefulSet (queued, one replica or none), the headless Service that
+    governs it, its ClusterIP Service (port-forward, the Ingress) and, with a host, an Ingress
+    to that Service. A notebook made before the headless Service existed keeps the ClusterIP
+    Service as its ``serviceName`` (immutable): only its pod's DNS name is missing."""
     name, namespace, port = object_name(job), job.team.namespace_name, job.port or DEFAULT_PORT
     main = container(job, [], [{"name": "http", "containerPort": port}],
-                     {"tcpSocket": {"port": "http"}, "periodSeconds": 10, "failureThreshold": 3})
+                     probes({"tcpSocket": {"port": "http"}}, STARTUP_SECONDS))
     main["name"] = "notebook"
     labels = {QUEUE_LABEL: local_queue_name(job.flavor), PRIORITY_LABEL: PROTECTED_PRIORITY_CLASS}
     objects = [
-        job_owned(job, {"apiVersion": "v1", "kind": "Service",
-                        "metadata": {"name": name, "namespace": namespace},
-                        "spec": {"type": "ClusterIP", "selector": {JOB_LABEL: str(job.pk)},
-                                 "ports": [{"name": "http", "port": port, "targetPort": "http"}]}}),
+        _service(job, name, port, type="ClusterIP"),
+        _service(job, governing_service_name(job), port, clusterIP="None"),
         job_owned(job, {"apiVersion": "apps/v1", "kind": "StatefulSet",
                         "metadata": {"name": name, "namespace": namespace, "labels": labels},
                         "spec": {
                             "replicas": replicas(job),
-                            "serviceName": name,
+                            "serviceName": governing_service_name(job),
                             "selector": {"matchLabels": {JOB_LABEL: str(job.pk)}},
                             # The queue labels on the pod too, as Kueue's StatefulSet integration
                             # sets them: without that integration the pod integration would still
                             # queue the pod alone, never let it run outside the quota.
-                            "template": {"metadata": {"labels": {**labels, **pod_labels(job)}},
+                            "template": {"metadata": {"labels": {**labels, **pod_labels(job, COMPONENT)}},
                                          "spec": pod_spec(job, main, restartPolicy="Always")},
-                        }}),
+                        }}, COMPONENT),
     ]
     if ingress_host:
         spec: dict = {"rules": [{"host": ingress_host, "http": {"paths": [{
@@ -80,7 +97,7 @@ def render_notebook(job, ingress_host: str = "", ingress_class: str = "") -> lis
         if ingress_class:
             spec["ingressClassName"] = ingress_class
         objects.append(job_owned(job, {"apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
-                                       "metadata": {"name": name, "namespace": namespace}, "spec": spec}))
+                                       "metadata": {"name": name, "namespace": namespace}, "spec": spec}, COMPONENT))
     return objects
 
 

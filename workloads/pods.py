@@ -1,22 +1,18 @@
-"""What every scheduler's workloads share: names, the hardened pod template, the torchrun
-environment, and inference servers (Deployment + Service + an HPA on CPU, or a KEDA
-ScaledObject on GPU utilization) with their observation.
+"""What every scheduler's workloads share: names, labels, the hardened pod template and the
+torchrun environment (inference servers: `workloads.serving`).
 
 Whatever the user typed, every pod template gets the same hardened security settings;
 user input only ever reaches image, command, args and env values.
 """
 
-from collections.abc import Callable
-from dataclasses import dataclass
+import copy
+import math
 from datetime import datetime
 
-from cluster import MANAGED_BY_LABEL
 from cluster.fields import FieldRules
 from cluster.names import bounded_name
 from cluster.quantity import canonical, gib
-from core.ownership import JOB_LABEL, WORKLOAD_SERVICE_ACCOUNT, owned, ownership_labels
-
-from .base import EXCEEDS_QUOTA, Observation, Phase
+from core.ownership import WORKLOAD_SERVICE_ACCOUNT, owned, ownership_labels
 
 RENDEZVOUS_PORT = 29500
 LOCAL_MASTER = "localhost"  # a job of one worker: torchrun's rendezvous never leaves the pod
@@ -38,7 +34,22 @@ GPU_RUNTIME_ENV_PREFIXES = ("NVIDIA_",)
 # point into it, so images that write caches under the user's home (Hugging Face, pip, vLLM)
 # run as the non-root user.
 HOME_PATH = "/home/user"
-HOME_SCRATCH = "20Gi"
+HOME_SCRATCH_GIB = 20
+HOME_SCRATCH = gib(HOME_SCRATCH_GIB)
+# The node's local disk a container asks for and may use (its writable layer, its logs and the
+# pod's disk-backed emptyDirs count: the home scratch above must fit under the limit, or the
+# kubelet evicts a pod whose cache filled it). Every container we render states them; the team
+# namespaces' LimitRange gives the same numbers to any container that states none
+# (`tenants.manifests.render_limit_range`). Kueue must not count them against quota
+# (`resources.excludeResourcePrefixes` in its Configuration: docs/install.md).
+EPHEMERAL_STORAGE = "ephemeral-storage"
+EPHEMERAL_STORAGE_REQUEST = gib(2)
+EPHEMERAL_STORAGE_LIMIT = gib(HOME_SCRATCH_GIB + 10)
+# Probes: how often, and how long a live container may stop answering before it is restarted.
+PROBE_PERIOD_SECONDS = 10
+LIVENESS_TIMEOUT_SECONDS = 5
+LIVENESS_FAILURES = 6
+READINESS_FAILURES = 3
 GPU_RUNTIME_ENV_NAMES = frozenset({"AMD_VISIBLE_DEVICES"})
 
 # The preemption contract (docs/preemption.md): a training job's pods learn how long they
@@ -48,27 +59,15 @@ GPU_RUNTIME_ENV_NAMES = frozenset({"AMD_VISIBLE_DEVICES"})
 CHECKPOINT_GRACE_ENV = "GPUPLATFORM_CHECKPOINT_GRACE_SECONDS"
 CHECKPOINT_PREFIX = "checkpoint="
 
-DEPLOYMENT = ("apps/v1", "Deployment")
+# Kubernetes' recommended labels (https://kubernetes.io/docs/concepts/overview/working-with-objects/common-labels/),
+# beside app.kubernetes.io/managed-by (`core.ownership`).
+APP_NAME_LABEL = "app.kubernetes.io/name"
+APP_INSTANCE_LABEL = "app.kubernetes.io/instance"
+APP_COMPONENT_LABEL = "app.kubernetes.io/component"
+
 SERVICE = ("v1", "Service")
-HPA = ("autoscaling/v2", "HorizontalPodAutoscaler")
-SCALED_OBJECT = ("keda.sh/v1alpha1", "ScaledObject")
-INFERENCE_KINDS = [DEPLOYMENT, SERVICE, HPA, SCALED_OBJECT]
-# KEDA makes an HPA for each ScaledObject and copies the ScaledObject's labels onto it, but
-# not those this annotation names: without our managed-by label that HPA is KEDA's, never
-# one of ours to prune (`cluster.objects.prune_victims`).
-KEDA_HPA_EXCLUDED_LABELS = "scaledobject.keda.sh/hpa-excluded-labels"
-# dcgm-exporter's per-GPU utilization (percent), labelled with the pod that holds the GPU.
-GPU_UTILIZATION = "DCGM_FI_DEV_GPU_UTIL"
-DEFAULT_TARGET_CPU_PERCENT = 70
-DEFAULT_TARGET_GPU_PERCENT = 70
-# The HPA (ours on CPU, KEDA's on GPU utilization, or `kubectl scale`) sets replicas through
-# the scale subresource; we start the Deployment at the minimum. A Deployment's selector
-# and a Service's clusterIP cannot change.
+# A Service's clusterIP cannot change.
 SERVICE_FIELDS = {("", "Service"): FieldRules(immutable=("spec.clusterIP",))}
-INFERENCE_FIELDS = {
-    ("apps", "Deployment"): FieldRules(create_only=("spec.replicas",), immutable=("spec.selector",)),
-    **SERVICE_FIELDS,
-}
 
 
 def object_name(job) -> str:
@@ -76,12 +75,22 @@ def object_name(job) -> str:
     return bounded_name(job.name, str(job.pk), limit=OBJECT_NAME_LIMIT)
 
 
-def pod_labels(job) -> dict:
-    """Ownership labels for pod templates (objects get theirs through ``job_owned``)."""
-    return ownership_labels(team=job.team.slug, job=job.pk)
+def app_labels(job, component: str) -> dict[str, str]:
+    """Kubernetes' recommended labels: the kind of work, the job's objects (their one name), and
+    the part this object or pod plays in it. Never in a selector: a Deployment's or StatefulSet's
+    selector cannot change once created, so selectors stay the job label alone."""
+    return {APP_NAME_LABEL: job.kind, APP_INSTANCE_LABEL: object_name(job), APP_COMPONENT_LABEL: component}
 
 
-def job_owned(job, obj: dict) -> dict:
+def pod_labels(job, component: str) -> dict:
+    """The labels of a pod template (objects get theirs through ``job_owned``)."""
+    return {**app_labels(job, component), **ownership_labels(team=job.team.slug, job=job.pk)}
+
+
+def job_owned(job, obj: dict, component: str) -> dict:
+    """``obj`` with the recommended labels and our ownership labels (ours win)."""
+    metadata = obj.setdefault("metadata", {})
+    metadata["labels"] = {**metadata.get("labels", {}), **app_labels(job, component)}
     return owned(obj, team=job.team.slug, job=job.pk)
 
 
@@ -112,6 +121,29 @@ def _quantities(job) -> dict:
     return {"requests": {"cpu": cpu, "memory": memory, **gpus}, "limits": {"memory": memory, **gpus}}
 
 
+def with_local_disk(resources: dict) -> dict:
+    """``resources`` with the local disk every container asks for and may use."""
+    return {"requests": {**resources.get("requests", {}), EPHEMERAL_STORAGE: EPHEMERAL_STORAGE_REQUEST},
+            "limits": {**resources.get("limits", {}), EPHEMERAL_STORAGE: EPHEMERAL_STORAGE_LIMIT}}
+
+
+def probes(action: dict, startup_seconds: int, readiness_delay_seconds: int = 0) -> dict:
+    """Startup, liveness and readiness probes on one action (an ``httpGet`` or ``tcpSocket``).
+    The startup probe gives the container ``startup_seconds`` to answer at all (a server loading
+    its model: failureThreshold x periodSeconds covers it) before the kubelet restarts it;
+    liveness and readiness run only once it answered, so a slow start is never a restart loop,
+    and a server that stops answering for a minute is restarted."""
+    def probe(**fields) -> dict:  # each its own dicts: shared ones would come back as YAML aliases
+        return {**copy.deepcopy(action), "periodSeconds": PROBE_PERIOD_SECONDS, **fields}
+
+    found = {"startupProbe": probe(failureThreshold=max(1, math.ceil(startup_seconds / PROBE_PERIOD_SECONDS))),
+             "livenessProbe": probe(timeoutSeconds=LIVENESS_TIMEOUT_SECONDS, failureThreshold=LIVENESS_FAILURES),
+             "readinessProbe": probe(failureThreshold=READINESS_FAILURES)}
+    if readiness_delay_seconds:
+        found["readinessProbe"]["initialDelaySeconds"] = readiness_delay_seconds
+    return found
+
+
 def home_env(job) -> list[dict]:
     """A writable home and cache for the non-root user, each unless the job's env sets it."""
     env = {"HOME": HOME_PATH, "XDG_CACHE_HOME": f"{HOME_PATH}/.cache", "HF_HOME": f"{HOME_PATH}/.cache/huggingface"}
@@ -128,13 +160,14 @@ def mounts(job) -> list[tuple[str, str, str]]:
     return found
 
 
-def container(job, extra_env: list[dict], ports: list[dict], probe: dict | None = None) -> dict:
+def container(job, extra_env: list[dict], ports: list[dict], checks: dict | None = None) -> dict:
+    """The job's hardened container; ``checks``: its probes (`probes`), for a server."""
     user_env = [{"name": k, "value": v} for k, v in sorted(job.env.items())]
     out = {
         "name": "main",
         "image": job.image,
         "env": user_env + hardware_env(job) + home_env(job) + extra_env,
-        "resources": _quantities(job),
+        "resources": with_local_disk(_quantities(job)),
         "securityContext": {
             "allowPrivilegeEscalation": False,
             "privileged": False,
@@ -151,8 +184,8 @@ def container(job, extra_env: list[dict], ports: list[dict], probe: dict | None 
         out["args"] = list(job.args)
     if ports:
         out["ports"] = ports
-    if probe:
-        out["readinessProbe"] = probe
+    if checks:
+        out.update(checks)
     return out
 
 
@@ -245,133 +278,6 @@ def pod_templates_of(obj: dict) -> list[dict]:
         cluster = spec.get("rayClusterSpec", spec)
         return [group["template"] for group in [cluster["headGroupSpec"], *cluster.get("workerGroupSpecs", [])]]
     return []
-
-
-# --- inference ---------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class GpuScaling:
-    """What a ScaledObject on GPU utilization needs beyond the job: where KEDA asks Prometheus
-    (and with which ClusterTriggerAuthentication), the job's pods as a regular expression of
-    their names (dcgm-exporter labels a GPU's series with its pod's name and namespace), the
-    most replicas the team's quota lets it run, and how fast KEDA's HPA moves."""
-
-    server_address: str
-    pods: str
-    max_replicas: int
-    polling_seconds: int = 30
-    scale_down_window_seconds: int = 300
-    authentication: str = ""  # a ClusterTriggerAuthentication's name; empty: none
-    auth_modes: str = ""      # KEDA's prometheus authModes for it: bearer, basic, tls, ...
-
-
-def gpu_utilization_query(namespace: str, pods: str) -> str:
-    """The average utilization of every GPU of the pods whose names match ``pods`` (whole)."""
-    return f'avg({GPU_UTILIZATION}{{namespace="{namespace}",pod=~"{pods}"}})'
-
-
-def render_scaled_object(job, name: str, namespace: str, gpu: GpuScaling) -> dict:
-    """A KEDA ScaledObject keeping the average GPU utilization of the job's pods at its target.
-
-    metricType Value: the HPA KEDA makes wants ceil(replicas x average / target) replicas, as
-    a CPU utilization target does; at most ``gpu.max_replicas``, never below the minimum."""
-    trigger = {
-        "type": "prometheus",
-        "metricType": "Value",
-        "metadata": {
-            "serverAddress": gpu.server_address,
-            "query": gpu_utilization_query(namespace, gpu.pods),
-            "threshold": str(job.target_gpu_utilization_percent or DEFAULT_TARGET_GPU_PERCENT),
-            # No series yet (no pod placed, Prometheus not scraped it): 0, not an error.
-            "ignoreNullValues": "true",
-        },
-    }
-    if gpu.authentication:
-        trigger["metadata"]["authModes"] = gpu.auth_modes
-        trigger["authenticationRef"] = {"name": gpu.authentication, "kind": "ClusterTriggerAuthentication"}
-    return job_owned(job, {
-        "apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject",
-        "metadata": {"name": name, "namespace": namespace,
-                     "annotations": {KEDA_HPA_EXCLUDED_LABELS: MANAGED_BY_LABEL}},
-        "spec": {
-            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": name},
-            "minReplicaCount": job.min_replicas,
-            "maxReplicaCount": max(job.min_replicas, gpu.max_replicas),
-            "pollingInterval": gpu.polling_seconds,
-            "advanced": {"horizontalPodAutoscalerConfig": {"behavior": {
-                "scaleDown": {"stabilizationWindowSeconds": gpu.scale_down_window_seconds}}}},
-            "triggers": [trigger],
-        },
-    })
-
-
-def render_inference(job, scheduler, gpu: GpuScaling | None = None) -> list[dict]:
-    """Deployment + Service, queued the way `scheduler` says, and when it may scale an HPA on
-    CPU, or with ``gpu`` a KEDA ScaledObject on GPU utilization (KEDA owns the HPA it makes)."""
-    name, namespace = object_name(job), job.team.namespace_name
-    probe = {
-        "httpGet": {"path": job.readiness_path or "/", "port": job.port},
-        # Model loading takes minutes; do not count the server unready before that.
-        "initialDelaySeconds": job.readiness_initial_delay_seconds,
-        "periodSeconds": 10,
-        "failureThreshold": 3,
-    }
-    main = container(job, [], [{"name": "http", "containerPort": job.port}], probe)
-    deployment_labels, pod_annotations, extra = scheduler.inference_placement(job, namespace)
-    # The queue labels on the pods too (Kueue's webhook would copy them; stated, the pods'
-    # queue and priority class are ours and shown in the preview).
-    pod_meta: dict = {"labels": {**deployment_labels, **pod_labels(job)}}
-    if pod_annotations:
-        pod_meta["annotations"] = pod_annotations
-    objects = [
-        job_owned(job, {"apiVersion": "apps/v1", "kind": "Deployment",
-         "metadata": {"name": name, "namespace": namespace, "labels": deployment_labels},
-         "spec": {
-             "replicas": job.min_replicas,
-             "selector": {"matchLabels": {JOB_LABEL: str(job.pk)}},
-             "template": {"metadata": pod_meta, "spec": pod_spec(job, main, restartPolicy="Always", **extra)},
-         }}),
-        job_owned(job, {"apiVersion": "v1", "kind": "Service",
-         "metadata": {"name": name, "namespace": namespace},
-         "spec": {"type": "ClusterIP", "selector": {JOB_LABEL: str(job.pk)},
-                  "ports": [{"name": "http", "port": job.port, "targetPort": "http"}]}}),
-    ]
-    if job.max_replicas > job.min_replicas and gpu is not None:
-        objects.append(render_scaled_object(job, name, namespace, gpu))
-    elif job.max_replicas > job.min_replicas:
-        objects.append(job_owned(job, {
-            "apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
-            "metadata": {"name": name, "namespace": namespace},
-            "spec": {
-                "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": name},
-                "minReplicas": job.min_replicas,
-                "maxReplicas": job.max_replicas,
-                "metrics": [{"type": "Resource", "resource": {"name": "cpu", "target": {
-                    "type": "Utilization",
-                    "averageUtilization": job.autoscaling_target_cpu_percent or DEFAULT_TARGET_CPU_PERCENT}}}],
-            },
-        }))
-    return objects
-
-
-def observe_inference(job, deployment: dict | None, pods: list[dict],
-                      ceiling_gpus: Callable[[], int | None] = lambda: None) -> Observation | None:
-    """``ceiling_gpus()``: the most GPUs the team can use on the flavor (None: unknown); asked
-    only of a server with no replica placed yet."""
-    if deployment is None:
-        return None
-    ready = ((deployment.get("status") or {}).get("readyReplicas")) or 0
-    if ready >= (job.min_replicas or 1):
-        return Observation(Phase.RUNNING, "Serving", f"{ready} replica{'s' if ready != 1 else ''} ready.")
-    gated = [p for p in pods if (p.get("spec") or {}).get("schedulingGates")]
-    placed = [p for p in pods if (p.get("spec") or {}).get("nodeName")]
-    if placed and not gated:
-        return Observation(Phase.ADMITTED, "Starting", "Replicas are starting; waiting for the readiness probe.")
-    if not placed and (ceiling := ceiling_gpus()) is not None and job.gpus_to_start > ceiling:
-        return Observation(Phase.QUEUED, EXCEEDS_QUOTA,
-                           f"Can never start: its {job.min_replicas} replica{'s' if job.min_replicas != 1 else ''} "
-                           f"need {job.gpus_to_start} {job.flavor.name} GPUs but team {job.team.slug} can use at "
-                           f"most {ceiling}, borrowing included.")
-    return Observation(Phase.QUEUED, "WaitingForQuota", "Waiting for quota to start the first replica.")
 
 
 def conditions(obj: dict | None) -> dict[str, dict]:

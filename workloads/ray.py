@@ -26,7 +26,7 @@ from .kueue import (
     local_queue_name,
     observe_training,
 )
-from .pods import FINISHED_TTL_SECONDS, container, job_owned, object_name, pod_labels, pod_spec
+from .pods import FINISHED_TTL_SECONDS, container, job_owned, object_name, pod_labels, pod_spec, with_local_disk
 
 API = "ray.io/v1"
 RAY_JOB = (API, "RayJob")
@@ -66,9 +66,10 @@ def _queue_labels(job) -> dict:
     return labels
 
 
-def _template(job, pod: dict) -> dict:
-    """The hardened pod spec with the job's ownership labels, as a pod template."""
-    return {"metadata": {"labels": pod_labels(job)}, "spec": pod}
+def _template(job, pod: dict, component: str) -> dict:
+    """The hardened pod spec with the job's labels, as a pod template. KubeRay keeps them on the
+    pods and puts the head's app.kubernetes.io/name in its head Service's selector."""
+    return {"metadata": {"labels": pod_labels(job, component)}, "spec": pod}
 
 
 def _head(job) -> dict:
@@ -78,8 +79,9 @@ def _head(job) -> dict:
     main["name"] = "ray-head"
     # No GPU on the head: its GPUs would sit idle under the team's quota.
     memory = gib(HEAD_MEMORY_GIB)
-    main["resources"] = {"requests": {"cpu": str(HEAD_CPU), "memory": memory}, "limits": {"memory": memory}}
-    template = _template(job, pod_spec(job, main))
+    main["resources"] = with_local_disk({"requests": {"cpu": str(HEAD_CPU), "memory": memory},
+                                         "limits": {"memory": memory}})
+    template = _template(job, pod_spec(job, main), "head")
     # Ray's dashboard listens on localhost unless told otherwise.
     return {"rayStartParams": {"dashboard-host": "0.0.0.0"}, "template": template}
 
@@ -87,7 +89,7 @@ def _head(job) -> dict:
 def _workers(job) -> list[dict]:
     main = container(job, [], [])
     main["name"] = "ray-worker"
-    template = _template(job, pod_spec(job, main))
+    template = _template(job, pod_spec(job, main), "worker")
     return [{
         "groupName": WORKER_GROUP,
         "replicas": job.workers, "minReplicas": job.workers, "maxReplicas": job.workers,
@@ -120,7 +122,7 @@ def render_ray_job(job) -> list[dict]:
     if job.ray_runtime_env:
         spec["runtimeEnvYAML"] = job.ray_runtime_env
     return [job_owned(job, {"apiVersion": API, "kind": "RayJob",
-                            "metadata": {"name": name, "namespace": namespace, "labels": labels}, "spec": spec})]
+                            "metadata": {"name": name, "namespace": namespace, "labels": labels}, "spec": spec}, "ray")]
 
 
 def dashboard_service_name(job) -> str:
@@ -133,7 +135,7 @@ def render_ray_cluster(job) -> list[dict]:
     name, namespace = object_name(job), job.team.namespace_name
     cluster = job_owned(job, {"apiVersion": API, "kind": "RayCluster",
                               "metadata": {"name": name, "namespace": namespace, "labels": _queue_labels(job)},
-                              "spec": {"suspend": True, **_cluster_spec(job)}})
+                              "spec": {"suspend": True, **_cluster_spec(job)}}, "ray")
     service = job_owned(job, {
         "apiVersion": "v1", "kind": "Service",
         "metadata": {"name": dashboard_service_name(job), "namespace": namespace},
@@ -142,7 +144,7 @@ def render_ray_cluster(job) -> list[dict]:
             "ports": [{"name": "dashboard", "port": DASHBOARD_PORT, "targetPort": DASHBOARD_PORT},
                       {"name": "client", "port": CLIENT_PORT, "targetPort": CLIENT_PORT}],
         },
-    })
+    }, "head")
     return [service, cluster]
 
 

@@ -124,6 +124,9 @@ FIELDS = (
           "e.g. /health: the characters of a URL path (%XX for others), at most 200.", common=False),
     Field("readiness_initial_delay_seconds", SERVING, "Readiness delay (seconds)",
           "How long a replica may load before its readiness counts (0 to 3600 s).", common=False),
+    Field("model_load_seconds", SERVING, "Model load time (seconds)",
+          "How long a replica may take to load its model and first answer its readiness path before it is "
+          "restarted (30 to 14400 s; default 900). A server that answers sooner is ready sooner.", common=False),
     Field("autoscaling_target_cpu_percent", SERVING, "Autoscale at CPU %",
           "Average CPU use the autoscaler keeps replicas at (1 to 100), when it scales on CPU.", common=False),
     Field("autoscale_metric", SERVING, "Autoscale on", "cpu (the default: a HorizontalPodAutoscaler on the "

@@ -83,7 +83,7 @@ def _node_patch(job, main: dict) -> dict:
     pod = pod_spec(job, main)
     patched = {key: pod[key] for key in _PATCHABLE_POD if key in pod}
     patched["containers"] = [{"name": NODE_STEP, **{key: main[key] for key in _PATCHABLE_CONTAINER}}]
-    metadata: dict = {"labels": pod_labels(job)}
+    metadata: dict = {"labels": pod_labels(job, NODE_STEP)}
     if topology := topology_annotations(job):
         metadata["annotations"] = topology
     return {"manager": PATCH_MANAGER, "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [
@@ -111,7 +111,7 @@ def render_train_job(job) -> list[dict]:
             "suspend": True,
             "runtimePatches": [_node_patch(job, main)],
         },
-    })]
+    }, "trainer")]
 
 
 def pod_template_of(train_job: dict) -> dict:

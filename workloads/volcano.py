@@ -113,7 +113,7 @@ def render_training(job) -> list[dict]:
             "replicas": replicas,
             "policies": policies,
             "template": {
-                "metadata": {"labels": pod_labels(job)},
+                "metadata": {"labels": pod_labels(job, task_name)},
                 "spec": pod_spec(job, main, restartPolicy="OnFailure", **deadline, **grace),
             },
         }
@@ -136,7 +136,7 @@ def render_training(job) -> list[dict]:
         "tasks": tasks,
     }
     return [job_owned(job, {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
-                            "metadata": {"name": name, "namespace": namespace}, "spec": spec})]
+                            "metadata": {"name": name, "namespace": namespace}, "spec": spec}, "gang")]
 
 
 _PHASES = {

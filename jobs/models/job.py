@@ -31,7 +31,7 @@ from quotas.models import (
 )
 from quotas.models.topology import Placement
 from tenants.models import Membership, Team
-from workloads import kinds
+from workloads import kinds, serving
 from workloads.autoscaling import Autoscale
 from workloads.gates import ADMISSION_GATED
 from workloads.kinds import WorkKind, inference, ray_job
@@ -196,6 +196,10 @@ class Job(JobHardware, JobVolumes, JobMoves, PreemptionContract, RayRules, Noteb
     readiness_path = models.CharField(max_length=200, blank=True, default="", validators=[validate_url_path])
     readiness_initial_delay_seconds = models.PositiveIntegerField(
         default=30, validators=between(0, MAX_PROBE_DELAY_SECONDS)
+    )
+    # The startup probe's budget (`workloads.serving`): how long a replica may load its model.
+    model_load_seconds = models.PositiveIntegerField(
+        default=serving.DEFAULT_MODEL_LOAD_SECONDS, validators=between(*serving.MODEL_LOAD_SECONDS_BOUNDS)
     )
     autoscaling_target_cpu_percent = models.PositiveSmallIntegerField(
         null=True, blank=True, validators=between(1, 100)

@@ -157,7 +157,8 @@ def test_every_number_declares_bounds_that_fit_an_int32_whatever_the_database(mo
 
 @pytest.mark.parametrize("field, value", [
     ("max_replicas", 2**63 - 1), ("min_replicas", 2**31), ("port", 2**63 - 1),
-    ("readiness_initial_delay_seconds", 2**31), ("max_replicas", 100_000),
+    ("readiness_initial_delay_seconds", 2**31), ("max_replicas", 100_000), ("model_load_seconds", 2**31),
+    ("model_load_seconds", 10),
 ])
 def test_an_inference_number_out_of_range_is_a_400_with_the_field(client_as, member, team, flavor, field, value):
     inference = {**JOB_BODY, "kind": "inference", "workers": 1, "gpus_per_worker": 1, "port": 8000,

@@ -6,7 +6,7 @@ import pytest
 
 from cluster import FakeCluster
 from jobs.models import Job
-from workloads.pods import SCALED_OBJECT
+from workloads.serving import SCALED_OBJECT
 
 from ..builders import make_quota
 from ..support.api import JOB_BODY

@@ -20,7 +20,7 @@ from jobs.tasks import reconcile_job
 from tenants.models import Team
 from workloads import autoscaling
 from workloads.kinds import for_job
-from workloads.pods import KEDA_HPA_EXCLUDED_LABELS, SCALED_OBJECT
+from workloads.serving import KEDA_HPA_EXCLUDED_LABELS, SCALED_OBJECT
 
 from ..builders import build_job, make_flavor, make_job, make_quota
 from ..schemas import validate
@@ -59,6 +59,11 @@ def scaled_object(objects) -> dict:
     return by_kind(objects)["ScaledObject"]
 
 
+def autoscaling_kinds(objects) -> list[str]:
+    """The kinds rendered, but the disruption budget of a server of several replicas (tests/workloads/test_serving.py)."""
+    return [kind for kind in by_kind(objects) if kind != "PodDisruptionBudget"]
+
+
 def trigger(objects) -> dict:
     [only] = scaled_object(objects)["spec"]["triggers"]
     return only
@@ -66,7 +71,7 @@ def trigger(objects) -> dict:
 
 # --- checks -----------------------------------------------------------------------------------
 def a_scaled_object_instead_of_an_hpa(objects, job):
-    assert list(by_kind(objects)) == ["Deployment", "Service", "ScaledObject"]
+    assert autoscaling_kinds(objects) == ["Deployment", "Service", "ScaledObject"]
     spec = scaled_object(objects)["spec"]
     assert spec["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment", "name": object_name(job)}
     assert (spec["minReplicaCount"], spec["maxReplicaCount"]) == (1, 3)
@@ -126,11 +131,11 @@ def no_authentication_without_one(objects, job):
 
 
 def no_autoscaler_at_all(objects, job):
-    assert list(by_kind(objects)) == ["Deployment", "Service"]
+    assert autoscaling_kinds(objects) == ["Deployment", "Service"]
 
 
 def an_hpa_on_cpu(objects, job):
-    assert list(by_kind(objects)) == ["Deployment", "Service", "HorizontalPodAutoscaler"]
+    assert autoscaling_kinds(objects) == ["Deployment", "Service", "HorizontalPodAutoscaler"]
 
 
 CASES = [

@@ -12,6 +12,7 @@ from jobs.manifests import pod_templates_of, render_job
 from jobs.models import Job
 from quotas.manifests import render_team_quotas
 from quotas.models import Quota, Scheduler
+from workloads.pods import EPHEMERAL_STORAGE
 
 from ..builders import build_job, make_flavor, make_job, make_quota, make_team, make_user
 from ..quotas.test_hardware import H100, INFINIBAND, L4_MPS, MIG, T4_TIME_SLICED
@@ -172,7 +173,7 @@ def test_a_tcp_flavor_keeps_nccl_on_sockets(team):
     for container in containers(rendered(job)):
         env = env_of(container)
         assert env["NCCL_IB_DISABLE"] == "1" and env["NCCL_SOCKET_IFNAME"] == "eth0"
-        assert set(container["resources"]["limits"]) == {"nvidia.com/gpu", "memory"}
+        assert set(container["resources"]["limits"]) == {"nvidia.com/gpu", "memory", EPHEMERAL_STORAGE}  # no RDMA device
 
 
 def test_the_team_queue_covers_the_rdma_devices_its_multi_node_jobs_ask_for(team):

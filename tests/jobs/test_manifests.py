@@ -130,7 +130,7 @@ def volcano_max_runtime_is_the_pod_deadline(objects, job):
 
 def inference_on_kueue(objects, job):
     kinds = by_kind(objects)
-    assert list(kinds) == ["Deployment", "Service", "HorizontalPodAutoscaler"]
+    assert list(kinds) == ["Deployment", "Service", "PodDisruptionBudget", "HorizontalPodAutoscaler"]
     deployment = kinds["Deployment"]
     assert deployment["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "h100"
     assert deployment["spec"]["replicas"] == 1

@@ -45,14 +45,16 @@ def notebook(team, flavor, **fields):
 
 
 def by_kind(objects) -> dict:
-    return {obj["kind"]: obj for obj in objects}
+    """Each object by its kind; the headless Service apart from the one people reach."""
+    headless = lambda obj: obj["kind"] == "Service" and obj["spec"].get("clusterIP") == "None"  # noqa: E731
+    return {obj["kind"] + ("/headless" if headless(obj) else ""): obj for obj in objects}
 
 
 # --- rendering ----------------------------------------------------------------------------------
 def test_a_notebook_is_a_queued_one_replica_statefulset_under_the_protected_class_with_a_service(team, flavor):
     job = notebook(team, flavor, gpus_per_worker=2, volumes={})
     objects = by_kind(render_job(job))
-    assert set(objects) == {"StatefulSet", "Service"}  # no Ingress without a host pattern
+    assert set(objects) == {"StatefulSet", "Service", "Service/headless"}  # no Ingress without a host pattern
     sts, service = objects["StatefulSet"], objects["Service"]
     assert sts["metadata"]["labels"][QUEUE_LABEL] == "h100"
     assert sts["metadata"]["labels"][PRIORITY_LABEL] == PROTECTED_PRIORITY_CLASS  # never preempted for priority
@@ -63,6 +65,20 @@ def test_a_notebook_is_a_queued_one_replica_statefulset_under_the_protected_clas
     for obj in (sts, service):
         validate(obj)
     assert assert_hardened([sts], job) == 1
+
+
+def test_a_notebooks_statefulset_is_governed_by_a_headless_service_apart_from_the_one_people_reach(team, flavor):
+    job = notebook(team, flavor)
+    objects = by_kind(render_job(job))
+    sts, service, governing = objects["StatefulSet"], objects["Service"], objects["Service/headless"]
+    assert sts["spec"]["serviceName"] == governing["metadata"]["name"] != service["metadata"]["name"]
+    assert governing["spec"]["clusterIP"] == "None" and "type" not in governing["spec"]
+    assert governing["spec"]["selector"] == service["spec"]["selector"] == sts["spec"]["selector"]["matchLabels"]
+    pod_labels = sts["spec"]["template"]["metadata"]["labels"]
+    assert governing["spec"]["selector"].items() <= pod_labels.items()
+    # The Service people reach (port-forward, the Ingress) is the ClusterIP one, as before.
+    assert for_job(job).endpoint(job)["service"] == service["metadata"]["name"]
+    validate(governing)
 
 
 def test_a_notebook_with_a_volume_at_home_mounts_the_teams_claim(team, flavor):

@@ -18,7 +18,7 @@ from jobs.models import Job
 from jobs.watch.watcher import EVENT, POD, StatusWatcher, slim
 from quotas.models import Scheduler
 from workloads.kueue import BATCH_JOB, WORKLOAD
-from workloads.pods import DEPLOYMENT
+from workloads.serving import DEPLOYMENT
 from workloads.volcano import JOB as VCJOB
 from workloads.volcano import PODGROUP
 

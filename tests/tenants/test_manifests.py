@@ -11,6 +11,7 @@ from quotas.models import Cohort, Scheduler
 from tenants.admission import PARAMS_NAME, PLACEMENT_PREFIX
 from tenants.models import Membership
 from workloads import queue_name
+from workloads.pods import EPHEMERAL_STORAGE_LIMIT, EPHEMERAL_STORAGE_REQUEST
 
 from ..builders import make_flavor, make_quota, make_team, make_user, render_team_and_quotas
 from ..schemas import validate
@@ -114,9 +115,11 @@ def test_workload_service_account_does_not_mount_a_token(team):
 
 def test_limit_range_gives_pods_without_requests_defaults(team):
     [limits] = rendered(team)["LimitRange", "defaults"]["spec"]["limits"]
-    assert limits["defaultRequest"] == {"cpu": "100m", "memory": "256Mi"}
+    assert limits["defaultRequest"] == {"cpu": "100m", "memory": "256Mi", "ephemeral-storage": EPHEMERAL_STORAGE_REQUEST}
     # A default CPU limit would sit below the request of any worker asking for more.
     assert "cpu" not in limits["default"]
+    # Local disk: the numbers every rendered container states (tests/workloads/test_workload_kinds.py).
+    assert limits["default"]["ephemeral-storage"] == EPHEMERAL_STORAGE_LIMIT
 
 
 def test_team_queues_follow_each_flavors_scheduler(team):

@@ -18,7 +18,7 @@ SWEEP = ("sweep.example.org/v1", "Sweep")
 def _render(job) -> list[dict]:
     template = job_owned(job, {"apiVersion": "v1", "kind": "PodTemplate",
                           "metadata": {"name": object_name(job), "namespace": job.team.namespace_name},
-                          "template": {"spec": {"containers": [{"name": "trial", "image": job.image}]}}})
+                          "template": {"spec": {"containers": [{"name": "trial", "image": job.image}]}}}, "trial")
     [batch_job, *_] = kueue.render_training(job)
     return [{**batch_job, "apiVersion": SWEEP[0], "kind": SWEEP[1]}, template]
 

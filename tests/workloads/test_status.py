@@ -7,7 +7,7 @@ from jobs.models import Job
 from quotas.models import Scheduler
 from workloads.kueue import observe_training as observe_kueue_training
 from workloads.kueue_words import quota_message
-from workloads.pods import observe_inference
+from workloads.serving import observe_inference
 from workloads.volcano import observe_training as observe_volcano_training
 
 from ..builders import make_flavor, make_job

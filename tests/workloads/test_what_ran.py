@@ -9,7 +9,7 @@ from jobs.status import observe
 from quotas.models import Scheduler
 from workloads import EXCEEDS_QUOTA, placed_gpus
 from workloads.kueue import observe_training as observe_kueue_training
-from workloads.pods import observe_inference
+from workloads.serving import observe_inference
 
 from ..builders import make_flavor, make_job
 

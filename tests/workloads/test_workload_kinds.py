@@ -7,12 +7,15 @@ suite (shapes, stops, idle words, the test-only kind): `test_conformance.py`."""
 import pytest
 
 import workloads
+from cluster import MANAGED_BY_LABEL, quantity
+from core.ownership import JOB_LABEL
 from gpuplatform.rbac import APPLY, WATCH, group, required, resource
 from jobs.manifests import JOB_KINDS, job_fields, pod_templates_of, render_job
 from jobs.models import Job
 from jobs.watch.watcher import OURS, WATCHED
 from tenants import admission
-from workloads import spec
+from tenants.manifests import render_limit_range
+from workloads import spec, trainer
 from workloads.kinds import (
     KINDS,
     for_job,
@@ -27,6 +30,7 @@ from workloads.kinds import (
 )
 from workloads.kinds.admission import Queue
 from workloads.kueue import QUEUE_LABEL
+from workloads.pods import APP_COMPONENT_LABEL, APP_INSTANCE_LABEL, APP_NAME_LABEL, HOME_SCRATCH, object_name
 
 from ..builders import make_flavor, make_job, make_quota, make_team
 from ..schemas import validate
@@ -73,6 +77,41 @@ def _names_queue(obj: dict, queue: Queue) -> bool:
     return all(t["spec"].get("schedulerName") == "volcano" for t in pod_templates_of(obj))
 
 
+APP_LABELS = (APP_NAME_LABEL, APP_INSTANCE_LABEL, APP_COMPONENT_LABEL, MANAGED_BY_LABEL)
+
+
+def assert_recommended_labels(objects: list[dict], job) -> None:
+    """Every object and pod template carries Kubernetes' recommended labels (the kind of work,
+    the job's objects' name, a component) and no selector names them: a Deployment's or
+    StatefulSet's selector cannot change on the cluster, so selectors stay the job label alone."""
+    for obj in objects:
+        templates = pod_templates_of(obj) + ([trainer.pod_template_of(obj)] if obj["kind"] == "TrainJob" else [])
+        for labels in [obj["metadata"]["labels"], *(t["metadata"]["labels"] for t in templates)]:
+            assert set(APP_LABELS) <= set(labels), (obj["kind"], labels)
+            assert labels[APP_NAME_LABEL] == job.kind and labels[APP_INSTANCE_LABEL] == object_name(job)
+        selector = (obj.get("spec") or {}).get("selector") or {}
+        assert not set(selector.get("matchLabels", selector)) & set(APP_LABELS[:3]), (obj["kind"], selector)
+        if obj["kind"] in ("Deployment", "StatefulSet"):
+            assert selector == {"matchLabels": {JOB_LABEL: str(job.pk)}}, obj["kind"]
+
+
+def assert_local_disk_of_the_team_limit_range(objects: list[dict], job) -> None:
+    """Every container states its ephemeral-storage request and limit, the numbers of the team
+    namespace's LimitRange (read from it, not copied), and the limit holds the home scratch."""
+    [defaults] = render_limit_range(job.team)["spec"]["limits"]
+    request, limit = defaults["defaultRequest"]["ephemeral-storage"], defaults["default"]["ephemeral-storage"]
+    assert quantity.parse(limit)[0] > quantity.parse(HOME_SCRATCH)[0]
+    for obj in objects:
+        templates = pod_templates_of(obj) + ([trainer.pod_template_of(obj)] if obj["kind"] == "TrainJob" else [])
+        resources = [c["resources"] for t in templates for c in t["spec"]["containers"] if "resources" in c]
+        if obj["kind"] == "TrainJob":  # the runtime patch leaves the node's resources to resourcesPerNode
+            resources.append(obj["spec"]["trainer"]["resourcesPerNode"])
+        assert len(resources) >= len(templates), obj["kind"]
+        for found in resources:
+            assert found["requests"]["ephemeral-storage"] == request, obj["kind"]
+            assert found["limits"]["ephemeral-storage"] == limit, obj["kind"]
+
+
 CASES = [(kind, integration) for kind in KINDS for integration in kind.integrations]
 
 
@@ -109,6 +148,8 @@ def test_each_kind_renders_only_its_declared_kinds_in_objects_the_schemas_accept
             assert (obj["apiVersion"], obj["kind"]) in kind.renders, obj["kind"]
             made.add((obj["apiVersion"], obj["kind"]))
         assert assert_hardened(objects, job) >= 1
+        assert_recommended_labels(objects, job)
+        assert_local_disk_of_the_team_limit_range(objects, job)
     assert made == set(kind.renders)
     # What its fragment says it renders, it renders.
     assert {admitted.kind for admitted in kind.admits} <= made

@@ -6,7 +6,7 @@ workers), and its GPUs wait for traffic by design: the idle sweep never reclaims
 
 import workloads
 from workloads.autoscaling import Autoscale, gpu_scaling, unavailable
-from workloads.pods import (
+from workloads.serving import (
     DEPLOYMENT,
     INFERENCE_FIELDS,
     INFERENCE_KINDS,
@@ -107,14 +107,14 @@ KIND = WorkKind(
     label="Inference",
     integrations=tuple(_integration(scheduler) for scheduler in spec.SCHEDULERS),
     takes=("port", "min_replicas", "max_replicas", "readiness_path", "readiness_initial_delay_seconds",
-           "autoscaling_target_cpu_percent", "autoscale_metric", "target_gpu_utilization_percent"),
+           "model_load_seconds", "autoscaling_target_cpu_percent", "autoscale_metric", "target_gpu_utilization_percent"),
     requires=("port", "min_replicas", "max_replicas"),
     shape=GpuShape(most="max_replicas", start="min_replicas", unit="replica"),
     presets=(Preset("inference", "Inference server", dict(
         name="llm-serve", image="vllm/vllm-openai:v0.6.4", command="",
         args="--model /models/llama-3-8b --port 8000", workers=1, gpus_per_worker=1, gpu_memory_gib=18,
         cpu_per_worker=8, memory_per_worker_gib=64, port=8000, min_replicas=1, max_replicas=2,
-        readiness_path="/health", autoscaling_target_cpu_percent=70)),),
+        readiness_path="/health", model_load_seconds=900, autoscaling_target_cpu_percent=70)),),
     checks=(replicas, scaling_available),
     runs_until_cancelled="serving",
     removed_when_ended=True,

@@ -15,7 +15,7 @@ from jobs.tasks import sync_job
 from quotas.models import Quota
 from quotas.tasks import sync_team_quotas
 from workloads import autoscaling
-from workloads.pods import SCALED_OBJECT
+from workloads.serving import SCALED_OBJECT
 
 from ...support.cluster import reaches, stays_true, submit, wait_until
 
