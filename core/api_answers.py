@@ -52,11 +52,11 @@ def of_operation(view, method: str) -> Answers:
 
 
 def _of_method(cls, name: str, seen: frozenset) -> Answers:
-    function = inspect.unwrap(getattr(cls, name, None) or (lambda: None))
     found = Answers()
-    if name in seen or not inspect.isfunction(function) or function.__module__.startswith(FRAMEWORKS) \
-            or function.__module__ in ("builtins", __name__):
-        return found
+    function = getattr(cls, name, None)
+    function = inspect.unwrap(function) if callable(function) else None
+    if name in seen or not inspect.isfunction(function) or function.__module__.startswith(FRAMEWORKS):
+        return found  # not ours: what DRF answers is declared for every operation
     own, calls = _read(function)
     found.add(own)
     for called in calls:
