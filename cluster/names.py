@@ -5,9 +5,9 @@ import re
 
 DNS1123_LABEL_MAX = 63
 # Matched whole (fullmatch): re.match with "$" would accept a trailing newline.
-_DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 # Service names (and so every name a Service is derived from) must start with a letter.
-_DNS1035_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
+DNS1035_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
 # A qualified name as used for extended resources and label keys: optional DNS-1123
 # subdomain prefix, a slash, and a name part of alphanumerics, '-', '_' and '.'.
 _QUALIFIED_NAME = re.compile(
@@ -18,11 +18,11 @@ _LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
 
 
 def is_dns1123_label(value: str) -> bool:
-    return len(value) <= DNS1123_LABEL_MAX and bool(_DNS1123_LABEL.fullmatch(value))
+    return len(value) <= DNS1123_LABEL_MAX and bool(DNS1123_LABEL.fullmatch(value))
 
 
 def is_dns1035_label(value: str) -> bool:
-    return len(value) <= DNS1123_LABEL_MAX and bool(_DNS1035_LABEL.fullmatch(value))
+    return len(value) <= DNS1123_LABEL_MAX and bool(DNS1035_LABEL.fullmatch(value))
 
 
 def is_qualified_name(value: str) -> bool:

@@ -7,11 +7,11 @@ import django_filters
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError as DjangoValidationError
 from drf_spectacular.utils import extend_schema
-from rest_framework import mixins, permissions, serializers, status, viewsets
+from rest_framework import mixins, permissions, serializers, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
-from core.api_errors import Conflict, SlugRelatedField, error_response
+from core.api_errors import Conflict, RefuseNulMixin, SlugRelatedField, error_response
 from core.api_fields import StrictFields
 from core.api_input import CursorPagination
 from jobs import actions
@@ -333,7 +333,7 @@ class DrainPagination(CursorPagination):
     page_size = 50
 
 
-class DrainViewSet(viewsets.GenericViewSet, mixins.ListModelMixin, mixins.RetrieveModelMixin,
+class DrainViewSet(RefuseNulMixin, viewsets.GenericViewSet, mixins.ListModelMixin, mixins.RetrieveModelMixin,
                    mixins.CreateModelMixin):
     """Drains of GPU pools: read by everyone signed in, declared and ended by quota managers."""
 
@@ -352,7 +352,7 @@ class DrainViewSet(viewsets.GenericViewSet, mixins.ListModelMixin, mixins.Retrie
         """End the drain now: the pool reopens at once."""
         drain = self.get_object()
         if not quota_actions.end_drain(drain, request.user):
-            return Response({"detail": "This drain is already over."}, status=status.HTTP_409_CONFLICT)
+            raise Conflict("This drain is already over.")
         drain.refresh_from_db()
         return Response(DrainSerializer(drain, context=self.get_serializer_context()).data)
 

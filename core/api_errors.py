@@ -17,6 +17,7 @@ from rest_framework.settings import api_settings
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from .api_input import TooLarge
+from .api_query import refuse_unknown
 
 NON_FIELD = api_settings.NON_FIELD_ERRORS_KEY
 
@@ -121,6 +122,20 @@ ERROR_DESCRIPTIONS = {
     "415": "Unsupported media type.",
     "429": "Too many requests for this token; retry after `Retry-After` seconds.",
 }
+# The headers the API sets, as the schema describes them. DRF sets two on the errors above:
+# ``Retry-After`` on a 429 (``Throttled.wait``; ours always knows it), ``Allow`` on every
+# answer of an API view, a 405 included. The others are found in the views' code
+# (``core.api_answers``: the ``Location`` of a 201).
+HEADERS = {
+    "Location": {"schema": {"type": "string", "format": "uri"}, "description": "Where the new object is read."},
+    "Retry-After": {"schema": {"type": "integer", "minimum": 0}, "description": "Seconds to wait before retrying."},
+    "Allow": {"schema": {"type": "string"}, "description": "The methods this path takes."},
+}
+ERROR_HEADERS = {"405": ("Allow",), "429": ("Retry-After",)}
+
+
+def header(name: str) -> dict:
+    return HEADERS.get(name, {"schema": {"type": "string"}})
 
 
 def add_error_responses(result, generator, request, public):
@@ -150,10 +165,21 @@ def add_error_responses(result, generator, request, public):
                     for inner in (field, field.get("items"), field.get("additionalProperties")):
                         if isinstance(inner, dict):
                             _no_nul(inner)
-            responses = operation.setdefault("responses", {})
-            for code, description in ERROR_DESCRIPTIONS.items():
-                responses.setdefault(code, {"description": description, **ref})
+            _declare_errors(operation.setdefault("responses", {}), ref)
     return result
+
+
+def _declare_errors(responses: dict, ref: dict) -> None:
+    for code, description in ERROR_DESCRIPTIONS.items():
+        responses.setdefault(code, {"description": description, **ref})
+    for code, names in ERROR_HEADERS.items():
+        declared = responses[code].setdefault("headers", {})
+        for name in names:
+            declared.setdefault(name, header(name))
+    # In status order, those the views' code gives (core.api_schema) among these.
+    ordered = sorted(responses.items())
+    responses.clear()
+    responses.update(ordered)
 
 
 # What PostgreSQL text cannot hold, as the schema says it (see NUL_MESSAGE below).
@@ -194,7 +220,8 @@ class SlugRelatedField(serializers.SlugRelatedField):
 
 
 class RefuseNulMixin:
-    """For viewsets: NUL in a URL part is a 404, in a query parameter a 400."""
+    """For every API view: NUL in a URL part is a 404, in a query parameter a 400; and a query
+    parameter the schema does not declare for the operation is a 400 (``core.api_query``)."""
 
     def initial(self, request, *args, **kwargs):
         super().initial(request, *args, **kwargs)
@@ -203,3 +230,4 @@ class RefuseNulMixin:
         bad = sorted({key for key, value in request.query_params.items() if "\x00" in key + value})
         if bad:
             raise exceptions.ValidationError({key.replace("\x00", "\\0"): [NUL_MESSAGE] for key in bad})
+        refuse_unknown(request)

@@ -81,12 +81,12 @@ class DecimalInput(serializers.DecimalField):
             self.fail("pattern", low=self.min_value, high=self.max_value)
         if isinstance(data, str) and (len(data) > MAX_DECIMAL_STRING or not re.fullmatch(self.pattern, data)):
             self.fail("pattern", low=self.min_value, high=self.max_value)
-        value = super().to_internal_value(str(data))
-        # The bounds hold for the value as given; rounding cannot take it out of them.
+        # The bounds hold for the value as given (rounding cannot take it out of them), and
+        # before rounding: a number as large as -1.8e308 has no quantized form (a 500 once).
         exact = Decimal(str(data))
-        if exact < self.min_value or exact > self.max_value:
+        if not exact.is_finite() or exact < self.min_value or exact > self.max_value:
             self.fail("pattern", low=self.min_value, high=self.max_value)
-        return value
+        return super().to_internal_value(str(data))
 
     def validate_precision(self, value):
         return super().validate_precision(self.quantize(value))

@@ -8,7 +8,14 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.utils.deconstruct import deconstructible
 
-from cluster.names import is_dns1035_label, is_dns1123_label, is_label_value, is_qualified_name
+from cluster.names import (
+    DNS1035_LABEL,
+    DNS1123_LABEL,
+    is_dns1035_label,
+    is_dns1123_label,
+    is_label_value,
+    is_qualified_name,
+)
 
 # Patterns are matched whole (fullmatch): with re.match and "$", "name\n" would pass.
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -25,6 +32,18 @@ def between(low, high) -> list:
     return [MinValueValidator(low), MaxValueValidator(high)]
 
 
+def matches(regex: re.Pattern):
+    """Says on a validator the pattern it holds a value to, matched whole, so the API schema
+    states it (``core.api_schema``) from the rule itself, never a copy of it."""
+
+    def mark(validator):
+        validator.regex = regex
+        return validator
+
+    return mark
+
+
+@matches(DNS1123_LABEL)
 def validate_dns1123_label(value: str) -> None:
     if not is_dns1123_label(value):
         raise ValidationError(
@@ -34,6 +53,7 @@ def validate_dns1123_label(value: str) -> None:
         )
 
 
+@matches(DNS1035_LABEL)
 def validate_dns1035_label(value: str) -> None:
     """A name that becomes (part of) a Service name: DNS-1035, so it starts with a letter.
     Its length is the field's own (a job name's is 40), said by its max-length error."""

@@ -14,7 +14,7 @@ from rest_framework.views import APIView
 
 from accounts.api import GroupMappingViewSet, TeamAccessView
 from console.api import DrainViewSet, MemberCapViewSet, TeamViewSet, VolumeViewSet
-from core.api_errors import not_found
+from core.api_errors import RefuseNulMixin, not_found
 from jobs.api.views import JobViewSet
 from notifications.api import PreferenceViewSet, WebhookViewSet
 from quotas.api import FlavorViewSet, QuotaGrantViewSet, QuotaRequestViewSet, TrainingRuntimeViewSet
@@ -37,7 +37,7 @@ router.register("volumes", VolumeViewSet, basename="volume")
 
 
 
-class Ping(APIView):
+class Ping(RefuseNulMixin, APIView):
     """Liveness of the API process: no credentials, no database. Also the framework floor
     that ``make bench-api`` compares the real endpoints with."""
 

@@ -137,7 +137,7 @@ class WhoAmISerializer(serializers.Serializer):
         "The teams you are in, with your role (narrowed to the token's team, as every answer to it)."))
 
 
-class WhoAmIView(APIView):
+class WhoAmIView(RefuseNulMixin, APIView):
     """Who the caller is: the person, the token they call with, their teams and roles there."""
 
     @extend_schema(responses={200: WhoAmISerializer})

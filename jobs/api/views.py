@@ -24,7 +24,7 @@ from drf_spectacular.utils import (
     extend_schema_field,
     inline_serializer,
 )
-from rest_framework import exceptions, filters, mixins, serializers, status
+from rest_framework import exceptions, mixins, serializers, status
 from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound
 from rest_framework.response import Response
@@ -32,6 +32,7 @@ from rest_framework.response import Response
 from cluster import ClusterError
 from core.api_errors import Conflict, SlugRelatedField, Unavailable, error_response
 from core.api_fields import DecimalInput, StrictFields
+from core.api_filters import OrderingFilter
 from core.api_input import CursorPagination
 from core.ownership import job_selector
 from core.reconcile import NoCluster, current_cluster
@@ -331,7 +332,7 @@ class JobViewSet(TeamScopedViewSet, mixins.CreateModelMixin, mixins.ListModelMix
     queryset = Job.objects.none()  # for the schema; rows and refine are the truth
     serializer_class = JobSerializer
     pagination_class = JobPagination
-    filter_backends = [*TeamScopedViewSet.filter_backends, filters.OrderingFilter]
+    filter_backends = [*TeamScopedViewSet.filter_backends, OrderingFilter]
     filterset_class = JobFilter
     ordering_fields = ["id", "created_at"]
     required_scopes = {"create": Scope.SUBMIT, "dry_run": Scope.SUBMIT, "cancel": Scope.CANCEL, "exempt_idle": Scope.CANCEL,

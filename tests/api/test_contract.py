@@ -88,7 +88,8 @@ def test_a_quota_in_a_cohort_names_it(client_as, member, team, flavor):
     assert client_as(member).get("/api/v1/teams/vision").json()["quotas"][0]["cohort"] == "research"
 
 
-@pytest.mark.parametrize("value", ["", "-1", "0", "0.05", "1025", "1e2", "01", True, None, [4]])
+@pytest.mark.parametrize("value", ["", "-1", "0", "0.05", "1025", "1e2", "01", True, None, [4],
+                                   -1.7819344125417613e+308, 10**400])  # too large to round: once a 500
 def test_cpu_per_worker_refuses_what_its_schema_refuses(client_as, member, team, flavor, value):
     response = client_as(member).post("/api/v1/jobs", {**JOB_BODY, "cpu_per_worker": value}, format="json")
     assert response.status_code == 400 and list(response.json()["fields"]) == ["cpu_per_worker"]
