@@ -41,6 +41,8 @@ def mcp(request):
     context = CALLER.set(Caller.of(request))
     try:
         status, headers, body = async_to_sync(_serve)(_scope(request), request.body)
+    except TimeoutError:
+        return _refuse(504, "timeout", f"No answer within {ANSWER_SECONDS} s; ask for less (a team, a limit).")
     finally:
         CALLER.reset(context)
     response = HttpResponse(body, status=status)

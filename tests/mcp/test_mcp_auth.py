@@ -82,3 +82,9 @@ def test_only_post_is_served_so_no_stream_holds_a_worker(client_as, member, team
 def test_a_malformed_message_gets_the_transports_error(member, team):
     response = post("{not json", issue_token(member, team=team))
     assert response.status_code == 400 and response.json()["error"]["code"] == -32700
+
+
+def test_an_answer_that_takes_too_long_is_a_504_not_a_killed_worker(member, team, monkeypatch):
+    monkeypatch.setattr("gpuplatform.agents.endpoint.ANSWER_SECONDS", 0)
+    status, body = call_tool("list_jobs", {}, issue_token(member, team=team))
+    assert status == 504 and body["code"] == "timeout"
