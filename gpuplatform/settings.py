@@ -519,4 +519,6 @@ LOGGING = {
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO").upper()},
+    # The MCP SDK tells each request's start and end at INFO (/mcp is stateless: every request).
+    "loggers": {"mcp": {"level": "WARNING"}},
 }

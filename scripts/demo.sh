@@ -66,5 +66,6 @@ fi
 
 echo
 echo "GPU Platform is starting at http://$host:$port/  (admin console: http://$host:$port/admin/)"
+echo "Agents: the read-only MCP server is at http://$host:$port/mcp, with an API token (docs/mcp.md)."
 echo "Stop it with Ctrl-C."
 $py manage.py runserver --noreload "$host:$port"
