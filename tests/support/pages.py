@@ -53,6 +53,7 @@ POSTS = {
 NOT_PAGES = {
     "jobs:log_download", "console:usage-csv",  # text and CSV downloads
     "oidc_authentication_callback", "oidc_authentication_init", "oidc_logout",  # redirects to the IdP
+    "mcp",  # the agents' endpoint: JSON-RPC over POST (docs/mcp.md)
 }
 ELSEWHERE = ("admin", "api")  # Django's admin, and the API (JSON; its docs page is Swagger UI's)
 
