@@ -75,8 +75,14 @@ def lags(jobs: dict[int, dict], accounts: dict[int, Account]) -> dict[str, list[
         if job["state"] in ("succeeded", "failed"):
             pairs.append(("finished", first.get(job["state"]), account.finished))
         for step, row_time, cluster_time in pairs:
-            if row_time is not None and cluster_time is not None:
-                found[step].append(row_time - cluster_time)
+            if row_time is None or cluster_time is None:
+                continue
+            if step == "running" and any(cluster_time < at <= row_time for at in account.preemptions):
+                # That run was preempted before its step was written (it ran a second or two):
+                # the step written is a later run's, no lag of this one. The preemption rows
+                # and the GPU-hours row judge what the short run cost.
+                continue
+            found[step].append(row_time - cluster_time)
     return found
 
 
