@@ -22,14 +22,6 @@ pytestmark = [pytest.mark.cluster, pytest.mark.django_db(transaction=True)]
 RUNS_LONG = {"GPUPLATFORM_FAKE_DURATION": "900s"}
 
 
-@pytest.fixture
-def short_policy(settings):
-    settings.IDLE_GPU_THRESHOLD_PERCENT = 5
-    settings.IDLE_GPU_AFTER_SECONDS = 30
-    settings.IDLE_GPU_GRACE_SECONDS = 30
-    settings.IDLE_GPU_WINDOW_SECONDS = 10
-
-
 def sweep_until(live, prometheus, predicate, *, timeout, message):
     """Run the sweep every 3 s (as the beat would) until `predicate()` holds."""
     def once():
@@ -55,7 +47,7 @@ def pods_of(live, job) -> list[dict]:
 
 
 def test_an_idle_job_is_warned_paused_without_prometheus_and_reclaimed_while_a_busy_one_runs_on(
-        live, world, watcher, live_prometheus, short_policy):
+        live, world, watcher, live_prometheus, short_idle_policy):
     team, h100, _ = world
     idle = submit(live, team, h100, workers=1, gpus_per_worker=2, env={**RUNS_LONG, "GPU_SIM_UTIL": "0:90,120:1"})
     busy = submit(live, team, h100, workers=1, gpus_per_worker=1, env={**RUNS_LONG, "GPU_SIM_UTIL": "80"})

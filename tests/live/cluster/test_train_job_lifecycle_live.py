@@ -125,14 +125,6 @@ def test_a_low_priority_train_job_is_preempted_charged_to_the_preemptor_and_runs
     assert Preemption.objects.filter(job=victim).count() == 1
 
 
-@pytest.fixture
-def short_idle_policy(settings):
-    settings.IDLE_GPU_THRESHOLD_PERCENT = 5
-    settings.IDLE_GPU_AFTER_SECONDS = 30
-    settings.IDLE_GPU_GRACE_SECONDS = 30
-    settings.IDLE_GPU_WINDOW_SECONDS = 10
-
-
 def test_an_idle_train_job_is_warned_and_reclaimed(live, trainers, watcher, live_prometheus, short_idle_policy):
     team, h100, _ = trainers
     job = a_train_job(live, team, h100, seconds=int(RUNS_LONG), workers=2, gpus_per_worker=1,
